@@ -1,0 +1,60 @@
+"""Real upstream sglang files, fetched from the package index once and cached.
+
+The tests and the lint read sglang's own sources (``kimi_k25.py``,
+``server_args.py``) from the real wheels rather than from copies in this repo.
+
+**Example:**
+
+.. code:: python
+
+    path = sglang_file("0.5.9", "sglang/srt/models/kimi_k25.py")
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from sglfleet import PROJECT_ROOT
+
+CACHE = Path(os.environ.get("SGLFLEET_CACHE", PROJECT_ROOT / ".cache")) / "upstream"
+
+
+def sglang_wheel(version: str) -> Path:
+    """
+    Download ``sglang==version`` (no dependencies) into the cache, once.
+
+    + version: an sglang release on the package index, e.g. ``"0.5.9"``
+    """
+    wheels = CACHE / "wheels"
+    found = sorted(wheels.glob(f"sglang-{version}-*.whl"))
+    if found:
+        return found[0]
+    wheels.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+         "--only-binary=:all:", "--dest", str(wheels), f"sglang=={version}"],
+        check=True,
+    )
+    return sorted(wheels.glob(f"sglang-{version}-*.whl"))[0]
+
+
+def sglang_file(version: str, member: str) -> Path:
+    """
+    Extract one file of the sglang wheel into the cache and return its path.
+
+    + version: the sglang release
+    + member: the path inside the wheel, e.g. ``"sglang/srt/server_args.py"``
+    """
+    target = CACHE / "files" / version / member
+    if not target.exists():
+        with zipfile.ZipFile(sglang_wheel(version)) as wheel:
+            data = wheel.read(member)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = target.with_suffix(target.suffix + ".part")
+        partial.write_bytes(data)
+        partial.replace(target)
+    return target
