@@ -1,0 +1,29 @@
+# The two entry points of the README. Both work on a fresh Debian machine (as root).
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(VENV)/bin
+HOSTS ?= 3
+
+.PHONY: demo test deps down
+
+## Boot the local fleet, converge it, then roll a changed launch configuration out wave by wave.
+demo: deps
+	$(BIN)/sglfleet devfleet up --hosts $(HOSTS)
+	$(BIN)/pyinfra inventory/dev.py deploy.py -y
+	$(BIN)/sglfleet status inventory/dev.py
+	$(BIN)/pyinfra inventory/dev.py deploy.py --dry --diff --data speculative_num_steps=4 --data speculative_num_draft_tokens=5
+	$(BIN)/pyinfra inventory/dev.py deploy.py -y --data speculative_num_steps=4 --data speculative_num_draft_tokens=5
+	$(BIN)/sglfleet status inventory/dev.py
+
+## Run the whole test suite (it boots the local fleet itself when none is up).
+test: deps
+	$(BIN)/pytest -ra
+
+## Stop and remove the local fleet.
+down: deps
+	$(BIN)/sglfleet devfleet down
+
+deps: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml scripts/install-deps
+	scripts/install-deps

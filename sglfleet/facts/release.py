@@ -1,0 +1,43 @@
+"""Facts about a host's releases: which one serves, which came before, the unit state."""
+
+from pyinfra.api import FactBase
+
+ROOT = "/opt/sglfleet"
+
+
+class ReleaseState(FactBase):
+    """
+    Returns the current and previous release ids, the staged releases and the
+    state of ``sglang.service``, in one round trip.
+
+    .. code:: python
+
+        {
+            "current": "3f2a...", "previous": "9c1d...",
+            "releases": ["3f2a...", "9c1d..."],
+            "active_state": "active", "active_since": "Sun 2026-11-29 14:20:01 UTC",
+            "n_restarts": 0,
+        }
+    """
+
+    default = dict
+
+    def command(self) -> str:
+        return (
+            f"echo current=$(basename \"$(readlink {ROOT}/current)\" 2>/dev/null); "
+            f"echo previous=$(basename \"$(readlink {ROOT}/previous)\" 2>/dev/null); "
+            f"echo releases=$(ls {ROOT}/releases 2>/dev/null | grep -v '^[.]'); "
+            "systemctl show sglang.service -p ActiveState -p ActiveEnterTimestamp -p NRestarts"
+            " 2>/dev/null || true"
+        )
+
+    def process(self, output):
+        raw = dict(line.split("=", 1) for line in output if "=" in line)
+        return {
+            "current": raw.get("current") or None,
+            "previous": raw.get("previous") or None,
+            "releases": raw.get("releases", "").split(),
+            "active_state": raw.get("ActiveState") or None,
+            "active_since": raw.get("ActiveEnterTimestamp") or None,
+            "n_restarts": int(raw.get("NRestarts") or 0),
+        }
