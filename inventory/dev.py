@@ -1,0 +1,48 @@
+"""
+The local fleet: the hosts ``sglfleet devfleet up`` booted, read from ``.fleet/fleet.json``.
+
+node1 is the canary; the rest split into wave1 and wave2. Every host is a
+GPU-less local host that runs the dev stack and the SGLang stand-in, reached
+over SSH with the fleet's key and strict host-key checking.
+
+**Example:**
+
+.. code:: shell
+
+    sglfleet devfleet up --hosts 3
+    pyinfra inventory/dev.py deploy.py -y
+"""
+
+from sglfleet.devfleet import Fleet as _Fleet
+
+_fleet = _Fleet()
+_state = _fleet.state()
+if not _state.get("hosts"):
+    raise RuntimeError(
+        f"no local fleet in {_fleet.state_file}: run `sglfleet devfleet up` first"
+    )
+
+
+def _host(name):
+    record = _state["hosts"][name]
+    return (name, {
+        "ssh_hostname": record["address"],
+        "ssh_user": "root",
+        "ssh_key": _state["ssh_key"],
+        "ssh_known_hosts_file": _state["known_hosts"],
+        "ssh_strict_host_key_checking": "yes",
+        "gpu_less": True,     # no GPU: preflight skips GPU checks, the unit runs the stand-in
+        "stack": "dev",       # files/stacks/dev.toml: real wheels, sglang without CUDA deps
+        "server": "standin",  # files/standin/ in place of the GPU-only sglang server
+        "standin_warmup_s": 2,  # the stand-in's /health is 503 this long after start
+        "gate_warmup_s": 60,    # gate budget for /health to turn 200 (minutes in production)
+    })
+
+
+_names = sorted(_state["hosts"], key=lambda name: int(name[4:]))
+_rest = _names[1:]
+_half = (len(_rest) + 1) // 2
+
+canary = [_host(name) for name in _names[:1]]
+wave1 = [_host(name) for name in _rest[:_half]]
+wave2 = [_host(name) for name in _rest[_half:]]

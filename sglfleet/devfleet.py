@@ -1,0 +1,807 @@
+"""
+The local fleet: real Debian hosts on this machine, booted with systemd-nspawn.
+
+Each host is its own systemd as PID 1 on a copy-on-write root (overlayfs over
+one cached debootstrap rootfs), its own network namespace with a veth link on a
+bridge, its own address and its own sshd with a per-host key recorded in a
+known_hosts file, so pyinfra runs against it over real SSH with strict host-key
+checking. State lives in ``.fleet/`` (``fleet.json``); every process is stopped
+through the pids recorded there, never a name pattern.
+
+**Example:**
+
+.. code:: python
+
+    fleet = Fleet()
+    fleet.up(3)
+    print(fleet.exec("node1", "systemctl is-system-running").stdout)
+    fleet.down()
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import fcntl
+import ipaddress
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sglfleet import PROJECT_ROOT
+
+CACHE = Path(os.environ.get("SGLFLEET_CACHE", PROJECT_ROOT / ".cache"))
+ROOTFS = CACHE / "rootfs"
+FLEET_DIR = Path(os.environ.get("SGLFLEET_FLEET_DIR", PROJECT_ROOT / ".fleet"))
+INVENTORY = PROJECT_ROOT / "inventory" / "dev.py"
+
+SUITE = "bookworm"
+# systemd-sysv gives /sbin/init; util-linux (flock) is Essential, so always in;
+# systemd ships systemd-analyze in bookworm; iputils-ping for link checks.
+PACKAGES = [
+    "systemd", "systemd-sysv", "dbus", "openssh-server", "python3",
+    "python3-venv", "iproute2", "procps", "iputils-ping",
+]
+# A private /24 unlikely to clash with anything; override when it does.
+SUBNET = os.environ.get("SGLFLEET_DEVFLEET_SUBNET", "10.213.47.0/24")
+BRIDGE = os.environ.get("SGLFLEET_DEVFLEET_BRIDGE", "sglfleet0")
+BOOT_TIMEOUT = 120.0
+FAULT_FILE = "/etc/sglfleet/standin-fault"
+FAULT_MODES = ("crash", "hang", "unready", "slow")
+
+SSHD_CONFIG = """\
+# sglfleet local fleet: root by key only, one per-host ed25519 host key.
+HostKey /etc/ssh/ssh_host_ed25519_key
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UseDNS no
+"""
+
+
+class DevFleetError(Exception):
+    """A local-fleet failure, worded as one line that says what to do."""
+
+
+# --- small helpers -----------------------------------------------------------
+
+
+def _run(argv, check=True, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, check=check, text=True, capture_output=True, **kwargs)
+
+
+def _proc_start_time(pid: int) -> str | None:
+    """The kernel start time of ``pid`` (field 22 of stat): tells a reused pid apart."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _alive(pid: int | None, start: str | None) -> bool:
+    return bool(pid) and start is not None and _proc_start_time(pid) == start
+
+
+def _mounts_under(path: Path) -> list[str]:
+    """Mount points at or below ``path``, deepest first."""
+    prefix = str(path)
+    found = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4].replace("\\040", " ")
+        if point == prefix or point.startswith(prefix + "/"):
+            found.append(point)
+    return sorted(found, key=len, reverse=True)
+
+
+def _unmount_all(path: Path) -> None:
+    for point in _mounts_under(path):
+        if _run(["umount", point], check=False).returncode != 0:
+            _run(["umount", "-l", point], check=False)
+
+
+def _remove_tree(path: Path) -> None:
+    """rmtree, but never through a mount point (a leftover /proc bind, an overlay)."""
+    if not path.exists():
+        return
+    _unmount_all(path)
+    if _mounts_under(path):
+        raise DevFleetError(f"{path}: still has mounts below it; unmount them, then run down again")
+    shutil.rmtree(path)
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def apt_mirror() -> str:
+    """The Debian mirror this machine's own apt sources use for the main suite."""
+    candidates = []
+    sources = Path("/etc/apt/sources.list.d")
+    for path in sorted(sources.glob("*.sources")) if sources.is_dir() else []:
+        for stanza in path.read_text().split("\n\n"):
+            fields = dict(
+                line.split(":", 1) for line in stanza.splitlines()
+                if ":" in line and not line.startswith("#") and not line.startswith(" ")
+            )
+            if fields.get("Enabled", "yes").strip() == "no":
+                continue
+            suites = fields.get("Suites", "").split()
+            if "deb" in fields.get("Types", "").split() and SUITE in suites:
+                candidates.extend(fields.get("URIs", "").split())
+    for path in [Path("/etc/apt/sources.list"), *sorted(sources.glob("*.list"))]:
+        if not path.is_file():
+            continue
+        for line in path.read_text().splitlines():
+            words = re.sub(r"\[[^]]*\]", "", line).split()
+            if len(words) >= 3 and words[0] == "deb" and words[2] == SUITE:
+                candidates.append(words[1])
+    if not candidates:
+        raise DevFleetError(
+            f"no apt source for Debian {SUITE} in /etc/apt/sources.list(.d); add one "
+            f"(e.g. URIs: http://deb.debian.org/debian) so the rootfs can be built"
+        )
+    return candidates[0]
+
+
+# --- the root filesystem -----------------------------------------------------
+
+
+def build_rootfs(rootfs: Path = ROOTFS, log=print) -> Path:
+    """
+    Build the cached host rootfs once with debootstrap; reuse it afterwards.
+
+    + rootfs: where the finished tree lives; it is built beside it and renamed
+      into place only when complete, so a half-built tree is never used.
+
+    **Example:**
+
+    .. code:: python
+
+        build_rootfs()  # about a minute the first time, instant after
+    """
+    if (rootfs / ".sglfleet-rootfs.json").is_file():
+        return rootfs
+    with _locked(rootfs.parent / "rootfs.lock"):
+        if (rootfs / ".sglfleet-rootfs.json").is_file():
+            return rootfs
+        if not shutil.which("debootstrap"):
+            raise DevFleetError("building the rootfs needs debootstrap: apt-get install debootstrap")
+        mirror = apt_mirror()
+        tmp = rootfs.with_name(rootfs.name + ".tmp")
+        _remove_tree(tmp)
+        _remove_tree(rootfs)  # an incomplete tree without its marker
+        log(f"building rootfs: debootstrap --variant=minbase {SUITE} from {mirror}")
+        started = time.monotonic()
+        result = _run([
+            "debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}",
+            SUITE, str(tmp), mirror,
+        ], check=False)
+        if result.returncode != 0:
+            _unmount_all(tmp)
+            tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])
+            raise DevFleetError(f"debootstrap of {SUITE} from {mirror} failed:\n{tail}")
+        _configure_rootfs(tmp)
+        (tmp / ".sglfleet-rootfs.json").write_text(json.dumps({
+            "suite": SUITE, "mirror": mirror, "packages": PACKAGES,
+            "built_s": round(time.monotonic() - started, 1),
+        }, indent=2) + "\n")
+        os.rename(tmp, rootfs)
+        log(f"rootfs ready in {time.monotonic() - started:.0f}s: {rootfs}")
+    return rootfs
+
+
+def _configure_rootfs(root: Path) -> None:
+    """What every host shares: sshd by key only, networkd, no per-host identity."""
+    (root / "etc/ssh/sshd_config.d").mkdir(parents=True, exist_ok=True)
+    (root / "etc/ssh/sshd_config.d/sglfleet.conf").write_text(SSHD_CONFIG)
+    # Host keys and machine-id are per host (written into each overlay), never shared.
+    for key in (root / "etc/ssh").glob("ssh_host_*"):
+        key.unlink()
+    for name in ("etc/machine-id", "var/lib/dbus/machine-id", "etc/hostname"):
+        with contextlib.suppress(FileNotFoundError):
+            (root / name).unlink()
+    _run(["chroot", str(root), "systemctl", "enable", "ssh.service", "systemd-networkd.service"])
+    # apt's timers would wake every host at once on a 2-core machine for nothing.
+    _run(["chroot", str(root), "systemctl", "mask", "apt-daily.timer", "apt-daily-upgrade.timer"])
+    for deb in (root / "var/cache/apt/archives").glob("*.deb"):
+        deb.unlink()
+
+
+# --- the fleet ---------------------------------------------------------------
+
+
+@dataclass
+class Fleet:
+    """
+    A local fleet of systemd-nspawn hosts, described by ``state_dir/fleet.json``.
+
+    + state_dir: where keys, overlays and fleet.json live (``.fleet/``)
+    + subnet: the private /24 the bridge and hosts take addresses from
+    + bridge: the bridge all host links attach to
+    + prefix: prepended to nspawn machine names (host-side link ``vb-<prefix>node1``),
+      so a second fleet can run beside the default one
+
+    **Example:**
+
+    .. code:: python
+
+        fleet = Fleet()
+        fleet.up(3)
+        fleet.exec("node2", "hostname").stdout  # "node2\\n"
+    """
+
+    state_dir: Path = FLEET_DIR
+    subnet: str = SUBNET
+    bridge: str = BRIDGE
+    prefix: str = ""
+    rootfs: Path = ROOTFS
+    inventory: Path = INVENTORY
+    log: object = field(default=print, repr=False)
+
+    def __post_init__(self):
+        self.state_dir = Path(self.state_dir)
+        self._save_lock = threading.Lock()
+
+    # paths and state
+
+    @property
+    def state_file(self) -> Path:
+        return self.state_dir / "fleet.json"
+
+    @property
+    def ssh_key(self) -> Path:
+        return self.state_dir / "id_ed25519"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.state_dir / "known_hosts"
+
+    @property
+    def ssh_config(self) -> Path:
+        return self.state_dir / "ssh_config"
+
+    def state(self) -> dict:
+        """fleet.json as a dict, or an empty fleet when there is none."""
+        try:
+            return json.loads(self.state_file.read_text())
+        except FileNotFoundError:
+            return {"hosts": {}}
+
+    def _save(self, state: dict) -> None:
+        with self._save_lock:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            tmp = self.state_file.with_suffix(".tmp")
+            tmp.write_text(json.dumps(state, indent=2) + "\n")
+            os.rename(tmp, self.state_file)
+
+    @property
+    def hosts(self) -> list[str]:
+        """Host names in order: node1, node2, ..."""
+        return sorted(self.state()["hosts"], key=lambda name: int(name[4:]))
+
+    def address(self, host: str) -> str:
+        return self._host(host)["address"]
+
+    def _host(self, host: str) -> dict:
+        hosts = self.state()["hosts"]
+        if host not in hosts:
+            names = ", ".join(self.hosts) or "none (run: sglfleet devfleet up)"
+            raise DevFleetError(f"{host}: no such host in the local fleet; hosts: {names}")
+        return hosts[host]
+
+    # ssh
+
+    def ssh_argv(self, host: str, timeout: float = 5) -> list[str]:
+        """ssh to ``host`` as root with the fleet key and strict host-key checking."""
+        return [
+            "ssh", "-F", "/dev/null", "-i", str(self.ssh_key),
+            "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
+            "-o", f"UserKnownHostsFile={self.known_hosts}",
+            "-o", "StrictHostKeyChecking=yes", "-o", f"ConnectTimeout={int(timeout)}",
+            "-o", "LogLevel=ERROR", f"root@{self.address(host)}",
+        ]
+
+    def exec(self, host: str, cmd: str, check: bool = True, timeout: float | None = 60,
+             ) -> subprocess.CompletedProcess:
+        """
+        Run a shell command on ``host`` over SSH.
+
+        + host: node1..nodeN
+        + cmd: a shell command line, run by root's shell on the host
+        + check: raise CalledProcessError on a non-zero exit
+        + timeout: seconds before giving up
+
+        **Example:**
+
+        .. code:: python
+
+            fleet.exec("node1", "cat /etc/hostname").stdout
+        """
+        return subprocess.run(self.ssh_argv(host) + ["--", cmd], check=check, text=True,
+                              capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+    def system_state(self, host: str) -> str:
+        """What ``systemctl is-system-running`` answers, or ``unreachable``."""
+        try:
+            result = self.exec(host, "systemctl is-system-running", check=False, timeout=10)
+        except subprocess.TimeoutExpired:
+            return "unreachable"
+        if result.returncode == 255:
+            return "unreachable"
+        return result.stdout.strip() or "unknown"
+
+    def fault(self, host: str, mode: str) -> None:
+        """
+        Set the stand-in's fault mode on ``host`` for its next start.
+
+        + mode: crash, hang, unready, slow; or clear to remove the fault
+
+        **Example:**
+
+        .. code:: python
+
+            fleet.fault("node2", "unready")
+        """
+        if mode == "clear":
+            self.exec(host, f"rm -f {FAULT_FILE}")
+        elif mode in FAULT_MODES:
+            self.exec(host, f"mkdir -p {os.path.dirname(FAULT_FILE)} && echo {mode} > {FAULT_FILE}")
+        else:
+            raise DevFleetError(f"{host}: unknown fault {mode!r}; use one of "
+                                f"{', '.join(FAULT_MODES)}, clear")
+
+    # fault helpers for gate and rollback tests
+
+    def kill_host(self, host: str) -> None:
+        """Kill ``host`` at once (its container's PID 1), as a power cut would."""
+        record = self._host(host)
+        if _alive(record.get("leader_pid"), record.get("leader_start")):
+            os.kill(record["leader_pid"], signal.SIGKILL)
+        self._wait_gone(record, 10)
+
+    def stop_host(self, host: str) -> None:
+        """Shut ``host`` down cleanly; ``up`` boots it again."""
+        self._stop(self._host(host))
+
+    def cut_link(self, host: str) -> None:
+        """Take ``host``'s network link down (the host keeps running)."""
+        self._nsenter_ip(host, "down")
+
+    def restore_link(self, host: str) -> None:
+        """Bring ``host``'s network link back up after ``cut_link``."""
+        self._nsenter_ip(host, "up")
+
+    def _nsenter_ip(self, host: str, updown: str) -> None:
+        record = self._host(host)
+        if not _alive(record.get("leader_pid"), record.get("leader_start")):
+            raise DevFleetError(f"{host}: not running; run: sglfleet devfleet up")
+        _run(["nsenter", "-t", str(record["leader_pid"]), "-n",
+              "ip", "link", "set", "host0", updown])
+
+    # status
+
+    def status(self) -> list[dict]:
+        """One row per host: name, address, pids, and its system state."""
+        rows = []
+        for name in self.hosts:
+            record = self._host(name)
+            alive = _alive(record.get("nspawn_pid"), record.get("nspawn_start"))
+            rows.append({
+                "host": name, "address": record["address"],
+                "nspawn_pid": record.get("nspawn_pid"), "leader_pid": record.get("leader_pid"),
+                "state": self.system_state(name) if alive else "stopped",
+            })
+        return rows
+
+    # up
+
+    def preflight(self) -> None:
+        """Root and the tools ``up`` needs, each missing one with what to install."""
+        missing = [
+            f"{tool} (apt-get install {package})"
+            for tool, package in [
+                ("systemd-nspawn", "systemd-container"), ("ssh", "openssh-client"),
+                ("ssh-keygen", "openssh-client"), ("ip", "iproute2"),
+                ("nsenter", "util-linux"), ("mount", "mount"),
+            ] + ([] if (self.rootfs / ".sglfleet-rootfs.json").is_file()
+                 else [("debootstrap", "debootstrap")])
+            if not shutil.which(tool)
+        ]
+        if missing:
+            raise DevFleetError("the local fleet needs: " + ", ".join(missing))
+        if os.geteuid() != 0:
+            raise DevFleetError("the local fleet needs root (systemd-nspawn, overlay mounts, "
+                                "links); run as root, e.g. sudo sglfleet devfleet up")
+
+    def up(self, n: int = 3, boot_timeout: float = BOOT_TIMEOUT) -> dict:
+        """
+        Boot hosts node1..node``n``; hosts already running are left as they are.
+
+        + n: how many hosts; fewer than now running stops the extra ones
+        + boot_timeout: seconds a host may take until ``is-system-running`` answers
+
+        Returns ``{"started": [...], "stopped": [...], "kept": [...]}``.
+
+        **Example:**
+
+        .. code:: python
+
+            Fleet().up(3)
+        """
+        if n < 1:
+            raise DevFleetError(f"--hosts must be 1 or more, not {n}")
+        self.preflight()
+        with _locked(self.state_dir / "lock"):
+            return self._up(n, boot_timeout)
+
+    def _up(self, n: int, boot_timeout: float) -> dict:
+        build_rootfs(self.rootfs, log=self.log)
+        state = self.state()
+        state.setdefault("hosts", {})
+        wanted = [f"node{i}" for i in range(1, n + 1)]
+        changes = {"started": [], "stopped": [], "kept": []}
+
+        for name in [h for h in state["hosts"] if h not in wanted]:
+            self._stop(state["hosts"][name])
+            self._clean_host(state["hosts"].pop(name))
+            changes["stopped"].append(name)
+            self._save(state)
+        for name in [h for h in wanted if h in state["hosts"]]:
+            record = state["hosts"][name]
+            if _alive(record.get("nspawn_pid"), record.get("nspawn_start")):
+                changes["kept"].append(name)
+            else:  # crashed or killed: clean its leftovers and boot it again
+                self._stop(record)
+                self._clean_host(state["hosts"].pop(name))
+        to_start = [h for h in wanted if h not in state["hosts"]]
+        if not to_start:
+            self._save(state)
+            return changes
+
+        self._network(state)
+        self._client_key(state)
+        for name in to_start:
+            state["hosts"][name] = self._prepare_host(name, state)
+        self._write_ssh_files(state)
+        self._save(state)
+
+        # Boot in parallel; each thread records its pids in fleet.json as soon as known.
+        with concurrent.futures.ThreadPoolExecutor(len(to_start)) as pool:
+            futures = {pool.submit(self._boot, state, name, boot_timeout): name
+                       for name in to_start}
+            failures = {}
+            for future in concurrent.futures.as_completed(futures):
+                try:
+                    future.result()
+                except DevFleetError as error:
+                    failures[futures[future]] = str(error)
+        if failures:
+            for name in to_start:
+                self._stop(state["hosts"][name])
+                self._clean_host(state["hosts"].pop(name))
+            self._write_ssh_files(state)
+            self._save(state)
+            if not state["hosts"]:
+                self._teardown_fleet(state)
+            raise DevFleetError("\n".join(failures[name] for name in sorted(failures))
+                                + "\nthe hosts this run started were torn down")
+        changes["started"] = to_start
+        return changes
+
+    def _network(self, state: dict) -> None:
+        """The bridge with the fleet's gateway address; refuse a subnet or name in use."""
+        net = ipaddress.ip_network(self.subnet)
+        gateway = f"{net[1]}/{net.prefixlen}"
+        links = {link["ifname"]: link for link in json.loads(_run(["ip", "-j", "addr"]).stdout)}
+        for ifname, link in links.items():
+            if ifname == self.bridge:
+                continue
+            for addr in link.get("addr_info", []):
+                if addr.get("family") != "inet":
+                    continue
+                theirs = ipaddress.ip_network(f"{addr['local']}/{addr['prefixlen']}", strict=False)
+                if theirs.overlaps(net):
+                    raise DevFleetError(
+                        f"subnet {net} is taken by {ifname} ({addr['local']}/{addr['prefixlen']}); "
+                        f"set SGLFLEET_DEVFLEET_SUBNET to a free private /24")
+        for route in json.loads(_run(["ip", "-j", "-4", "route"]).stdout):
+            dst = route.get("dst", "")
+            if dst in ("default", "") or route.get("dev") == self.bridge:
+                continue
+            if ipaddress.ip_network(dst, strict=False).overlaps(net):
+                raise DevFleetError(f"subnet {net} overlaps route {dst} via {route.get('dev')}; "
+                                    f"set SGLFLEET_DEVFLEET_SUBNET to a free private /24")
+        if self.bridge in links:
+            if not state.get("bridge_created"):
+                raise DevFleetError(f"link {self.bridge} exists and is not this fleet's; remove it "
+                                    f"(ip link del {self.bridge}) or set SGLFLEET_DEVFLEET_BRIDGE")
+        else:
+            _run(["ip", "link", "add", self.bridge, "type", "bridge"])
+            state["bridge_created"] = True
+            self._save(state)
+        if not any(a.get("local") == str(net[1]) for a in links.get(self.bridge, {}).get("addr_info", [])):
+            _run(["ip", "addr", "replace", gateway, "dev", self.bridge])
+        _run(["ip", "link", "set", self.bridge, "up"])
+        state.update(bridge=self.bridge, subnet=str(net), gateway=str(net[1]))
+
+    def _client_key(self, state: dict) -> None:
+        if not self.ssh_key.is_file():
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+            _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sglfleet-devfleet",
+                  "-f", str(self.ssh_key)])
+        state.update(ssh_key=str(self.ssh_key), known_hosts=str(self.known_hosts),
+                     ssh_config=str(self.ssh_config), inventory=str(self.inventory))
+
+    def _prepare_host(self, name: str, state: dict) -> dict:
+        """Per-host overlay files: hostname, machine-id, host key, root's key, address."""
+        net = ipaddress.ip_network(self.subnet)
+        address = str(net[10 + int(name[4:])])
+        machine = f"{self.prefix}{name}"
+        veth = f"vb-{machine}"[:15]
+        if veth in json.dumps(json.loads(_run(["ip", "-j", "link"]).stdout)):
+            raise DevFleetError(f"{name}: link {veth} already exists and is not this fleet's; "
+                                f"remove it (ip link del {veth})")
+        home = self.state_dir / "hosts" / name
+        _remove_tree(home)
+        upper, work, root = home / "upper", home / "work", home / "root"
+        for path in (upper, work, root):
+            path.mkdir(parents=True)
+        etc = upper / "etc"
+        (etc / "ssh").mkdir(parents=True)
+        (etc / "systemd/network").mkdir(parents=True)
+        (upper / "root/.ssh").mkdir(parents=True, mode=0o700)
+        (etc / "hostname").write_text(name + "\n")
+        (etc / "hosts").write_text(f"127.0.0.1 localhost\n127.0.1.1 {name}\n" + "".join(
+            f"{str(net[10 + i])} node{i}\n" for i in range(1, 255 - 10)
+        ))
+        (etc / "machine-id").write_text(uuid.uuid4().hex + "\n")
+        key = etc / "ssh/ssh_host_ed25519_key"
+        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{name}", "-f", str(key)])
+        shutil.copy(self.ssh_key.with_suffix(".pub"), upper / "root/.ssh/authorized_keys")
+        (upper / "root/.ssh/authorized_keys").chmod(0o600)
+        # Overrides the container default (DHCP on host0) with a fixed address.
+        (etc / "systemd/network/80-container-host0.network").write_text(
+            f"[Match]\nName=host0\n\n[Network]\nAddress={address}/{net.prefixlen}\n"
+            f"Gateway={net[1]}\nLinkLocalAddressing=no\nIPv6AcceptRA=no\n")
+        return {
+            "address": address, "machine": machine, "home": str(home), "root": str(root),
+            "host_key": (key.with_suffix(".pub")).read_text().split()[:2],
+            "console_log": str(home / "console.log"),
+            "nspawn_pid": None, "nspawn_start": None, "leader_pid": None, "leader_start": None,
+        }
+
+    def _write_ssh_files(self, state: dict) -> None:
+        lines, config = [], []
+        for name in sorted(state["hosts"], key=lambda h: int(h[4:])):
+            record = state["hosts"][name]
+            lines.append(f"{record['address']} {' '.join(record['host_key'])}\n")
+            config.append(
+                f"Host {name}\n  HostName {record['address']}\n  User root\n"
+                f"  IdentityFile {self.ssh_key}\n  IdentitiesOnly yes\n  BatchMode yes\n"
+                f"  UserKnownHostsFile {self.known_hosts}\n  StrictHostKeyChecking yes\n"
+                f"  LogLevel ERROR\n\n")
+        self.known_hosts.write_text("".join(lines))
+        self.ssh_config.write_text("".join(config))
+
+    def _boot(self, state: dict, name: str, boot_timeout: float) -> None:
+        record = state["hosts"][name]
+        home, root = Path(record["home"]), Path(record["root"])
+        _run(["mount", "-t", "overlay", "overlay", "-o",
+              f"lowerdir={self.rootfs},upperdir={home / 'upper'},workdir={home / 'work'}",
+              str(root)])
+        # Each host gets its own cgroup: started from one shared cgroup, the hosts'
+        # systemds would all manage the same /payload tree and race (units fail).
+        cgroups = _cgroups(record["machine"], create=True)
+        enter = "".join(f"echo $$ > {shlex.quote(str(path / 'cgroup.procs'))}; " for path in cgroups)
+        console = open(record["console_log"], "w")
+        process = subprocess.Popen(
+            ["sh", "-c", enter + 'exec "$@"', "sh",
+             "systemd-nspawn", "--boot", "--register=no", "--keep-unit", "--settings=no",
+             f"--machine={record['machine']}", f"--hostname={name}", "-D", str(root),
+             f"--network-bridge={self.bridge}", "--link-journal=no", "--resolv-conf=off",
+             "--timezone=off", "--console=read-only"],
+            stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT,
+            start_new_session=True,  # our Ctrl-C must not reach the host; down stops it
+        )
+        console.close()
+        record.update(nspawn_pid=process.pid, nspawn_start=_proc_start_time(process.pid))
+        self._save(state)
+        deadline = time.monotonic() + boot_timeout
+        while record["leader_pid"] is None:
+            leader = _leader_of(process.pid)
+            if leader:
+                record.update(leader_pid=leader, leader_start=_proc_start_time(leader))
+                self._save(state)
+            elif process.poll() is not None or time.monotonic() > deadline:
+                raise DevFleetError(self._boot_failure(name, "nspawn exited" if process.poll()
+                                                       is not None else "no container init"))
+            else:
+                time.sleep(0.05)
+        # sshd answers first; --wait then returns once boot is finished.
+        answer = None
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise DevFleetError(self._boot_failure(name, f"nspawn exited {process.returncode}"))
+            left = max(1, int(deadline - time.monotonic()))
+            try:
+                result = self.exec(name, "timeout %d systemctl is-system-running --wait" % left,
+                                   check=False, timeout=left + 5)
+            except subprocess.TimeoutExpired:
+                continue
+            if result.returncode != 255:
+                answer = result.stdout.strip()
+                break
+            time.sleep(0.2)
+        if answer is None:
+            raise DevFleetError(self._boot_failure(name, f"no SSH answer within {boot_timeout:.0f}s"))
+        if answer != "running":
+            failed = self.exec(name, "systemctl --failed --no-legend --plain", check=False).stdout
+            raise DevFleetError(self._boot_failure(
+                name, f"systemctl is-system-running says {answer!r}; failed units: "
+                      f"{' '.join(line.split()[0] for line in failed.splitlines() if line) or 'none'}"))
+        record["booted_s"] = round(boot_timeout - (deadline - time.monotonic()), 2)
+        self._save(state)
+
+    def _boot_failure(self, name: str, why: str) -> str:
+        log = Path(self._host_record_path(name))
+        tail = log.read_text(errors="replace").splitlines()[-20:] if log.is_file() else []
+        return f"{name}: did not come up ({why}); boot log tail:\n  " + "\n  ".join(tail)
+
+    def _host_record_path(self, name: str) -> str:
+        return str(self.state_dir / "hosts" / name / "console.log")
+
+    # down
+
+    def down(self) -> list[str]:
+        """
+        Stop every host by its recorded pids and remove links, overlays and state.
+
+        Safe after a crash, a half-started fleet, and when run twice. Returns the
+        hosts that were stopped.
+
+        **Example:**
+
+        .. code:: python
+
+            Fleet().down()
+        """
+        with _locked(self.state_dir / "lock"):
+            state = self.state()
+            records = list(state.get("hosts", {}).values())
+            with concurrent.futures.ThreadPoolExecutor(max(1, len(records))) as pool:
+                list(pool.map(self._stop, records))
+            for record in records:
+                self._clean_host(record)
+            # Leftover host dirs of a fleet.json lost in a crash: unmount and remove.
+            _remove_tree(self.state_dir / "hosts")
+            self._teardown_fleet(state)
+            return sorted(state.get("hosts", {}), key=lambda h: int(h[4:]))
+
+    def _stop(self, record: dict, timeout: float = 15) -> None:
+        """SIGTERM to nspawn powers the host off; SIGKILL its init if that hangs."""
+        pid, start = record.get("nspawn_pid"), record.get("nspawn_start")
+        if _alive(pid, start):
+            os.kill(pid, signal.SIGTERM)
+        if not self._wait_gone(record, timeout):
+            for key in ("leader", "nspawn"):
+                if _alive(record.get(f"{key}_pid"), record.get(f"{key}_start")):
+                    os.kill(record[f"{key}_pid"], signal.SIGKILL)
+            self._wait_gone(record, 5)
+
+    @staticmethod
+    def _wait_gone(record: dict, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not any(_alive(record.get(f"{k}_pid"), record.get(f"{k}_start"))
+                       for k in ("leader", "nspawn")):
+                # reap our own child, when it is one, so it leaves no zombie
+                with contextlib.suppress(ChildProcessError, TypeError):
+                    os.waitpid(record.get("nspawn_pid"), os.WNOHANG)
+                return True
+            with contextlib.suppress(ChildProcessError, TypeError):
+                os.waitpid(record.get("nspawn_pid"), os.WNOHANG)
+            time.sleep(0.1)
+        return False
+
+    def _clean_host(self, record: dict) -> None:
+        for path in _cgroups(record["machine"]):
+            for sub in sorted(path.glob("**/"), key=lambda p: len(str(p)), reverse=True):
+                with contextlib.suppress(OSError):
+                    sub.rmdir()
+        veth = f"vb-{record['machine']}"[:15]
+        if _run(["ip", "link", "show", veth], check=False).returncode == 0:
+            _run(["ip", "link", "del", veth], check=False)
+        _remove_tree(Path(record["home"]))
+
+    def _teardown_fleet(self, state: dict) -> None:
+        for path in _cgroups(""):  # the empty sglfleet/ parent of the hosts' cgroups
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        if state.get("bridge_created") and _run(["ip", "link", "show", self.bridge],
+                                                check=False).returncode == 0:
+            _run(["ip", "link", "del", self.bridge], check=False)
+        for path in (self.state_file, self.known_hosts, self.ssh_config, self.ssh_key,
+                     self.ssh_key.with_suffix(".pub")):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+
+def _cgroups(machine: str, create: bool = False) -> list[Path]:
+    """The host's own cgroup in each hierarchy systemd uses (cgroup2, name=systemd)."""
+    found = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        fstype, _, options = right.split()[:3]
+        if fstype == "cgroup2" or (fstype == "cgroup" and "name=systemd" in options.split(",")):
+            path = Path(left.split()[4]) / "sglfleet" / machine
+            if create:
+                path.mkdir(parents=True, exist_ok=True)
+            if path.is_dir():
+                found.append(path)
+    return found
+
+
+def _leader_of(nspawn_pid: int) -> int | None:
+    """The container's init: PID 1 of its own pid namespace, forked by nspawn."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+        nspid = fields.get("NSpid", "").split()
+        if fields.get("PPid", "").strip() == str(nspawn_pid) and len(nspid) > 1 and nspid[-1] == "1":
+            return int(entry.name)
+    return None
+
+
+def idle_memory(fleet: Fleet, host: str) -> dict:
+    """
+    Memory of one host: summed PSS and RSS of every process in its pid namespace.
+
+    **Example:**
+
+    .. code:: python
+
+        idle_memory(Fleet(), "node1")["pss_mb"]
+    """
+    record = fleet._host(host)
+    leader = record["leader_pid"]
+    target = os.readlink(f"/proc/{leader}/ns/pid")
+    pss = rss = count = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if os.readlink(entry / "ns/pid") != target:
+                continue
+            rollup = (entry / "smaps_rollup").read_text()
+        except OSError:
+            continue
+        values = {line.split(":")[0]: int(line.split()[1]) for line in rollup.splitlines()[1:]}
+        pss += values.get("Pss", 0)
+        rss += values.get("Rss", 0)
+        count += 1
+    return {"processes": count, "pss_mb": round(pss / 1024, 1), "rss_mb": round(rss / 1024, 1)}
+
+
+__all__ = ["Fleet", "DevFleetError", "build_rootfs", "apt_mirror", "idle_memory"]
