@@ -12,9 +12,10 @@ a half-switched host: the switch and any rollback happen under one lock.
     sglfleet-release gate                  run the gate against the current release
     sglfleet-release state                 print this host's release state as JSON
 
-Exit status: 0 passed, 1 gate failed (the host was rolled back and serves the
-previous release), 2 usage or layout error, 3 the host is busy (another run
-holds the lock).
+Exit status: 0 passed; 1 the gate failed and the host serves its earlier
+release again; 2 usage or layout error; 3 the host is busy (another run holds
+the lock); 4 the gate failed and nothing serves (no earlier release, or it
+failed too).
 
 Python 3.9+ standard library only: it runs with the host's own python3.
 """
@@ -229,18 +230,18 @@ def roll_back_after(failure, failed, old_current, old_previous):
     if not old_current or old_current == failed:
         print(f"gate failed on release {failed}: {failure}; no earlier release to roll back to\n"
               f"last log lines of {UNIT}:\n{log}", file=sys.stderr)
-        return 1
+        return 4
     point(CURRENT, old_current)
     if old_previous:
         point(PREVIOUS, old_previous)
     try:
         gate(read_release(old_current), restart())
-        after = f"rolled back to {old_current}, which serves again"
+        after, status = f"rolled back to {old_current}, which serves again", 1
     except GateFailed as second:
-        after = f"rolled back to {old_current}, which does not serve either ({second})"
+        after, status = f"rolled back to {old_current}, which does not serve either ({second})", 4
     print(f"gate failed on release {failed}: {failure}; {after}\n"
           f"last log lines of {UNIT}:\n{log}", file=sys.stderr)
-    return 1
+    return status
 
 
 def rollback():

@@ -15,8 +15,9 @@ import shlex
 from io import StringIO
 
 from pyinfra import host, logger, state
-from pyinfra.api import FileUploadCommand, FunctionCommand, OperationError, StringCommand, operation
+from pyinfra.api import FileUploadCommand, FunctionCommand, StringCommand, operation
 
+from sglfleet import router
 from sglfleet.facts.files import FileBytes
 from sglfleet.facts.release import ROOT, ReleaseState
 
@@ -103,17 +104,23 @@ def activated(
     wave_name: str,
     earlier_wave_hosts: list[str],
     gate_args: list[str],
+    router_url: str | None = None,
+    worker_url: str | None = None,
 ):
     """
     Switch the host to ``release_id`` behind its gate, unless it already serves it.
 
     The switch, the restart, the gate and any rollback run on the host under its
-    lock. The wave starts only when every host of the earlier waves passed.
+    lock. The wave starts only when every host of the earlier waves passed. With
+    a router, the host leaves it before the switch and rejoins once it serves
+    again (the new release, or the old one after a rollback).
 
     + release_id: the staged release to serve
     + wave_name: the wave this host belongs to, for messages
     + earlier_wave_hosts: hosts that must have passed before this one may switch
     + gate_args: arguments for ``sglfleet-release`` (warm-up budget, prompt, thresholds)
+    + router_url: the sglang-router in front of the fleet, if any
+    + worker_url: this host's URL as the router knows it
 
     **Example:**
 
@@ -128,8 +135,7 @@ def activated(
         )
     """
     releases = host.get_fact(ReleaseState)
-    serving = releases["current"] == release_id and releases["active_state"] == "active"
-    if serving:
+    if releases["current"] == release_id and releases["active_state"] == "active":
         host.noop(f"{wave_name}: already serving release {release_id}")
         return
 
@@ -137,38 +143,86 @@ def activated(
         f"{wave_name}: will switch {releases['current'] or 'nothing'} -> {release_id} and gate",
         logger.info,
     )
-    yield FunctionCommand(_wave_may_start, (wave_name, earlier_wave_hosts), {})
-    yield StringCommand(RELEASE_TOOL, *gate_args, "activate", release_id)
+    # The tool's exit status tells a rolled-back host (1, serving) from a down one.
+    command = StringCommand(
+        RELEASE_TOOL, *gate_args, "activate", release_id, "; echo sglfleet-exit=$? >&2"
+    )
+    yield FunctionCommand(
+        _switch_in_wave, (wave_name, earlier_wave_hosts, command, router_url, worker_url), {}
+    )
 
 
 @operation(is_idempotent=False)
-def rolled_back(gate_args: list[str]):
+def rolled_back(
+    wave_name: str,
+    earlier_wave_hosts: list[str],
+    gate_args: list[str],
+    router_url: str | None = None,
+    worker_url: str | None = None,
+):
     """
     Switch the host back to its previous release behind the same gate.
 
-    + gate_args: arguments for ``sglfleet-release`` (warm-up budget, prompt, thresholds)
+    + wave_name, earlier_wave_hosts, gate_args, router_url, worker_url: as for ``activated``
 
     **Example:**
 
     .. code:: python
 
-        rolled_back(name="Back to the previous release", gate_args=["--warmup-s", "1800"])
+        rolled_back(
+            name="Back to the previous release",
+            wave_name="canary", earlier_wave_hosts=[], gate_args=["--warmup-s", "1800"],
+        )
     """
     releases = host.get_fact(ReleaseState)
     if not releases["previous"]:
-        raise OperationError(f"{host.name}: no previous release to roll back to")
-    host.log(f"will switch {releases['current']} -> {releases['previous']} and gate", logger.info)
-    yield StringCommand(RELEASE_TOOL, *gate_args, "rollback")
+        yield FunctionCommand(_log_error, (f"{wave_name}: no previous release to roll back to",), {})
+        return
+    host.log(
+        f"{wave_name}: will switch {releases['current']} -> {releases['previous']} and gate",
+        logger.info,
+    )
+    command = StringCommand(RELEASE_TOOL, *gate_args, "rollback", "; echo sglfleet-exit=$? >&2")
+    yield FunctionCommand(
+        _switch_in_wave, (wave_name, earlier_wave_hosts, command, router_url, worker_url), {}
+    )
 
 
-def _wave_may_start(state, host, wave_name, earlier_wave_hosts):
-    """Fail this host, changing nothing, when a host of an earlier wave did not pass."""
+def _switch_in_wave(state, host, wave_name, earlier_wave_hosts, command, router_url, worker_url):
+    """
+    Run ``command`` (the host-side switch and gate) once every earlier wave
+    passed, keeping the router in step. Returns False to fail this host.
+    """
     failed = sorted(h.name for h in state.failed_hosts if h.name in set(earlier_wave_hosts))
     if failed:
-        host.log_styled(
-            f"{wave_name} not started: {', '.join(failed)} of an earlier wave did not pass",
-            fg="red",
-            log_func=logger.error,
-        )
+        _log_error(state, host, f"{wave_name} not started: {', '.join(failed)} of an earlier wave did not pass")
         return False
-    return True
+
+    if router_url:
+        try:
+            router.drain(router_url, worker_url)
+        except router.RouterError as error:
+            _log_error(state, host, f"{wave_name}: not switched, {error}")
+            return False
+
+    connected, output = host.run_shell_command(command)
+    lines = output.stderr_lines
+    status = lines.pop().partition("=")[2] if lines and lines[-1].startswith("sglfleet-exit=") else ""
+    passed = connected and status == "0"
+    for line in () if passed else lines or ["lost the connection during the switch"]:
+        _log_error(state, host, line)
+
+    # 1: the gate failed and the host serves its earlier release again; rejoin either way.
+    if router_url and status in ("0", "1"):
+        try:
+            router.join(router_url, worker_url)
+        except router.RouterError as error:
+            _log_error(state, host, f"{wave_name}: {error}")
+            return False
+    return passed
+
+
+def _log_error(state, host, message):
+    """Log ``message`` as this host's error; returns False, so it also fails the host."""
+    host.log_styled(message, fg="red", log_func=logger.error)
+    return False
