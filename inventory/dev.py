@@ -36,6 +36,11 @@ def _host(name):
         "server": "standin",  # files/standin/ in place of the GPU-only sglang server
         "standin_warmup_s": 2,  # the stand-in's /health is 503 this long after start
         "gate_warmup_s": 60,    # gate budget for /health to turn 200 (minutes in production)
+        # What production serves; the stand-in loads no weights but checks the flags
+        # and, for EAGLE3, the delegation methods in the installed kimi_k25.py.
+        "model_path": "moonshotai/Kimi-K2.5",
+        "speculative_draft_model_path": "lightseekorg/kimi-k2.5-eagle3",
+        "trust_remote_code": True,
     })
 
 
