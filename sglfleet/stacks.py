@@ -1,0 +1,236 @@
+"""Stacks: a named definition (files/stacks/<name>.toml) and its hash-pinned lock.
+
+The lock is PEP 751 ``pylock.toml`` (files/stacks/locks/<name>/pylock.toml,
+written by ``sglfleet lock``): one wheel per package with its URL, size and
+sha256, plus a ``[tool.sglfleet]`` table for what the build needs besides
+(overrides, packages installed without dependencies, the uv wheel shipped to
+hosts, and packages not resolved yet). Why pylock and not requirements with
+``--hash``: it is the standard and records every file's URL and size, which
+the controller's wheelhouse downloads and checks. uv 0.13 writes it well
+(``uv pip compile --format pylock.toml``) but installing from it is still a
+preview that fetches the lock's URLs and ignores ``--no-index`` /
+``--find-links``; so hosts install from requirements with ``--hash`` rendered
+from the lock (``Stack.requirements()``), offline, from their wheelhouse.
+
+**Example:**
+
+.. code:: python
+
+    stack = load_stack("dev")
+    stack.id      # "dev-3f2a9c1b7d4e": name + short hash of the lock
+    stack.venv    # "/opt/sglfleet/stacks/dev-3f2a9c1b7d4e/venv"
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sglfleet import FILES
+
+STACKS_DIR = Path(os.environ.get("SGLFLEET_STACKS", FILES / "stacks"))
+HOST_ROOT = "/opt/sglfleet"
+HOST_STACKS = f"{HOST_ROOT}/stacks"
+HOST_WHEELHOUSE = f"{HOST_ROOT}/wheelhouse"
+MARKER = "verified.json"
+
+
+class StackError(ValueError):
+    """A stack definition or lock that cannot be used as it is; the message says the fix."""
+
+
+@dataclass(frozen=True)
+class StackFile:
+    """One locked wheel: what the wheelhouse fetches and a host installs."""
+
+    name: str
+    version: str
+    filename: str
+    url: str
+    sha256: str | None
+    size: int | None
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A loaded stack: its definition's facts and its locked files."""
+
+    name: str
+    id: str
+    python: str
+    sglang_version: str | None
+    cuda: str | None  # None: a GPU-less stack (dev)
+    compute_caps: tuple[str, ...]
+    min_driver: int | None
+    files: tuple[StackFile, ...]
+    overrides: tuple[str, ...] = ()
+    no_deps: bool = False  # some package is installed without its dependencies
+    bootstrap: tuple[str, ...] = ("uv",)  # shipped to hosts, not installed in the venv
+    unresolved: tuple[dict, ...] = ()
+    lock_path: Path | None = field(default=None, compare=False)
+
+    @property
+    def path(self) -> str:
+        """The stack's folder on a host."""
+        return f"{HOST_STACKS}/{self.id}"
+
+    @property
+    def venv(self) -> str:
+        """The stack's venv on a host (``<venv>/bin/python`` runs sglang)."""
+        return f"{self.path}/venv"
+
+    @property
+    def marker(self) -> str:
+        return f"{self.path}/{MARKER}"
+
+    @property
+    def size(self) -> int:
+        """Bytes of all locked files (unknown sizes count as 0)."""
+        return sum(f.size or 0 for f in self.files)
+
+    @property
+    def complete(self) -> bool:
+        return not self.unresolved
+
+    @property
+    def uv(self) -> StackFile:
+        """The uv wheel hosts extract their uv binary from."""
+        for f in self.files:
+            if f.name == "uv":
+                return f
+        raise StackError(f"stack {self.name}: the lock has no uv wheel: run `sglfleet lock {self.name}`")
+
+    @property
+    def venv_files(self) -> tuple[StackFile, ...]:
+        return tuple(f for f in self.files if f.name not in self.bootstrap)
+
+    def require_complete(self) -> None:
+        """Raise when the lock still has unresolved packages, naming the fix."""
+        if self.unresolved:
+            names = ", ".join(u["name"] for u in self.unresolved)
+            sources = sorted({u.get("source", "?") for u in self.unresolved})
+            raise StackError(
+                f"stack {self.name}: the lock is incomplete ({names} unresolved): run "
+                f"`sglfleet lock {self.name}` where {', '.join(sources)} can be reached"
+            )
+
+    def requirements(self) -> str:
+        """The venv's files as requirements with ``--hash``, for an offline uv install."""
+        lines = [f"# stack {self.id}: rendered from {self.lock_path.name if self.lock_path else 'the lock'}"]
+        for f in sorted(self.venv_files, key=lambda f: f.name):
+            pin = f"{f.name}=={f.version}"
+            lines.append(f"{pin} --hash=sha256:{f.sha256}" if f.sha256 else pin)
+        return "\n".join(lines) + "\n"
+
+
+def available() -> list[str]:
+    """Names of the stacks defined in files/stacks/."""
+    return sorted(p.stem for p in STACKS_DIR.glob("*.toml"))
+
+
+def definition_path(name: str, stacks_dir: Path | None = None) -> Path:
+    stacks_dir = stacks_dir or STACKS_DIR
+    path = stacks_dir / f"{name}.toml"
+    if not path.is_file():
+        names = ", ".join(sorted(p.stem for p in stacks_dir.glob("*.toml"))) or "none"
+        raise StackError(
+            f"no stack named {name!r} in {stacks_dir} (available: {names}): "
+            f"fix the inventory's `stack`, or add {name}.toml there"
+        )
+    return path
+
+
+def lock_path(name: str, stacks_dir: Path | None = None) -> Path:
+    return (stacks_dir or STACKS_DIR) / "locks" / name / "pylock.toml"
+
+
+def read_definition(name: str, stacks_dir: Path | None = None) -> tuple[dict, bytes]:
+    """The parsed definition and its raw bytes (the lock records their hash)."""
+    raw = definition_path(name, stacks_dir).read_bytes()
+    try:
+        return tomllib.loads(raw.decode()), raw
+    except tomllib.TOMLDecodeError as e:
+        raise StackError(f"stack {name}: {name}.toml is not valid TOML ({e}): fix the file") from None
+
+
+def stack_id(name: str, lock_bytes: bytes) -> str:
+    """``<name>-<12 hex of sha256(lock)>``: a new lock is a new stack folder on hosts."""
+    return f"{name}-{hashlib.sha256(lock_bytes).hexdigest()[:12]}"
+
+
+def load_stack(name: str, allow_unhashed: bool = False, stacks_dir: Path | None = None) -> Stack:
+    """
+    Load a stack's definition and lock.
+
+    + name: the stack's name, a file files/stacks/<name>.toml
+    + allow_unhashed: accept locked files without sha256 (the inventory's
+      ``allow_unhashed_lock``); refused otherwise
+    + stacks_dir: where definitions live (default files/stacks, or $SGLFLEET_STACKS)
+
+    **Example:**
+
+    .. code:: python
+
+        stack = load_stack(host.data.stack)
+    """
+    definition, raw_definition = read_definition(name, stacks_dir)
+    path = lock_path(name, stacks_dir)
+    if not path.is_file():
+        raise StackError(f"stack {name} has no lock ({path}): run `sglfleet lock {name}`")
+    lock_bytes = path.read_bytes()
+    try:
+        lock = tomllib.loads(lock_bytes.decode())
+    except tomllib.TOMLDecodeError as e:
+        raise StackError(f"stack {name}: {path} is not valid TOML ({e}): run `sglfleet lock {name}`") from None
+    tool = lock.get("tool", {}).get("sglfleet", {})
+    if tool.get("definition-sha256") != hashlib.sha256(raw_definition).hexdigest():
+        raise StackError(f"stack {name}: {name}.toml changed since it was locked: run `sglfleet lock {name}`")
+
+    files = []
+    for package in lock.get("packages", []):
+        wheels = package.get("wheels") or []
+        if len(wheels) != 1:
+            raise StackError(
+                f"stack {name}: {package.get('name')} has {len(wheels)} wheels in the lock, "
+                f"sglfleet locks exactly one: run `sglfleet lock {name}`"
+            )
+        wheel = wheels[0]
+        url = wheel["url"]
+        files.append(StackFile(
+            name=package["name"],
+            version=package["version"],
+            filename=wheel.get("name") or url.rsplit("/", 1)[-1],
+            url=url,
+            sha256=wheel.get("hashes", {}).get("sha256"),
+            size=wheel.get("size"),
+        ))
+    unhashed = [f.filename for f in files if not f.sha256]
+    if unhashed and not allow_unhashed:
+        raise StackError(
+            f"stack {name}: {len(unhashed)} locked files have no sha256 ({', '.join(unhashed[:3])}): "
+            f"run `sglfleet lock {name}`, or set allow_unhashed_lock=True in the inventory to accept them"
+        )
+
+    versions = {f.name: f.version for f in files}
+    unresolved = tuple(tool.get("unresolved", []))
+    sglang = versions.get("sglang") or next(
+        (u.get("version") for u in unresolved if u["name"] == "sglang"), None
+    )
+    return Stack(
+        name=name,
+        id=stack_id(name, lock_bytes),
+        python=str(definition["python"]),
+        sglang_version=sglang,
+        cuda=definition.get("cuda"),
+        compute_caps=tuple(definition.get("compute-caps", ())),
+        min_driver=definition.get("min-driver"),
+        files=tuple(files),
+        overrides=tuple(tool.get("overrides", ())),
+        no_deps=bool(tool.get("no-deps")),
+        bootstrap=tuple(tool.get("bootstrap", ("uv",))),
+        unresolved=unresolved,
+        lock_path=path,
+    )
