@@ -20,7 +20,7 @@ import click
 
 from sglfleet import patcher
 
-_file = click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+_file = click.argument("file", type=click.Path(path_type=Path))
 _patch = click.option(
     "--patch", "patch_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Patch file (default: files/patches/kimi_k25_eagle3.py).",

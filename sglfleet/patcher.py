@@ -297,7 +297,8 @@ def _top_level_names(node: ast.stmt) -> set[str]:
         return {(alias.asname or alias.name).split(".")[0] for alias in node.names}
     if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        return {n.id for t in targets for n in ast.walk(t)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     return set()
 
 

@@ -1,0 +1,89 @@
+"""
+Patch a Python file on a host with the class-body patch engine.
+
+The host's exact bytes come over through a fact; the engine runs here, on the
+controller; the new bytes go back to a temporary file beside the target and
+replace it with one rename.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+import shlex
+from io import BytesIO
+
+from pyinfra import host, logger, state
+from pyinfra.api import FileUploadCommand, FunctionCommand, StringCommand, operation
+
+from sglfleet.facts.files import FileBytes
+from sglfleet.patcher import PatchRefused, apply, load_patch, unified_diff
+
+
+@operation()
+def eagle3_methods(path: str, patch_path: str | None = None):
+    """
+    Ensure the KimiK25 class in ``path`` has the EAGLE-3 delegation methods.
+
+    Methods already in the class are left alone (sglang 0.5.10 and later has
+    all three: no change). A file the engine refuses (missing, unparsable, no
+    class or two, a conflicting definition) fails this host alone, with the
+    reason, and is left as it was. Under ``--diff`` the change is printed as a
+    unified diff, in a dry run too.
+
+    + path: the host's ``sglang/srt/models/kimi_k25.py``
+    + patch_path: the patch file on the controller (default
+      ``files/patches/kimi_k25_eagle3.py``)
+
+    **Example:**
+
+    .. code:: python
+
+        patch.eagle3_methods(
+            name="KimiK25 EAGLE-3 methods in the stack's sglang",
+            path=f"{stack_dir}/venv/lib/python3.11/site-packages/sglang/srt/models/kimi_k25.py",
+        )
+    """
+    the_patch = load_patch(patch_path)
+    source = host.get_fact(FileBytes, path=path)
+    try:
+        if source is None:
+            raise PatchRefused("the file does not exist; is the stack's sglang installed?")
+        new = apply(source, the_patch)
+    except PatchRefused as refusal:
+        message = f"cannot patch {path}: {refusal}"
+        if not state.is_executing:
+            host.log_styled(f"will fail: {message}", fg="yellow", log_func=logger.warning)
+        yield FunctionCommand(_fail, (message,), {})
+        return
+
+    if new == source:
+        host.noop(f"class {the_patch.target} in {path} has the methods")
+        return
+
+    # The body runs again to execute; show the diff once, while planning.
+    if state.config.DIFF and (not state.is_executing or not state.should_check_for_changes()):
+        host.log(f"Will patch {path} (class {the_patch.target})", logger.info)
+        for line in unified_diff(source, new, path).splitlines():
+            logger.info("    %s", line)
+        logger.info("")
+
+    directory, name = posixpath.split(path)
+    temporary = posixpath.join(directory, f".{name}.sglfleet-{hashlib.sha256(new).hexdigest()[:12]}")
+    yield FileUploadCommand(BytesIO(new), temporary)
+    check = f"{hashlib.sha256(source).hexdigest()}  {path}"
+    q_path, q_temp = shlex.quote(path), shlex.quote(temporary)
+    # Rename only over the bytes the patch was computed from, keeping owner and mode.
+    yield StringCommand(
+        f"if printf %s {shlex.quote(check)} | sha256sum --check --status -; then "
+        f"chown --reference={q_path} {q_temp} && chmod --reference={q_path} {q_temp} "
+        f"&& mv -f {q_temp} {q_path}; "
+        f"else rm -f {q_temp}; echo {shlex.quote(f'{path} changed while patching; re-run')} >&2; "
+        "exit 1; fi"
+    )
+
+
+def _fail(state, host, message: str) -> bool:
+    # Returning False fails this host only; raising would print a traceback.
+    host.log_styled(message, fg="red", log_func=logger.error)
+    return False
