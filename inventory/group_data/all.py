@@ -1,0 +1,42 @@
+# Defaults for every host: the one place they live. sglfleet.config reads this
+# file as the schema's defaults, so an inventory elsewhere gets the same values.
+# Override per group (group_data/<group>.py), per host, or with --data key=value.
+# Secrets never go here: see secrets_file.
+
+# --- what runs ---
+server = "sglang"                 # "sglang", or "standin" on GPU-less local-fleet hosts
+gpu_less = False                  # True only for local-fleet hosts without GPUs
+gpu_compute_cap = None            # e.g. "12.0" (RTX PRO 6000), "10.0" (B200): enables SM rules in lint
+gpu_count = None                  # GPUs per host, e.g. 8: lint checks tp_size against it
+
+# --- SGLang launch flags (named after sglang's own flags) ---
+speculative_algorithm = "EAGLE3"          # the fleet's purpose; None turns speculative decoding off
+speculative_draft_model_path = None       # EAGLE-3 draft model; required for Kimi K2.5
+speculative_num_steps = None              # give all three numbers or none (sglang then picks 3, 1, 4)
+speculative_eagle_topk = None             # with topk 1, draft tokens must be steps + 1
+speculative_num_draft_tokens = None
+tp_size = 1                               # tensor parallel size; 8 on an 8-GPU host
+mem_fraction_static = None                # None: sglang sizes the KV cache itself
+cuda_graph_max_bs = None                  # None: sglang's default capture sizes
+enable_flashinfer_allreduce_fusion = False  # applied on SM90/SM100 only (ignored on SM120)
+enable_torch_symm_mem = False             # breaks sglang < 0.5.14 on SM120 at start-up
+trust_remote_code = False                 # Kimi K2.5 needs True (custom tokenizer code)
+served_model_name = None                  # None: the model path
+host = "127.0.0.1"                        # listen address; 0.0.0.0 behind a router
+port = 30000                              # sglang's default port
+enable_metrics = True                     # /metrics feeds the gate's thresholds and status
+extra_flags = []                          # more sglang flags, e.g. ["--max-running-requests", "64"]
+
+# --- rollout ---
+rollout_waves = None              # group names in order; None: canary, wave1, wave2, ..., then the rest
+router_url = None                 # sglang-router to drain hosts through, e.g. "http://router:30080"
+gate_warmup_s = 1800              # /health budget after a restart: model load + CUDA graphs take minutes
+gate_min_spec_accept_length = None  # e.g. 2.0: fail the gate below this sglang:spec_accept_length
+gate_generate_prompt = "The capital of France is"  # the gate's real generation request
+standin_warmup_s = 10.0           # stand-in only: seconds /health answers 503 after start
+
+# --- housekeeping and safety ---
+releases_keep = 3                 # old releases kept besides current and previous
+stacks_keep = 1                   # old stacks kept besides those of current and previous
+allow_unhashed_lock = False       # never in production: a stack lock without hashes is refused
+secrets_file = "~/.config/sglfleet/secrets.env"  # on the controller, outside the repo, mode 0600

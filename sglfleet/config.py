@@ -1,0 +1,330 @@
+"""The typed schema of sglfleet's inventory data, checked before any connection.
+
+Host data is flat, pyinfra style: SGLang launch keys named after sglang's own
+flags, plus sglfleet's own keys (stack, server, waves, gate, housekeeping).
+Defaults live only in ``inventory/group_data/all.py``; this module reads that
+file, so an inventory anywhere gets the same defaults. Values from
+``pyinfra --data key=value`` arrive as strings, ints or JSON: they are coerced
+(``"8"`` -> 8, ``"yes"`` -> True, ``"a,b"`` -> ["a", "b"]) and then checked
+strictly. Every problem is one line that names the host, the key and the fix.
+
+**Example:**
+
+.. code:: python
+
+    config = validate_host_data("node1", {"stack": "dev", "model_path": "m"})
+    configs = validate_inventory(inventory)  # every host, every problem at once
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import shlex
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from sglfleet import FILES, PROJECT_ROOT
+
+DEFAULTS_FILE = PROJECT_ROOT / "inventory" / "group_data" / "all.py"
+STACKS_DIR = FILES / "stacks"
+
+# Host data that belongs to pyinfra (connectors, global arguments), not to us.
+PYINFRA_PREFIXES = ("_", "ssh_", "winrm_", "docker_", "dockerssh_", "chroot_", "podman_", "local_")
+
+# Key names that carry secrets; secrets come from the environment or the
+# secrets file, never from inventory data (it is committed and printed).
+SECRET_KEY = re.compile(r"token|secret|passw|api_?key|apikey|credential|private_?key", re.I)
+# Values that look like real credentials whatever key they sit under.
+SECRET_VALUE = re.compile(r"\b(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|ghp_[A-Za-z0-9]{20,})")
+SECRET_FLAGS = ("--api-key", "--admin-api-key", "--config")
+SECRET_SOURCES = "SGLFLEET_HF_TOKEN / SGLFLEET_API_KEY in the controller's environment or the secrets_file"
+
+
+class ConfigError(ValueError):
+    """Inventory data that sglfleet refuses: ``problems`` holds one line per problem."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+# --- coercion of --data strings, before the strict checks ---------------------
+
+def _to_int(value: Any) -> Any:
+    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def _to_float(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _to_bool(value: Any) -> Any:
+    if isinstance(value, str):
+        lowered = value.strip().lower()
+        if lowered in ("true", "yes", "on", "1"):
+            return True
+        if lowered in ("false", "no", "off", "0"):
+            return False
+    if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
+        return bool(value)
+    return value
+
+
+def _to_names(value: Any) -> Any:
+    # --data rollout_waves=canary,wave1 arrives as one string
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _to_argv(value: Any) -> Any:
+    # --data 'extra_flags=--max-running-requests 64' arrives as one string
+    if isinstance(value, str):
+        return shlex.split(value)
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
+def _to_cap(value: Any) -> Any:
+    # --data gpu_compute_cap=12.0 arrives as a float
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{float(value):.1f}"
+    return value
+
+
+Int = Annotated[int, BeforeValidator(_to_int)]
+Float = Annotated[float, BeforeValidator(_to_float)]
+Bool = Annotated[bool, BeforeValidator(_to_bool)]
+Names = Annotated[list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]], BeforeValidator(_to_names)]
+Argv = Annotated[list[Annotated[str, Field(min_length=1, pattern=r"^[^\x00-\x1f\x7f]+$")]], BeforeValidator(_to_argv)]
+Cap = Annotated[str, BeforeValidator(_to_cap), Field(pattern=r"^\d+\.\d+$")]
+Text = Annotated[str, Field(min_length=1, pattern=r"^[^\x00-\x1f\x7f]+$")]
+Url = Annotated[str, Field(pattern=r"^https?://[^\s/:]+(:\d+)?/?$")]
+
+
+class HostConfig(BaseModel):
+    """One host's validated sglfleet data: what runs, how it is launched, how it rolls out."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    # what runs
+    stack: Text = Field(description="the name of a stack file files/stacks/<name>.toml")
+    server: Literal["sglang", "standin"] = Field(description='"sglang" (GPU hosts) or "standin" (GPU-less local fleet)')
+    gpu_less: Bool = Field(description="true or false")
+    gpu_compute_cap: Optional[Cap] = Field(description='the GPUs\' compute capability, e.g. "12.0" or "10.0"')
+    gpu_count: Optional[Int] = Field(ge=1, description="the number of GPUs, e.g. 8")
+
+    # sglang launch flags
+    model_path: Text = Field(description='a model path or hub id, e.g. "moonshotai/Kimi-K2.5"')
+    served_model_name: Optional[Text] = Field(description="a name, or None for the model path")
+    speculative_algorithm: Optional[Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"]] = Field(
+        description='"EAGLE3" (or EAGLE, NEXTN, STANDALONE, NGRAM), or None')
+    speculative_draft_model_path: Optional[Text] = Field(description="the draft model's path or hub id")
+    speculative_num_steps: Optional[Int] = Field(ge=1, description="a whole number >= 1, e.g. 3")
+    speculative_eagle_topk: Optional[Int] = Field(ge=1, description="a whole number >= 1, e.g. 1")
+    speculative_num_draft_tokens: Optional[Int] = Field(ge=1, description="a whole number >= 1, e.g. 4")
+    tp_size: Int = Field(ge=1, description="a whole number >= 1, e.g. 8")
+    mem_fraction_static: Optional[Float] = Field(gt=0, lt=1, description="a fraction between 0 and 1, e.g. 0.85")
+    cuda_graph_max_bs: Optional[Int] = Field(ge=1, description="a whole number >= 1, e.g. 64")
+    enable_flashinfer_allreduce_fusion: Bool = Field(description="true or false")
+    enable_torch_symm_mem: Bool = Field(description="true or false")
+    trust_remote_code: Bool = Field(description="true or false")
+    host: Text = Field(description='a listen address, e.g. "127.0.0.1" or "0.0.0.0"')
+    port: Int = Field(ge=1, le=65535, description="a TCP port between 1 and 65535, e.g. 30000")
+    enable_metrics: Bool = Field(description="true or false")
+    extra_flags: Argv = Field(description='a list of sglang flags, e.g. ["--max-running-requests", "64"]')
+
+    # rollout and gate
+    rollout_waves: Optional[Names] = Field(min_length=1, description='a list of group names, e.g. ["canary", "wave1"]')
+    router_url: Optional[Url] = Field(description='an http URL, e.g. "http://router.example.internal:30080"')
+    gate_warmup_s: Float = Field(gt=0, description="seconds > 0, e.g. 1800")
+    gate_min_spec_accept_length: Optional[Float] = Field(gt=0, description="a number > 0, e.g. 2.0, or None")
+    gate_generate_prompt: Text = Field(description="a short prompt")
+    standin_warmup_s: Float = Field(ge=0, description="seconds >= 0, e.g. 10")
+
+    # housekeeping and safety
+    releases_keep: Int = Field(ge=0, description="a whole number >= 0, e.g. 3")
+    stacks_keep: Int = Field(ge=0, description="a whole number >= 0, e.g. 1")
+    allow_unhashed_lock: Bool = Field(description="true or false")
+    secrets_file: Text = Field(description="a path outside the repository, e.g. ~/.config/sglfleet/secrets.env")
+
+
+SCHEMA_KEYS = tuple(HostConfig.model_fields)
+
+
+@cache
+def defaults() -> dict[str, Any]:
+    """The defaults of ``inventory/group_data/all.py``, the single place they live."""
+    namespace: dict[str, Any] = {}
+    exec(compile(DEFAULTS_FILE.read_text(), str(DEFAULTS_FILE), "exec"), namespace)
+    return {key: value for key, value in namespace.items() if not key.startswith("_")}
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _secret_problems(name: str, key: str, value: Any) -> list[str]:
+    if key not in SCHEMA_KEYS and SECRET_KEY.search(key):
+        return [f"{name}: {key}: secrets do not belong in inventory data; remove it and use {SECRET_SOURCES}"]
+    values = value if isinstance(value, (list, tuple)) else [value]
+    for item in values:
+        if isinstance(item, str) and SECRET_VALUE.search(item):
+            return [f"{name}: {key}: holds what looks like a credential; remove it and use {SECRET_SOURCES}"]
+        if key == "extra_flags" and isinstance(item, str) and item.split("=", 1)[0] in SECRET_FLAGS:
+            flag = item.split("=", 1)[0]
+            return [f"{name}: extra_flags: {flag} carries a secret and is set by sglfleet; remove it and use {SECRET_SOURCES}"]
+    return []
+
+
+def _pydantic_problems(name: str, error: ValidationError) -> list[str]:
+    problems = []
+    for item in error.errors():
+        key = str(item["loc"][0]) if item["loc"] else "?"
+        field = HostConfig.model_fields.get(key)
+        hint = field.description if field else ""
+        message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "string_pattern_mismatch":
+            message = "has the wrong form"
+        if item["type"] == "missing":
+            problems.append(f"{name}: {key}: missing; set it to {hint}")
+            continue
+        problems.append(f"{name}: {key} = {_show(item['input'])}: {message}; set it to {hint}")
+    return problems
+
+
+def _stack_problems(name: str, stack: Any, stacks_dir: Path) -> list[str]:
+    if not isinstance(stack, str) or not stack or (stacks_dir / f"{stack}.toml").exists():
+        return []
+    known = sorted(path.stem for path in stacks_dir.glob("*.toml"))
+    close = difflib.get_close_matches(stack, known, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    where = stacks_dir.relative_to(PROJECT_ROOT) if stacks_dir.is_relative_to(PROJECT_ROOT) else stacks_dir
+    return [f"{name}: stack = {stack!r}: no file {where}/{stack}.toml; {hint}"
+            f"known stacks: {', '.join(known) or 'none'}"]
+
+
+def _secrets_file_problems(name: str, path: Any) -> list[str]:
+    if not isinstance(path, str):
+        return []
+    resolved = Path(path).expanduser().resolve()
+    if resolved.is_relative_to(PROJECT_ROOT):
+        return [f"{name}: secrets_file = {path!r} is inside the repository; move it out, "
+                f"e.g. ~/.config/sglfleet/secrets.env (mode 0600)"]
+    return []
+
+
+def validate_host_data(name: str, data: Mapping[str, Any], stacks_dir: Path = STACKS_DIR) -> HostConfig:
+    """
+    Check one host's data against the schema and return its typed config.
+
+    + name: the host's inventory name, used in every message
+    + data: the host's data (``host.data.dict()``); pyinfra's own keys are ignored
+    + stacks_dir: where stack files live (``files/stacks``)
+
+    Raises ``ConfigError`` with one line per problem.
+
+    **Example:**
+
+    .. code:: python
+
+        config = validate_host_data("node1", host.data.dict())
+    """
+    problems: list[str] = []
+    values = dict(defaults())
+    for key, value in data.items():
+        if key in SCHEMA_KEYS:
+            problems += _secret_problems(name, key, value)
+            values[key] = value
+        elif key.startswith(PYINFRA_PREFIXES):
+            continue
+        elif secret := _secret_problems(name, key, value):
+            problems += secret
+        else:
+            close = difflib.get_close_matches(key, SCHEMA_KEYS, n=1, cutoff=0.6)
+            fix = f"did you mean {close[0]!r}?" if close else "remove it (see inventory/group_data/all.py for the keys)"
+            problems.append(f"{name}: {key}: unknown key; {fix}")
+    if problems:
+        raise ConfigError(problems)
+
+    problems += _stack_problems(name, values.get("stack"), stacks_dir)
+    problems += _secrets_file_problems(name, values.get("secrets_file"))
+    try:
+        config = HostConfig.model_validate(values)
+    except ValidationError as error:
+        problems += _pydantic_problems(name, error)
+    if problems:
+        raise ConfigError(problems)
+    return config
+
+
+def validate_inventory(inventory, stacks_dir: Path = STACKS_DIR) -> dict[str, HostConfig]:
+    """
+    Validate every host of a pyinfra inventory and its wave plan, collecting all problems.
+
+    + inventory: a ``pyinfra.api.Inventory`` (nothing is connected)
+    + stacks_dir: where stack files live
+
+    Returns ``{host name: HostConfig}``; raises ``ConfigError`` listing every problem.
+
+    **Example:**
+
+    .. code:: python
+
+        configs = validate_inventory(state.inventory)
+    """
+    from sglfleet.waves import plan_waves
+
+    problems: list[str] = []
+    configs: dict[str, HostConfig] = {}
+    groups: dict[str, list[str]] = {}
+    for host in inventory:
+        groups[host.name] = list(host.groups)
+        try:
+            configs[host.name] = validate_host_data(host.name, host.data.dict(), stacks_dir)
+        except ConfigError as error:
+            problems += error.problems
+    if not problems:
+        try:
+            plan_waves(groups, rollout_waves_of(configs))
+        except ConfigError as error:
+            problems += error.problems
+    if problems:
+        raise ConfigError(problems)
+    return configs
+
+
+def rollout_waves_of(configs: Mapping[str, HostConfig]) -> Optional[list[str]]:
+    """
+    The fleet's one ``rollout_waves`` setting; hosts that disagree are a ``ConfigError``.
+
+    + configs: validated configs by host name
+    """
+    settings = {name: config.rollout_waves for name, config in configs.items()}
+    first_name, first = next(iter(settings.items()), (None, None))
+    problems = [
+        f"{name}: rollout_waves = {waves!r} differs from {first_name}'s {first!r}; "
+        f"set it once for the fleet (group_data/all.py or the inventory's all group)"
+        for name, waves in settings.items() if waves != first
+    ]
+    if problems:
+        raise ConfigError(problems)
+    return first

@@ -1,0 +1,240 @@
+"""The launch-configuration lint: what sglang would refuse or silently change, said before a restart. Pure.
+
+A function of a host's validated config, the stack's sglang flag set (read
+from that release's own ``server_args.py`` by ``sglfleet.server_flags``), the
+host's GPU compute capabilities and the sglang version. Every finding names the
+host, the key and the fix.
+
+**Example:**
+
+.. code:: python
+
+    for finding in lint("gpu-canary-01", config, flags, ["12.0"] * 8, "0.5.9"):
+        print(finding)   # gpu-canary-01: error: enable_torch_symm_mem: ...
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from packaging.version import Version
+
+from sglfleet.release import LAUNCH_KEYS, flag_of, launch_args
+
+EAGLE_NUMBERS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
+KIMI_K25 = re.compile(r"kimi[-_.]?k2[-_.]?5", re.I)
+# sglang < 0.5.14 indexes TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES (entries for
+# capability 9 and 10 only) with [major]: KeyError 12 at start-up on SM120.
+SYMM_MEM_SM120_FIXED = Version("0.5.14")
+NO_VALUE_ACTIONS = {"store_true", "store_false", "store_const", "append_const", "count",
+                    "BooleanOptionalAction", "DeprecatedAction", "DeprecatedStoreTrueAction",
+                    "DeprecatedStoreConstAction"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One lint result: ``error`` stops the run before any host changes, ``warning`` does not."""
+
+    severity: Literal["error", "warning"]
+    host: str
+    key: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.host}: {self.severity}: {self.key}: {self.message}"
+
+
+def _majors(compute_caps: list[str] | None) -> set[int]:
+    return {int(str(cap).split(".")[0]) for cap in compute_caps or []}
+
+
+def _suggest(name: str, options) -> str:
+    close = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
+    return f"did you mean {close[0]}?" if close else "remove it or fix the spelling"
+
+
+def _flag_findings(host: str, config, flagset, version: str) -> list[Finding]:
+    """Every rendered flag exists in this sglang; extra_flags values fit their flag."""
+    findings = []
+    options = flagset.options
+    for key in LAUNCH_KEYS:
+        value = getattr(config, key)
+        if value is not None and value is not False and flag_of(key) not in options:
+            findings.append(Finding("error", host, key, f"{flag_of(key)} is not a flag of sglang {version}; "
+                                    f"remove {key} or use a stack whose sglang has it"))
+
+    schema_flags = {flag_of(key): key for key in LAUNCH_KEYS}
+    dests = {options[flag_of(key)].dest: key for key in LAUNCH_KEYS if flag_of(key) in options}
+    tokens = list(config.extra_flags)
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        i += 1
+        if not token.startswith("-"):
+            findings.append(Finding("error", host, "extra_flags", f"{token!r} is a value without a flag; "
+                                    f"put it after its flag or remove it"))
+            continue
+        name, has_inline, inline = token.partition("=")
+        spec = options.get(name)
+        if spec is None:
+            findings.append(Finding("error", host, "extra_flags", f"{name} is not a flag of sglang {version}; "
+                                    f"{_suggest(name, options)}"))
+            while i < len(tokens) and not tokens[i].startswith("-"):
+                i += 1
+            continue
+        owner = schema_flags.get(name) or dests.get(spec.dest)
+        if owner:
+            findings.append(Finding("error", host, "extra_flags", f"{name} is set through the key {owner}; "
+                                    f"set {owner} instead and remove it from extra_flags"))
+        if spec.action in NO_VALUE_ACTIONS:
+            if has_inline:
+                findings.append(Finding("error", host, "extra_flags", f"{name} takes no value; write just {name}"))
+            continue
+        if has_inline:
+            values = [inline]
+        elif spec.nargs in ("+", "*"):
+            values = []
+            while i < len(tokens) and not tokens[i].startswith("--"):
+                values.append(tokens[i])
+                i += 1
+        else:
+            count = spec.nargs if isinstance(spec.nargs, int) else (0 if spec.nargs == "?" else 1)
+            values = tokens[i:i + count]
+            i += len(values)
+            if len(values) < count:
+                findings.append(Finding("error", host, "extra_flags", f"{name} needs a value; "
+                                        f"add it after the flag, e.g. [\"{name}\", \"...\"]"))
+                continue
+        for value in values:
+            findings += _value_findings(host, name, spec, value)
+    return findings
+
+
+def _value_findings(host: str, name: str, spec, value: str) -> list[Finding]:
+    if spec.choices is not None and value not in [str(choice) for choice in spec.choices]:
+        shown = ", ".join(str(choice) for choice in spec.choices[:12])
+        return [Finding("error", host, "extra_flags", f"{name} {value}: not one of {shown}; pick one of them")]
+    converters = {"int": int, "float": float}
+    if spec.type in converters:
+        try:
+            converters[spec.type](value)
+        except ValueError:
+            return [Finding("error", host, "extra_flags", f"{name} {value}: not a valid {spec.type}; "
+                            f"give a number")]
+    return []
+
+
+def _speculative_findings(host: str, config) -> list[Finding]:
+    findings = []
+    given = [key for key in EAGLE_NUMBERS if getattr(config, key) is not None]
+    if given and len(given) < len(EAGLE_NUMBERS):
+        missing = [key for key in EAGLE_NUMBERS if key not in given]
+        findings.append(Finding("error", host, missing[0], f"{', '.join(given)} given without {', '.join(missing)}: "
+                                f"set all three or none (sglang then picks 3, 1, 4); "
+                                f"sglang 0.5.9 fails at start-up otherwise"))
+    steps, topk, draft = (getattr(config, key) for key in EAGLE_NUMBERS)
+    if topk == 1 and steps is not None and draft is not None and draft != steps + 1:
+        findings.append(Finding("error", host, "speculative_num_draft_tokens",
+                                f"= {draft}, but with speculative_eagle_topk = 1 sglang forces it to "
+                                f"speculative_num_steps + 1 = {steps + 1}; set speculative_num_draft_tokens = {steps + 1}"))
+
+    algorithm = config.speculative_algorithm
+    if algorithm is None:
+        stray = given + (["speculative_draft_model_path"] if config.speculative_draft_model_path else [])
+        if stray:
+            findings.append(Finding("warning", host, stray[0], f"{', '.join(stray)} ignored without "
+                                    f"speculative_algorithm; set speculative_algorithm = \"EAGLE3\" or remove them"))
+        return findings
+
+    kimi = bool(KIMI_K25.search(config.model_path))
+    if config.speculative_draft_model_path is None and algorithm != "NGRAM":
+        if kimi:
+            findings.append(Finding("error", host, "speculative_draft_model_path",
+                                    f"KimiK25 has no built-in draft layers, so {algorithm} needs a draft model; "
+                                    f"set speculative_draft_model_path to its EAGLE-3 draft"))
+        elif algorithm in ("EAGLE3", "STANDALONE"):
+            findings.append(Finding("warning", host, "speculative_draft_model_path",
+                                    f"{algorithm} without a draft model works only for models with their own "
+                                    f"MTP layers (DeepSeek-style); set speculative_draft_model_path otherwise"))
+    return findings
+
+
+def _architecture_findings(host: str, config, compute_caps: list[str] | None, version: str) -> list[Finding]:
+    findings = []
+    if compute_caps is None:
+        if not config.gpu_less and (config.enable_torch_symm_mem or config.enable_flashinfer_allreduce_fusion):
+            findings.append(Finding("warning", host, "gpu_compute_cap", "unknown, so SM-specific rules were not "
+                                    "checked; set gpu_compute_cap (e.g. \"12.0\") for this host"))
+        return findings
+    if compute_caps and config.tp_size > len(compute_caps):
+        findings.append(Finding("error", host, "tp_size", f"= {config.tp_size}, but the host has "
+                                f"{len(compute_caps)} GPUs; set tp_size <= {len(compute_caps)}"))
+    if 12 not in _majors(compute_caps):
+        return findings
+    if config.enable_torch_symm_mem:
+        if Version(version) < SYMM_MEM_SM120_FIXED:
+            findings.append(Finding("error", host, "enable_torch_symm_mem",
+                                    f"sglang {version} on SM120 fails at start-up: its torch symmetric-memory "
+                                    f"all-reduce sizes cover only SM90 and SM100, and the lookup raises KeyError 12 "
+                                    f"(fixed in {SYMM_MEM_SM120_FIXED}); set enable_torch_symm_mem = False"))
+        else:
+            findings.append(Finding("warning", host, "enable_torch_symm_mem",
+                                    f"sglang {version} has no torch symmetric-memory all-reduce for SM120 and "
+                                    f"skips it; set enable_torch_symm_mem = False"))
+    if config.enable_flashinfer_allreduce_fusion:
+        findings.append(Finding("warning", host, "enable_flashinfer_allreduce_fusion",
+                                "ignored on SM120: sglang applies FlashInfer all-reduce fusion only on SM90 and "
+                                "SM100; set enable_flashinfer_allreduce_fusion = False"))
+    return findings
+
+
+def _fleet_findings(host: str, config) -> list[Finding]:
+    findings = []
+    if config.server == "sglang" and config.gpu_less:
+        findings.append(Finding("error", host, "server", "SGLang needs GPUs and this host is gpu_less; "
+                                "set server = \"standin\" (local fleet only) or gpu_less = False"))
+    if config.server == "standin" and not config.gpu_less:
+        findings.append(Finding("warning", host, "server", "the stand-in serves no model; use it only on "
+                                "GPU-less local-fleet hosts (set gpu_less = True there)"))
+    if config.gate_min_spec_accept_length is not None:
+        if not config.enable_metrics:
+            findings.append(Finding("error", host, "gate_min_spec_accept_length", "the gate reads "
+                                    "sglang:spec_accept_length from /metrics; set enable_metrics = True"))
+        if config.speculative_algorithm is None:
+            findings.append(Finding("error", host, "gate_min_spec_accept_length", "no speculative decoding "
+                                    "to measure; set speculative_algorithm or remove the threshold"))
+    if config.router_url and config.host in ("127.0.0.1", "localhost", "::1"):
+        findings.append(Finding("warning", host, "host", f"= {config.host} with router_url set: a router on "
+                                "another machine cannot reach it; set host = \"0.0.0.0\" or the host's address"))
+    return findings
+
+
+def lint(host_name: str, config, flagset, compute_caps: list[str] | None, sglang_version: str) -> list[Finding]:
+    """
+    Check one host's launch configuration; errors first, then warnings.
+
+    + host_name: the inventory name, used in every finding
+    + config: the host's ``HostConfig``
+    + flagset: the stack's ``sglfleet.server_flags.FlagSet``, or None to skip flag checks
+    + compute_caps: the compute capability of each GPU (``["12.0"] * 8``), or None when unknown
+    + sglang_version: the stack's sglang version, e.g. ``"0.5.9"``
+
+    **Example:**
+
+    .. code:: python
+
+        errors = [f for f in lint(name, config, flags, None, "0.5.9") if f.severity == "error"]
+    """
+    findings = []
+    if flagset is not None:
+        findings += _flag_findings(host_name, config, flagset, sglang_version)
+    findings += _speculative_findings(host_name, config)
+    findings += _architecture_findings(host_name, config, compute_caps, sglang_version)
+    findings += _fleet_findings(host_name, config)
+    return sorted(findings, key=lambda finding: finding.severity != "error")
+
+
+__all__ = ["Finding", "lint", "launch_args"]

@@ -1,0 +1,144 @@
+"""Secrets for sglang.service: from the controller's environment or a file outside the repo.
+
+Two secrets exist: the Hugging Face token and the SGLang API key. The controller
+takes ``SGLFLEET_HF_TOKEN`` and ``SGLFLEET_API_KEY`` from its environment, or
+else from the ``secrets_file`` (``KEY=value`` lines, mode 0600, outside the
+repository). Inventory data never holds them (``sglfleet.config`` refuses).
+On a host they live only in ``/etc/sglfleet/sglang.env`` (root, 0600), as
+``HF_TOKEN`` (read by huggingface_hub) and ``SGLANG_API_KEY`` (read by the
+launch script and the gate). Everything printed uses ``redacted=True``.
+
+**Example:**
+
+.. code:: python
+
+    secrets = load_secrets(config.secrets_file)
+    text = render_env(secrets)                    # uploaded, mode 0600
+    shown = render_env(secrets, redacted=True)    # for --diff and logs
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sglfleet import PROJECT_ROOT
+from sglfleet.templates import TEMPLATES, render
+
+# controller variable (environment or secrets file) -> variable in sglang.env
+NAMES = {"SGLFLEET_HF_TOKEN": "HF_TOKEN", "SGLFLEET_API_KEY": "SGLANG_API_KEY"}
+# Written unquoted into a systemd EnvironmentFile and a YAML single-quoted scalar.
+SAFE_VALUE = re.compile(r"^[A-Za-z0-9._~+/=:@%^,-]+$")
+
+
+class SecretsError(ValueError):
+    """A secret source sglfleet refuses; the message names it and the fix."""
+
+
+@dataclass(frozen=True)
+class Secrets:
+    """The secrets for sglang.env; values never show in ``repr``."""
+
+    values: dict[str, str] = field(default_factory=dict, repr=False)  # sglang.env name -> value
+    source: str = "none"
+
+    @property
+    def hf_token(self) -> str | None:
+        return self.values.get("HF_TOKEN")
+
+    @property
+    def api_key(self) -> str | None:
+        return self.values.get("SGLANG_API_KEY")
+
+
+def _read_file(path: Path) -> dict[str, str]:
+    mode = path.stat().st_mode
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise SecretsError(f"{path}: readable by others (mode {stat.S_IMODE(mode):o}); run chmod 600 {path}")
+    found = {}
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, value = line.removeprefix("export ").partition("=")
+        name = name.strip()
+        if not sep or name not in NAMES:
+            raise SecretsError(f"{path}:{number}: expected one of {', '.join(NAMES)}=value; fix the line")
+        found[name] = value.strip().strip("'\"")
+    return found
+
+
+def load_secrets(secrets_file: str | os.PathLike | None, environ: Mapping[str, str] = os.environ) -> Secrets:
+    """
+    Collect the secrets: the environment wins over the secrets file; both may be absent.
+
+    + secrets_file: the controller-side file (``~`` expanded); missing is not an error
+    + environ: the controller's environment
+
+    Raises ``SecretsError`` for a file inside the repository, a file others can
+    read, a malformed line, or a value that cannot be written safely.
+    """
+    found: dict[str, str] = {}
+    sources = []
+    if secrets_file:
+        path = Path(secrets_file).expanduser()
+        if path.resolve().is_relative_to(PROJECT_ROOT):
+            raise SecretsError(f"{path}: secrets file inside the repository; move it out, "
+                               f"e.g. ~/.config/sglfleet/secrets.env (mode 0600)")
+        if path.is_file():
+            found.update(_read_file(path))
+            sources.append(str(path))
+    from_env = {name: environ[name] for name in NAMES if environ.get(name)}
+    if from_env:
+        found.update(from_env)
+        sources.append("environment")
+    for name, value in found.items():
+        if value and not SAFE_VALUE.match(value):
+            raise SecretsError(f"{name}: contains spaces, quotes or control characters; "
+                               f"use a value of letters, digits and ._~+/=:@%^,-")
+    values = {NAMES[name]: value for name, value in found.items() if value}
+    return Secrets(values=values, source=" and ".join(sources) or "none")
+
+
+def fingerprint(value: str) -> str:
+    """A short digest that shows a secret changed without showing it."""
+    return hashlib.sha256(b"sglfleet:" + value.encode()).hexdigest()[:8]
+
+
+def render_env(secrets: Secrets, redacted: bool = False, templates: Path = TEMPLATES) -> str:
+    """
+    The text of ``/etc/sglfleet/sglang.env``.
+
+    + secrets: from ``load_secrets``
+    + redacted: replace each value by ``<redacted sha256:xxxxxxxx>`` (for diffs and logs)
+    + templates: the templates directory
+
+    **Example:**
+
+    .. code:: python
+
+        render_env(secrets, redacted=True)  # "HF_TOKEN=<redacted sha256:1f2e3d4c>\\n..."
+    """
+    entries = [
+        (name, f"<redacted sha256:{fingerprint(value)}>" if redacted else value)
+        for name, value in sorted(secrets.values.items())
+    ]
+    return render("sglang.env.j2", templates, entries=entries)
+
+
+def redact(text: str, secrets: Secrets) -> str:
+    """
+    Replace every secret value in ``text`` by ``<redacted>``, for anything printed.
+
+    + text: output that might hold a secret (a log line, a command)
+    + secrets: the secrets in use
+    """
+    for value in secrets.values.values():
+        if value:
+            text = text.replace(value, "<redacted>")
+    return text

@@ -1,0 +1,85 @@
+"""Render the files in ``files/templates``: the shape lives in the template, the logic here.
+
+**Example:**
+
+.. code:: python
+
+    text = render_unit(config)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jinja2
+
+from sglfleet import FILES
+
+TEMPLATES = FILES / "templates"
+ROOT = "/opt/sglfleet"
+ENV_FILE = "/etc/sglfleet/sglang.env"
+UNIT_FILE = "/etc/systemd/system/sglang.service"
+SERVICE_USER = "sglang"  # a system user the service runs as; tasks create it
+
+
+class TemplateRenderError(ValueError):
+    """A template that does not render; the message names it and the fix."""
+
+
+def render(name: str, templates: Path = TEMPLATES, **context) -> str:
+    """
+    Render one template strictly: an undefined name is an error, not an empty string.
+
+    + name: the file name in the templates directory, e.g. ``"sglang.service.j2"``
+    + templates: the templates directory
+    + context: the template's variables
+    """
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates)),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+    try:
+        return environment.get_template(name).render(**context)
+    except jinja2.TemplateSyntaxError as error:
+        raise TemplateRenderError(
+            f"{templates / name}:{error.lineno}: {error.message}; fix the template syntax"
+        ) from None
+    except jinja2.TemplateNotFound:
+        raise TemplateRenderError(f"{templates / name}: template not found; restore it from git") from None
+    except jinja2.UndefinedError as error:
+        raise TemplateRenderError(
+            f"{templates / name}: {error.message}; use only the variables sglfleet passes "
+            f"({', '.join(sorted(context))})"
+        ) from None
+    except jinja2.TemplateError as error:
+        raise TemplateRenderError(f"{templates / name}: {error}; fix the template") from None
+
+
+def render_unit(config, templates: Path = TEMPLATES) -> str:
+    """
+    The text of ``sglang.service`` for one host.
+
+    + config: the host's ``HostConfig``
+    + templates: the templates directory
+
+    **Example:**
+
+    .. code:: python
+
+        files.put(src=StringIO(render_unit(config)), dest=UNIT_FILE, mode="644")
+    """
+    warmup = int(config.gate_warmup_s)
+    return render(
+        "sglang.service.j2",
+        templates,
+        user=SERVICE_USER,
+        root=ROOT,
+        env_file=ENV_FILE,
+        # systemd must not kill a start the gate still waits for
+        start_timeout_s=max(warmup, 60) + 300,
+        stop_timeout_s=120,
+    )
