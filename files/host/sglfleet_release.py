@@ -121,15 +121,18 @@ def http(url, body=None, timeout=5.0):
         return 0, str(error)
 
 
+def local_address(release):
+    """Where this host reaches its own server: a wildcard listen address means loopback."""
+    host = release["launch"].get("host") or "127.0.0.1"
+    return "127.0.0.1" if host in ("0.0.0.0", "::") else host
+
+
 def gate(release, started_restarts):
     """
     Pass only when the unit is active, /health is 200 within the warm-up budget,
     a real generation succeeds and the metric thresholds hold.
     """
-    host = release["launch"].get("host") or "127.0.0.1"
-    if host in ("0.0.0.0", "::"):
-        host = "127.0.0.1"
-    base = f"http://{host}:{release['launch']['port']}"
+    base = f"http://{local_address(release)}:{release['launch']['port']}"
     deadline = time.monotonic() + SETTINGS.warmup_s
     last = "no answer yet"
 
@@ -258,13 +261,20 @@ def rollback():
 
 
 def state():
+    """This host's releases, unit state and health, as one JSON object."""
     unit = unit_properties()
     current = release_id_of(CURRENT)
-    stack = None
+    stack = health = accept_length = None
     if current:
         try:
-            stack = read_release(current).get("stack")
-        except (OSError, ValueError):
+            release = read_release(current)
+            stack = release.get("stack")
+            base = f"http://{local_address(release)}:{release['launch']['port']}"
+            status, _ = http(f"{base}/health", timeout=3.0)
+            health = status or None
+            status, text = http(f"{base}/metrics", timeout=3.0)
+            accept_length = metric(text, "sglang:spec_accept_length") if status == 200 else None
+        except (OSError, ValueError, KeyError):
             pass
     print(json.dumps({
         "current": current,
@@ -272,7 +282,10 @@ def state():
         "stack": stack,
         "active_state": unit.get("ActiveState"),
         "active_since": unit.get("ActiveEnterTimestamp"),
-        "releases": sorted(os.listdir(RELEASES)) if os.path.isdir(RELEASES) else [],
+        "health": health,
+        "spec_accept_length": accept_length,
+        "releases": sorted(r for r in os.listdir(RELEASES) if not r.startswith("."))
+        if os.path.isdir(RELEASES) else [],
     }))
     return 0
 

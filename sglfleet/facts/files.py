@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import shlex
 
 from pyinfra.api import FactBase, FactProcessError
 from pyinfra.api.command import QuoteString, make_formatted_string_command
@@ -45,3 +46,72 @@ class FileBytes(FactBase):
             return base64.b64decode("".join(output[1:]), validate=True)
         except binascii.Error as error:
             raise FactProcessError(f"FileBytes output is not base64: {error}")
+
+
+class FileDigest(FactBase):
+    """
+    Returns a file's sha256, octal mode, owner and group, or ``None`` when it
+    does not exist: enough to tell whether a file must be written without
+    reading its content (secrets never leave the host).
+
+    .. code:: python
+
+        {"sha256": "9f86d0...", "mode": "600", "owner": "root", "group": "root"}
+
+    **Example:**
+
+    .. code:: python
+
+        digest = host.get_fact(FileDigest, path="/etc/sglfleet/sglang.env")
+    """
+
+    def command(self, path: str):
+        return make_formatted_string_command(
+            "if test -e {0}; then stat -c '%a %U %G' {0} && sha256sum {0}; else echo {1}; fi",
+            QuoteString(path), ABSENT,
+        )
+
+    def process(self, output):
+        if output and output[0] == ABSENT:
+            return None
+        try:
+            mode, owner, group = output[0].split()
+            return {"sha256": output[1].split()[0], "mode": mode, "owner": owner, "group": group}
+        except (IndexError, ValueError):
+            raise FactProcessError(f"unexpected output from FileDigest: {output[:2]}")
+
+
+class FileDigests(FactBase):
+    """
+    Returns the sha256, octal mode and owner of several files in one round trip;
+    a missing file maps to ``None``.
+
+    .. code:: python
+
+        {"/etc/systemd/system/sglang.service": {"sha256": "9f86d0...", "mode": "644",
+                                                "owner": "root", "group": "root"},
+         "/opt/sglfleet/bin/sglfleet-release": None}
+
+    **Example:**
+
+    .. code:: python
+
+        digests = host.get_fact(FileDigests, paths=["/etc/a", "/etc/b"])
+    """
+
+    def command(self, paths):
+        quoted = " ".join(shlex.quote(path) for path in paths)
+        return (
+            f"for f in {quoted}; do if test -f \"$f\"; then "
+            "printf '%s %s ' \"$(stat -c '%a %U %G' \"$f\")\" \"$(sha256sum < \"$f\" | cut -d' ' -f1)\"; "
+            "else printf 'absent - - - '; fi; printf '%s\\n' \"$f\"; done"
+        )
+
+    def process(self, output):
+        digests = {}
+        for line in output:
+            mode, owner, group, sha256, path = line.split(" ", 4)
+            digests[path] = None if mode == "absent" else {
+                "sha256": sha256, "mode": mode, "owner": owner, "group": group,
+            }
+        return digests

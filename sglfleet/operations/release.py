@@ -102,6 +102,7 @@ def collected(keep: int):
 def activated(
     release_id: str,
     wave_name: str,
+    in_wave: bool,
     earlier_wave_hosts: list[str],
     gate_args: list[str],
     router_url: str | None = None,
@@ -116,7 +117,8 @@ def activated(
     again (the new release, or the old one after a rollback).
 
     + release_id: the staged release to serve
-    + wave_name: the wave this host belongs to, for messages
+    + wave_name: the wave this operation switches
+    + in_wave: whether this host is in that wave (others do nothing)
     + earlier_wave_hosts: hosts that must have passed before this one may switch
     + gate_args: arguments for ``sglfleet-release`` (warm-up budget, prompt, thresholds)
     + router_url: the sglang-router in front of the fleet, if any
@@ -130,10 +132,14 @@ def activated(
             name="Switch to the new release",
             release_id="3f2a9c1d0b7e6a55",
             wave_name="wave1",
+            in_wave=True,
             earlier_wave_hosts=["node1"],
             gate_args=["--warmup-s", "1800"],
         )
     """
+    if not in_wave:
+        host.noop(f"not in wave {wave_name}")
+        return
     releases = host.get_fact(ReleaseState)
     if releases["current"] == release_id and releases["active_state"] == "active":
         host.noop(f"{wave_name}: already serving release {release_id}")
@@ -155,6 +161,7 @@ def activated(
 @operation(is_idempotent=False)
 def rolled_back(
     wave_name: str,
+    in_wave: bool,
     earlier_wave_hosts: list[str],
     gate_args: list[str],
     router_url: str | None = None,
@@ -163,7 +170,8 @@ def rolled_back(
     """
     Switch the host back to its previous release behind the same gate.
 
-    + wave_name, earlier_wave_hosts, gate_args, router_url, worker_url: as for ``activated``
+    + wave_name, in_wave, earlier_wave_hosts, gate_args, router_url, worker_url: as for
+      ``activated``
 
     **Example:**
 
@@ -171,9 +179,13 @@ def rolled_back(
 
         rolled_back(
             name="Back to the previous release",
-            wave_name="canary", earlier_wave_hosts=[], gate_args=["--warmup-s", "1800"],
+            wave_name="canary", in_wave=True, earlier_wave_hosts=[],
+            gate_args=["--warmup-s", "1800"],
         )
     """
+    if not in_wave:
+        host.noop(f"not in wave {wave_name}")
+        return
     releases = host.get_fact(ReleaseState)
     if not releases["previous"]:
         yield FunctionCommand(_log_error, (f"{wave_name}: no previous release to roll back to",), {})

@@ -1,0 +1,25 @@
+"""
+Converge SGLang + EAGLE-3 hosts, then roll the new release out wave by wave.
+
+    pyinfra inventory/prod.py deploy.py -y            # converge and roll out
+    pyinfra inventory/prod.py deploy.py --dry --diff  # the plan as diffs, changing nothing
+
+config.py validated the inventory before any connection.
+"""
+
+from tasks.patch import patch_eagle3_methods
+from tasks.preflight import preflight
+from tasks.release import stage_release
+from tasks.rollout import roll_out
+from tasks.service import install_service
+from tasks.stack import install_stack
+
+# Phase A, every host at once: nothing that serves traffic changes.
+preflight()
+install_stack()
+patch_eagle3_methods()
+install_service()
+stage_release()
+
+# Phase B, wave by wave: only hosts whose staged release differs restart.
+roll_out()

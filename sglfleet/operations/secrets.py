@@ -1,0 +1,59 @@
+"""
+Write files that hold secrets: root-owned, mode 0600, replaced with one rename,
+and shown in diffs with every value redacted.
+
+pyinfra's ``files.put`` and ``files.template`` print the new content under
+``--diff``; a secret would land in the terminal and in CI logs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+from io import StringIO
+
+from pyinfra import host, logger, state
+from pyinfra.api import FileUploadCommand, StringCommand, operation
+
+from sglfleet.facts.files import FileDigest
+
+
+@operation()
+def secret_file(path: str, content: str, redacted: str):
+    """
+    Ensure ``path`` holds ``content``, owned by root with mode 0600.
+
+    + path: the file on the host
+    + content: the full text, secrets included; never logged
+    + redacted: the same text with each secret replaced, for ``--diff``
+
+    **Example:**
+
+    .. code:: python
+
+        secret_file(
+            name="Secrets of sglang.service",
+            path="/etc/sglfleet/sglang.env",
+            content="HF_TOKEN=hf_abc\\n",
+            redacted="HF_TOKEN=<redacted>\\n",
+        )
+    """
+    digest = host.get_fact(FileDigest, path=path)
+    wanted = hashlib.sha256(content.encode()).hexdigest()
+    if digest and (digest["sha256"], digest["mode"], digest["owner"], digest["group"]) == (
+        wanted, "600", "root", "root",
+    ):
+        host.noop(f"{path} is up to date")
+        return
+
+    if state.config.DIFF and not state.is_executing:
+        what = "Will create" if digest is None else "Will replace (content or mode changed)"
+        host.log(f"{what} {path}, root:root 0600, values redacted:", logger.info)
+        for line in redacted.splitlines():
+            logger.info("    + %s", line)
+
+    temporary = posixpath.join(posixpath.dirname(path), f".{posixpath.basename(path)}.new")
+    # Create the file 0600 before a byte of the secret reaches it.
+    yield StringCommand("install", "-m", "600", "-o", "root", "-g", "root", "/dev/null", temporary)
+    yield FileUploadCommand(StringIO(content), temporary)
+    yield StringCommand("mv", "-f", temporary, path)
