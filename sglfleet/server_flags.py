@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 # Bump when the extraction changes, so cached flag sets are rebuilt.
-EXTRACTOR_VERSION = 1
+EXTRACTOR_VERSION = 2
 SERVER_ARGS_MODULE = "sglang.srt.server_args"
 
 logger = logging.getLogger("sglang.srt.server_args")
@@ -193,26 +193,6 @@ class _ClassRef:
     module: _Module
     node: ast.ClassDef
 
-    def member(self, name: str) -> ast.AST | None:
-        for stmt in self.node.body:
-            if isinstance(stmt, ast.Assign) and any(
-                isinstance(t, ast.Name) and t.id == name for t in stmt.targets
-            ):
-                return stmt.value
-            if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
-                    and stmt.target.id == name):
-                return stmt.value
-        return None
-
-
-def _assigned_names(cls: ast.ClassDef) -> list[str]:
-    names = []
-    for stmt in cls.body:
-        targets = stmt.targets if isinstance(stmt, ast.Assign) else (
-            [stmt.target] if isinstance(stmt, ast.AnnAssign) and stmt.value else [])
-        names += [t.id for t in targets if isinstance(t, ast.Name)]
-    return names
-
 
 @dataclass
 class _ModuleRef:
@@ -228,6 +208,20 @@ class _Evaluator:
     def __init__(self, loader: Callable[[str], tuple[str, bool] | None]):
         self.loader = loader
         self.cache: dict[str, _Module | None] = {}
+        self.scopes: dict[int, dict[str, ast.AST]] = {}
+
+    def class_scope(self, cls: ast.ClassDef) -> dict[str, ast.AST]:
+        """Names assigned in a class body -> their value nodes (computed once)."""
+        if id(cls) not in self.scopes:
+            scope = {}
+            for stmt in cls.body:
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else (
+                    [stmt.target] if isinstance(stmt, ast.AnnAssign) and stmt.value else [])
+                for target in targets:
+                    if isinstance(target, ast.Name):
+                        scope[target.id] = stmt.value
+            self.scopes[id(cls)] = scope
+        return self.scopes[id(cls)]
 
     def module(self, name: str) -> _Module | None:
         if name not in self.cache:
@@ -296,12 +290,11 @@ class _Evaluator:
         if isinstance(node, ast.Attribute):
             base = ev(node.value)
             if isinstance(base, _ClassRef):
-                member = base.member(node.attr)
-                if member is None:
-                    raise _Unresolved(ast.unparse(node))
                 # Class-body names (ALL = (FULL, BREAKABLE)) resolve in the class scope.
-                scope = {n: base.member(n) for n in _assigned_names(base.node)}
-                return self.eval(member, base.module, scope, depth + 1)
+                scope = self.class_scope(base.node)
+                if scope.get(node.attr) is None:
+                    raise _Unresolved(ast.unparse(node))
+                return self.eval(scope[node.attr], base.module, scope, depth + 1)
             if isinstance(base, _ModuleRef):
                 mod = self.module(base.name)
                 if mod is not None:
