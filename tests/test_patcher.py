@@ -2,6 +2,7 @@
 
 import ast
 import re
+import sys
 
 import pytest
 
@@ -408,3 +409,19 @@ def test_module_level_function_of_a_method_name_is_left_alone(patch):
 def test_one_line_class_body_is_refused(patch):
     with pytest.raises(PatchRefused, match="body on its header line"):
         apply(b"class KimiK25ForConditionalGeneration: pass\n", patch)
+
+
+# --- the stub loader the stand-in uses ----------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["0.5.9"] + LATER)
+def test_stub_loader_runs_real_upstream_files_and_leaves_sys_modules_as_it_was(version):
+    modules, meta_path = dict(sys.modules), list(sys.meta_path)
+    module = load_with_stubs(sglang_file(version, KIMI), "sglang.srt.models.kimi_k25")
+    cls = getattr(module, TARGET)
+    assert all(hasattr(cls, name) for name in METHODS) == (version != "0.5.9")
+    assert isinstance(cls.__new__(cls), cls)
+    assert sys.meta_path == meta_path
+    assert not any(name.split(".")[0] in ("torch", "sglang", "transformers", "numpy") and name not in modules
+                   for name in sys.modules)
+    assert all(sys.modules.get(name) is value for name, value in modules.items())
