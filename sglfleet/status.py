@@ -14,10 +14,11 @@ import os
 import click
 from pyinfra.api import Config, State
 from pyinfra.api.connect import connect_all
+from pyinfra.context import ctx_state
 from pyinfra_cli.inventory import make_inventory
 
+from sglfleet.context import fleet_waves
 from sglfleet.operations.release import RELEASE_TOOL
-from sglfleet.waves import plan_waves
 
 COLUMNS = ("host", "wave", "current", "previous", "stack", "unit", "health", "accept_len")
 
@@ -35,15 +36,16 @@ def fleet_status(inventory_path: str) -> list[dict]:
         for row in fleet_status("inventory/dev.py"):
             print(row["host"], row["current"], row["health"])
     """
-    inventory = make_inventory(inventory_path, cwd=os.getcwd())
+    # Inventory and group data files are exec'd against a state, as in pyinfra's CLI.
+    with ctx_state.use(State()):
+        inventory = make_inventory(inventory_path, cwd=os.getcwd())
     state = State(inventory, Config())
     connect_all(state)
-    wave_of = {}
-    hosts_groups = {h.name: [g.name for g in h.groups] for h in inventory}
-    waves_order = next(iter(inventory)).data.get("rollout_waves") if len(inventory) else None
-    for wave in plan_waves(hosts_groups, waves_order):
-        for name in wave.hosts:
-            wave_of[name] = wave.name
+    wave_of = {
+        name: wave.name
+        for wave in fleet_waves(inventory, [h.name for h in inventory])
+        for name in wave.hosts
+    }
 
     rows = []
     for host in inventory:

@@ -196,6 +196,7 @@ def restart():
     """Restart the unit; return systemd's restart count to detect a crash after it."""
     systemctl("daemon-reload")
     systemctl("reset-failed", UNIT, check=False)
+    systemctl("enable", "--quiet", UNIT)  # serve again after a reboot
     systemctl("restart", UNIT)
     return int(unit_properties().get("NRestarts") or 0)
 

@@ -48,39 +48,6 @@ class FileBytes(FactBase):
             raise FactProcessError(f"FileBytes output is not base64: {error}")
 
 
-class FileDigest(FactBase):
-    """
-    Returns a file's sha256, octal mode, owner and group, or ``None`` when it
-    does not exist: enough to tell whether a file must be written without
-    reading its content (secrets never leave the host).
-
-    .. code:: python
-
-        {"sha256": "9f86d0...", "mode": "600", "owner": "root", "group": "root"}
-
-    **Example:**
-
-    .. code:: python
-
-        digest = host.get_fact(FileDigest, path="/etc/sglfleet/sglang.env")
-    """
-
-    def command(self, path: str):
-        return make_formatted_string_command(
-            "if test -e {0}; then stat -c '%a %U %G' {0} && sha256sum {0}; else echo {1}; fi",
-            QuoteString(path), ABSENT,
-        )
-
-    def process(self, output):
-        if output and output[0] == ABSENT:
-            return None
-        try:
-            mode, owner, group = output[0].split()
-            return {"sha256": output[1].split()[0], "mode": mode, "owner": owner, "group": group}
-        except (IndexError, ValueError):
-            raise FactProcessError(f"unexpected output from FileDigest: {output[:2]}")
-
-
 class FileDigests(FactBase):
     """
     Returns the sha256, octal mode and owner of several files in one round trip;

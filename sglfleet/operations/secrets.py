@@ -15,7 +15,7 @@ from io import StringIO
 from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, StringCommand, operation
 
-from sglfleet.facts.files import FileDigest
+from sglfleet.facts.files import FileDigests
 
 
 @operation()
@@ -38,7 +38,7 @@ def secret_file(path: str, content: str, redacted: str):
             redacted="HF_TOKEN=<redacted>\\n",
         )
     """
-    digest = host.get_fact(FileDigest, path=path)
+    digest = host.get_fact(FileDigests, paths=[path])[path]
     wanted = hashlib.sha256(content.encode()).hexdigest()
     if digest and (digest["sha256"], digest["mode"], digest["owner"], digest["group"]) == (
         wanted, "600", "root", "root",
@@ -54,6 +54,7 @@ def secret_file(path: str, content: str, redacted: str):
 
     temporary = posixpath.join(posixpath.dirname(path), f".{posixpath.basename(path)}.new")
     # Create the file 0600 before a byte of the secret reaches it.
+    yield StringCommand("mkdir", "-p", posixpath.dirname(path))
     yield StringCommand("install", "-m", "600", "-o", "root", "-g", "root", "/dev/null", temporary)
     yield FileUploadCommand(StringIO(content), temporary)
     yield StringCommand("mv", "-f", temporary, path)

@@ -1,0 +1,61 @@
+"""Helpers for the tests that run the real deploy over SSH against the local fleet."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from sglfleet import PROJECT_ROOT
+
+PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
+# Known only to the tests: every output of every run is searched for them.
+SECRETS = {"SGLFLEET_HF_TOKEN": "hf_testtoken7Q2vX9", "SGLFLEET_API_KEY": "sk-testkey4Lm8Zp3"}
+
+
+def pyinfra(playbook: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """
+    Run ``pyinfra inventory/dev.py PLAYBOOK ARGS`` from the project root, as a user would.
+
+    The secrets come from the environment, as in production; the output is
+    checked here, once for every run, to hold none of them.
+    """
+    env = {**os.environ, **SECRETS, "PYTHONUNBUFFERED": "1"}
+    result = subprocess.run(
+        [PYINFRA, "inventory/dev.py", playbook, *args],
+        cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=timeout,
+    )
+    for value in SECRETS.values():
+        assert value not in result.stdout + result.stderr, "a secret appeared in pyinfra's output"
+    return result
+
+
+def deploy(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """``pyinfra inventory/dev.py deploy.py -y ARGS``."""
+    return pyinfra("deploy.py", "-y", *args, timeout=timeout)
+
+
+def host_state(fleet, host: str) -> dict:
+    """What ``sglfleet-release state`` reports on ``host``: releases, unit, health."""
+    return json.loads(fleet.exec(host, "/opt/sglfleet/bin/sglfleet-release state").stdout)
+
+
+def fleet_state(fleet) -> dict[str, dict]:
+    return {host: host_state(fleet, host) for host in fleet.hosts}
+
+
+def tree_digest(fleet, host: str, *paths: str) -> str:
+    """One digest of every file's path, mode and content under ``paths`` on ``host``."""
+    quoted = " ".join(paths)
+    return fleet.exec(
+        host,
+        f"find {quoted} -xdev \\( -type f -o -type l \\) -printf '%p %m %l\\n' 2>/dev/null | sort; "
+        f"find {quoted} -xdev -type f -print0 2>/dev/null | sort -z | xargs -0 sha256sum",
+    ).stdout
+
+
+def changed_operations(output: str) -> list[str]:
+    """The lines of pyinfra's results that report a change."""
+    return [line for line in output.splitlines() if "Changed" in line or "changed" in line]
