@@ -19,6 +19,7 @@ strictly. Every problem is one line that names the host, the key and the fix.
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import shlex
 from collections.abc import Mapping
@@ -31,7 +32,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from sglfleet import FILES, PROJECT_ROOT
 
 DEFAULTS_FILE = PROJECT_ROOT / "inventory" / "group_data" / "all.py"
-STACKS_DIR = FILES / "stacks"
+# The same override as sglfleet.stacks: $SGLFLEET_STACKS, else files/stacks.
+STACKS_DIR = Path(os.environ.get("SGLFLEET_STACKS", FILES / "stacks"))
 
 # Host data that belongs to pyinfra (connectors, global arguments), not to us.
 PYINFRA_PREFIXES = ("_", "ssh_", "winrm_", "docker_", "dockerssh_", "chroot_", "podman_", "local_")
@@ -308,8 +310,30 @@ def validate_inventory(inventory, stacks_dir: Path = STACKS_DIR) -> dict[str, Ho
         except ConfigError as error:
             problems += error.problems
     if problems:
-        raise ConfigError(problems)
+        raise ConfigError(collapse(problems, groups))
     return configs
+
+
+def collapse(lines: list[str], host_names) -> list[str]:
+    """
+    Merge lines that differ only in their host (one bad group value, many hosts) into one.
+
+    + lines: ``"<host>: <problem>"`` lines, in order
+    + host_names: every host name (other lines pass through unchanged)
+
+    **Example:**
+
+    .. code:: python
+
+        collapse(["node1: x: bad", "node2: x: bad"], ["node1", "node2"])  # ["node1, node2: x: bad"]
+    """
+    hosts_of: dict[str, list[str]] = {}
+    for line in lines:
+        host, sep, rest = line.partition(": ")
+        key = rest if sep and host in host_names else "\0" + line
+        hosts_of.setdefault(key, []).append(host)
+    return [key[1:] if key.startswith("\0") else f"{', '.join(dict.fromkeys(hosts))}: {key}"
+            for key, hosts in hosts_of.items()]
 
 
 def rollout_waves_of(configs: Mapping[str, HostConfig]) -> Optional[list[str]]:

@@ -115,7 +115,7 @@ def _flag_findings(host: str, config, flagset, version: str) -> list[Finding]:
 
 def _value_findings(host: str, name: str, spec, value: str) -> list[Finding]:
     if spec.choices is not None and value not in [str(choice) for choice in spec.choices]:
-        shown = ", ".join(str(choice) for choice in spec.choices[:12])
+        shown = ", ".join(str(choice) for choice in spec.choices[:12]) + (", ..." if len(spec.choices) > 12 else "")
         return [Finding("error", host, "extra_flags", f"{name} {value}: not one of {shown}; pick one of them")]
     converters = {"int": int, "float": float}
     if spec.type in converters:

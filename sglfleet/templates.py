@@ -9,13 +9,15 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import jinja2
 
 from sglfleet import FILES
 
-TEMPLATES = FILES / "templates"
+# $SGLFLEET_TEMPLATES points a run at another copy (an operator's, or a test's).
+TEMPLATES = Path(os.environ.get("SGLFLEET_TEMPLATES", FILES / "templates"))
 ROOT = "/opt/sglfleet"
 ENV_FILE = "/etc/sglfleet/sglang.env"
 UNIT_FILE = "/etc/systemd/system/sglang.service"

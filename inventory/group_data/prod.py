@@ -1,0 +1,30 @@
+# Production values for inventory/prod.py (its hosts form the group "prod").
+# Defaults for everything else: group_data/all.py.
+
+# --- connection ---
+ssh_user = "deploy"               # a user with passwordless sudo on every GPU host
+_sudo = True
+
+# --- stack ---
+stack = "cu130-sglang-0.5.9"      # files/stacks/cu130-sglang-0.5.9.toml: torch 2.9.1+cu130
+
+# --- SGLang launch: Kimi K2.5 with EAGLE-3 on one 8-GPU host ---
+model_path = "moonshotai/Kimi-K2.5"
+served_model_name = "kimi-k2.5"
+trust_remote_code = True          # Kimi K2.5 ships its tokenizer as remote code
+tp_size = 8
+speculative_algorithm = "EAGLE3"
+speculative_draft_model_path = "lightseekorg/kimi-k2.5-eagle3"
+speculative_num_steps = 3         # topk 1: draft tokens = steps + 1
+speculative_eagle_topk = 1
+speculative_num_draft_tokens = 4
+cuda_graph_max_bs = 64            # matches --max-running-requests below
+extra_flags = ["--max-running-requests", "64"]  # sglang forces 48 with speculative decoding otherwise
+host = "0.0.0.0"                  # the router reaches hosts over the network
+port = 30000
+enable_metrics = True
+
+# --- rollout ---
+router_url = "http://router.example.internal:30080"  # an example sglang-router
+gate_warmup_s = 1800              # loading ~600 GB of weights and capturing CUDA graphs
+gate_min_spec_accept_length = 2.0  # EAGLE-3 that accepts under 2 tokens a step is not worth serving

@@ -1,0 +1,7 @@
+"""extra_flags as a number."""
+
+import pathlib as _pathlib, runpy as _runpy
+_fleet = _runpy.run_path(str(_pathlib.Path(__file__).with_name("_fleet.py")))
+_expect = ['extra_flags = 5', 'list of sglang flags']  # fragments of the one message
+
+canary, wave1, wave2 = _fleet['waves'](extra_flags=5)
