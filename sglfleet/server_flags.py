@@ -842,7 +842,12 @@ def _package_loader(root: Path, read: dict[str, str]):
 def default_cache_dir() -> Path:
     """``$SGLFLEET_CACHE``, else ``~/.cache/sglfleet``."""
     env = os.environ.get("SGLFLEET_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "sglfleet"
+    if env:
+        return Path(env)
+    try:
+        return Path.home() / ".cache" / "sglfleet"
+    except RuntimeError:  # a system user without a home
+        return Path("/var/cache/sglfleet")
 
 
 def load_flags(server_args_path: str | os.PathLike, cache_dir: str | os.PathLike | None = None

@@ -138,12 +138,9 @@ def server_args(flagset, parsed) -> dict:
     """ServerArgs as the real server holds it after ``__post_init__`` (the parts gates read)."""
     values = dict(flagset.fields)
     namespace = vars(parsed)
-    for spec in flagset.flags:
+    for spec in flagset.flags:  # spec.field: 0.5.9's tensor_parallel_size feeds tp_size
         if spec.field is not None and spec.dest in namespace:
             values[spec.field] = namespace[spec.dest]
-    for spec in flagset.flags:  # 0.5.9 from_cli_args: tp_size = tensor_parallel_size, ...
-        if spec.field is None and spec.dest in namespace and spec.dest in values:
-            values[spec.dest] = namespace[spec.dest]
     if values.get("tokenizer_path") is None:
         values["tokenizer_path"] = values.get("model_path")
     if values.get("served_model_name") is None:
