@@ -117,12 +117,17 @@ class Stack:
                 f"`sglfleet lock {self.name}` where {', '.join(sources)} can be reached"
             )
 
-    def requirements(self) -> str:
-        """The venv's files as requirements with ``--hash``, for an offline uv install."""
-        lines = [f"# stack {self.id}: rendered from {self.lock_path.name if self.lock_path else 'the lock'}"]
+    def requirements(self, hashes: dict[str, str] | None = None) -> str:
+        """
+        The venv's files as requirements with ``--hash``, for an offline uv install.
+
+        + hashes: ``{filename: sha256}`` for files the lock has no hash for (an
+          allowed unhashed lock: the controller's download is trusted)
+        """
+        hashes = hashes or {}
+        lines = [f"# stack {self.id}, rendered from its lock"]
         for f in sorted(self.venv_files, key=lambda f: f.name):
-            pin = f"{f.name}=={f.version}"
-            lines.append(f"{pin} --hash=sha256:{f.sha256}" if f.sha256 else pin)
+            lines.append(f"{f.name}=={f.version} --hash=sha256:{f.sha256 or hashes[f.filename]}")
         return "\n".join(lines) + "\n"
 
 

@@ -1,0 +1,134 @@
+"""What a host holds of a stack, read in one command: a no-op converge is one round trip.
+
+**Example:**
+
+.. code:: python
+
+    state = host.get_fact(StackState, stack_id=stack.id, python=stack.python, uv_version="0.13.9")
+    state.verified        # marker present, for this stack, ok, venv in place
+    state.wheels          # {filename: sha256} of the host's wheelhouse, or None when not read
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+
+from pyinfra.api import FactBase
+
+from sglfleet.stacks import HOST_ROOT, HOST_STACKS, HOST_WHEELHOUSE, MARKER
+
+
+def uv_path(version: str) -> str:
+    """Where hosts keep the uv binary extracted from its wheel."""
+    return f"{HOST_ROOT}/tools/uv-{version}/uv"
+
+
+@dataclass
+class StackHostState:
+    stack_id: str
+    marker: dict | None = None
+    venv: bool = False
+    python: str | None = None  # version of python<major.minor>, None when absent
+    uv: bool = False
+    disk_free: int = 0  # bytes free where stacks live
+    disk_path: str = "/"
+    stacks: list[str] = field(default_factory=list)  # entries of /opt/sglfleet/stacks, newest first
+    releases: dict[str, str | None] = field(default_factory=dict)  # current/previous -> stack id
+    wheels: dict[str, str] | None = None  # read only when the stack is not verified
+
+    @property
+    def verified(self) -> bool:
+        """The stack is built and its probe passed: nothing to do."""
+        marker = self.marker or {}
+        return self.venv and marker.get("stack_id") == self.stack_id and marker.get("ok") is True
+
+
+def parse_wheels(lines: list[str]) -> dict[str, str]:
+    """``sha256sum`` lines -> {filename: sha256}."""
+    wheels = {}
+    for line in lines:
+        digest, _, name = line.partition("  ")
+        if name:
+            wheels[name.strip().removeprefix("./")] = digest.strip()
+    return wheels
+
+
+class StackState(FactBase):
+    """
+    A stack's state on a host: marker, venv, python, uv, free disk, stacks,
+    the stacks of the current and previous releases, and (when the stack is not
+    verified yet) the sha256 of every wheel in the host's wheelhouse.
+    """
+
+    def command(self, stack_id: str, python: str, uv_version: str, hash_wheels: bool = True) -> str:
+        stack = f"{HOST_STACKS}/{stack_id}"
+        marker = shlex.quote(f"{stack}/{MARKER}")
+        venv_python = shlex.quote(f"{stack}/venv/bin/python")
+        releases = " ".join(f"{HOST_ROOT}/{name}" for name in ("current", "previous"))
+        return "\n".join([
+            f"echo '## id'; echo {shlex.quote(stack_id)}",
+            f"echo '## marker'; cat {marker} 2>/dev/null; echo",
+            f"echo '## venv'; [ -x {venv_python} ] && echo yes",
+            f"echo '## python'; python{python} -c 'import platform; print(platform.python_version())' 2>/dev/null",
+            f"echo '## uv'; [ -x {uv_path(uv_version)} ] && echo yes",
+            f"echo '## disk'; d={HOST_STACKS}; while [ ! -d \"$d\" ]; do d=$(dirname \"$d\"); done; "
+            "df -Pk \"$d\" | tail -n 1",
+            f"echo '## stacks'; ls -1At {HOST_STACKS} 2>/dev/null",
+            f"echo '## releases'; for r in {releases}; do printf '%s\\t' \"$r\"; "
+            "tr -d '\\n' < \"$r/release.json\" 2>/dev/null; echo; done",
+            # Hashing the wheelhouse costs seconds for a CUDA stack: only when it may be needed.
+            f"echo '## wheels'; if {'false' if hash_wheels else 'true'} || grep -qs '\"ok\": true' {marker} && [ -x {venv_python} ]; then echo skipped; "
+            f"elif [ -d {HOST_WHEELHOUSE} ]; then cd {HOST_WHEELHOUSE} && find . -maxdepth 1 -name '*.whl' "
+            "-type f -exec sha256sum {} +; fi",
+            "true",
+        ])
+
+    def process(self, output: list[str]) -> StackHostState:
+        sections: dict[str, list[str]] = {}
+        current = None
+        for line in output:
+            if line.startswith("## "):
+                current = sections.setdefault(line[3:].strip(), [])
+            elif current is not None:
+                current.append(line)
+        state = StackHostState(stack_id="")
+        marker_text = "\n".join(sections.get("marker", [])).strip()
+        try:
+            state.marker = json.loads(marker_text) if marker_text else None
+        except ValueError:
+            state.marker = {"invalid": marker_text[:200]}
+        state.stack_id = "".join(sections.get("id", [])).strip()
+        state.venv = sections.get("venv") == ["yes"]
+        python = [line for line in sections.get("python", []) if line.strip()]
+        state.python = python[0].strip() if python else None
+        state.uv = sections.get("uv") == ["yes"]
+        disk = (sections.get("disk") or [""])[-1].split()
+        if len(disk) >= 6:
+            state.disk_free, state.disk_path = int(disk[3]) * 1024, disk[5]
+        state.stacks = [line.strip() for line in sections.get("stacks", []) if line.strip()]
+        for line in sections.get("releases", []):
+            path, _, text = line.partition("\t")
+            try:
+                state.releases[path.rsplit("/", 1)[-1]] = json.loads(text).get("stack") if text else None
+            except ValueError:
+                state.releases[path.rsplit("/", 1)[-1]] = None
+        wheels = sections.get("wheels", [])
+        state.wheels = None if wheels == ["skipped"] else parse_wheels(wheels)
+        return state
+
+
+class WheelhouseFiles(FactBase):
+    """``{filename: sha256}`` of every wheel in the host's wheelhouse."""
+
+    @staticmethod
+    def default() -> dict:
+        return {}
+
+    def command(self) -> str:
+        return (f"[ -d {HOST_WHEELHOUSE} ] && cd {HOST_WHEELHOUSE} && "
+                "find . -maxdepth 1 -name '*.whl' -type f -exec sha256sum {} + || true")
+
+    def process(self, output: list[str]) -> dict[str, str]:
+        return parse_wheels(output)

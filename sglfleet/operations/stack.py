@@ -1,0 +1,203 @@
+"""Stack operations: sync a host's wheelhouse, build the venv offline with uv, verify, collect.
+
+The planning is split into pure functions of the stack and the host's
+``StackState`` (``sync_commands``, ``build_commands``, ``collect_commands``);
+the operation asks the fact once and yields what they return, so a converge
+that changes nothing costs one remote command per host.
+
+**Example:**
+
+.. code:: python
+
+    stack.installed(name="Install stack", stack=load_stack("dev"), gpu_less=True, keep=1)
+"""
+
+from __future__ import annotations
+
+import shlex
+from io import StringIO
+
+from pyinfra import host
+from pyinfra.api import FileUploadCommand, OperationError, operation
+
+from sglfleet import FILES, wheelhouse
+from sglfleet.facts.stack import StackHostState, StackState, WheelhouseFiles, uv_path
+from sglfleet.stacks import HOST_STACKS, HOST_WHEELHOUSE, MARKER, Stack, StackError
+
+PROBE = FILES / "probe" / "verify_stack.py"
+q = shlex.quote
+
+
+def sync_commands(stack: Stack, present: dict[str, str], local: dict[str, wheelhouse.Local]) -> list:
+    """
+    Commands that give the host every file of ``stack`` it lacks, each checked and renamed into place.
+
+    + present: the host's wheelhouse, ``{filename: sha256}``
+    + local: the controller's wheelhouse, ``wheelhouse.ensure(stack)``
+
+    A transfer goes to ``<file>.part`` and is renamed only after its sha256
+    matched: an interrupted sync leaves complete files (skipped next time) and
+    at most one partial one (replaced).
+    """
+    missing = [f for f in stack.files if present.get(f.filename) != local[f.filename].sha256]
+    if not missing:
+        return []
+    commands: list = [f"mkdir -p {HOST_WHEELHOUSE}"]
+    for f in missing:
+        final = f"{HOST_WHEELHOUSE}/{f.filename}"
+        part = f"{final}.part"
+        commands.append(FileUploadCommand(str(local[f.filename].path), part))
+        commands.append(
+            f"if echo {local[f.filename].sha256}'  '{q(part)} | sha256sum --check --status; "
+            f"then mv -f {q(part)} {q(final)}; else rm -f {q(part)}; "
+            f"echo {q(f'{f.filename} arrived corrupted (sha256 mismatch): run the deploy again')} >&2; exit 1; fi"
+        )
+    return commands
+
+
+def uv_extract_command(stack: Stack) -> str:
+    """Extract the uv binary from its wheel in the host's wheelhouse, with the host's python3."""
+    target = uv_path(stack.uv.version)
+    script = (
+        "import os, sys, zipfile\n"
+        "wheel, target = sys.argv[1], sys.argv[2]\n"
+        "with zipfile.ZipFile(wheel) as z:\n"
+        "    member = next(n for n in z.namelist() if n.endswith('.data/scripts/uv'))\n"
+        "    os.makedirs(os.path.dirname(target), exist_ok=True)\n"
+        "    with open(target + '.part', 'wb') as out:\n"
+        "        out.write(z.read(member))\n"
+        "os.chmod(target + '.part', 0o755)\n"
+        "os.replace(target + '.part', target)\n"
+    )
+    return f"python3 -c {q(script)} {q(f'{HOST_WHEELHOUSE}/{stack.uv.filename}')} {q(target)}"
+
+
+def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
+                   hashes: dict[str, str] | None = None) -> list:
+    """
+    Commands that build ``stack`` offline in a temporary folder, verify it, and rename it into place.
+
+    + state: the host's StackState; nothing is built when the stack is verified
+    + gpu_less: the probe skips what needs a GPU, and says so in the marker
+    + hashes: ``{filename: sha256}`` for files an allowed unhashed lock has no hash for
+    """
+    if state.verified:
+        return []
+    build = f"{HOST_STACKS}/.build-{stack.id}"
+    uv = uv_path(stack.uv.version)
+    commands: list = [f"rm -rf {q(build)} && mkdir -p {q(build)}"]
+    if not state.uv:
+        commands.append(uv_extract_command(stack))
+    commands += [
+        FileUploadCommand(StringIO(stack.requirements(hashes)), f"{build}/requirements.txt"),
+        FileUploadCommand(StringIO("\n".join(stack.overrides) + "\n"), f"{build}/overrides.txt"),
+        FileUploadCommand(StringIO("\n".join(f.filename for f in stack.files) + "\n"), f"{build}/wheels.txt"),
+        FileUploadCommand(str(PROBE), f"{build}/verify_stack.py"),
+    ]
+    probe = [f"{build}/venv/bin/python", f"{build}/verify_stack.py", "--stack-id", stack.id,
+             "--python", stack.python]
+    probe += ["--sglang", stack.sglang_version] if stack.sglang_version else []
+    probe += ["--cuda", stack.cuda] if stack.cuda else []
+    probe += ["--gpu-less"] if gpu_less else []
+    marker = f"{build}/{MARKER}"
+    old = f"{HOST_STACKS}/.old-{stack.id}"
+    install = [uv, "pip", "install", "--quiet", "--python", f"{build}/venv/bin/python",
+               "--offline", "--no-index", "--find-links", HOST_WHEELHOUSE, "--require-hashes",
+               "--overrides", f"{build}/overrides.txt", "--compile-bytecode", "--link-mode", "copy",
+               "-r", f"{build}/requirements.txt"]
+    if stack.no_deps:
+        install.append("--no-deps")  # the lock lists every file; some packages come without their deps
+    script = "\n".join([
+        "set -e",
+        # Nothing from the network, no user config: the wheelhouse is the only source.
+        f"export UV_CACHE_DIR={q(build)}/.uv-cache UV_NO_CONFIG=1 UV_PYTHON_DOWNLOADS=never",
+        # Relocatable: scripts find their python relative to themselves, so the venv
+        # stays valid after the rename from the build folder.
+        f"{q(uv)} venv --quiet --relocatable --python python{stack.python} {q(build)}/venv",
+        shlex.join(install),
+        f"rm -rf {q(build)}/.uv-cache",
+        f"if ! {shlex.join(probe)} > {q(marker)}.part; then cat {q(marker)}.part >&2; "
+        f"echo {q(f'stack {stack.id} failed its verification probe (see above)')} >&2; exit 1; fi",
+        f"mv {q(marker)}.part {q(marker)}",
+        f"if [ -e {q(stack.path)} ]; then rm -rf {q(old)}; mv {q(stack.path)} {q(old)}; fi",
+        f"mv -T {q(build)} {q(stack.path)}",
+        f"rm -rf {q(old)}",
+    ])
+    commands.append(f"sh -c {q(script)}")
+    return commands
+
+
+def collect_commands(stack: Stack, state: StackHostState, keep: int) -> list:
+    """
+    Commands that remove old stacks: all but ``stack``, those of the current and
+    previous releases, and the ``keep`` newest others; then the wheels no kept
+    stack lists, and leftovers of killed builds.
+    """
+    in_use = {stack.id, state.releases.get("current"), state.releases.get("previous")}
+    others = [s for s in state.stacks if not s.startswith(".") and s not in in_use]
+    leftovers = [s for s in state.stacks if s.startswith((".build-", ".old-")) and not s.endswith(stack.id)]
+    doomed = others[keep:] + leftovers
+    if not doomed:
+        return []
+    commands = [f"rm -rf -- {' '.join(q(f'{HOST_STACKS}/{s}') for s in doomed)}"]
+    if others[keep:]:
+        commands.append(
+            f"cd {HOST_WHEELHOUSE} 2>/dev/null || exit 0; keep=$(mktemp); "
+            f"cat {HOST_STACKS}/*/wheels.txt 2>/dev/null | sort -u > \"$keep\"; "
+            f"ls -1 | grep '\\.whl$' | sort | comm -23 - \"$keep\" | xargs -r rm -f --; rm -f \"$keep\""
+        )
+    return commands
+
+
+@operation()
+def installed(stack: Stack, gpu_less: bool = False, keep: int = 1):
+    """
+    Ensure ``stack`` is built, verified and in place on the host, and old stacks are collected.
+
+    + stack: a loaded, complete stack (``load_stack``)
+    + gpu_less: the host has no GPU; the probe skips the GPU checks and records it
+    + keep: stacks kept besides this one and those of the current and previous releases
+
+    **Example:**
+
+    .. code:: python
+
+        stack.installed(name="Stack dev", stack=load_stack("dev"), gpu_less=True)
+    """
+    state = host.get_fact(StackState, stack_id=stack.id, python=stack.python, uv_version=stack.uv.version)
+    commands = []
+    hashes = None
+    if not state.verified:
+        present = state.wheels if state.wheels is not None else host.get_fact(WheelhouseFiles)
+        try:
+            # Fetched once for all hosts; bytes that differ from the lock stop the
+            # run here, while planning, before any host is changed.
+            local = wheelhouse.ensure(stack)
+        except StackError as e:
+            raise OperationError(str(e)) from None
+        hashes = {name: entry.sha256 for name, entry in local.items()}
+        commands += sync_commands(stack, present, local)
+        commands += build_commands(stack, state, gpu_less, hashes)
+    commands += collect_commands(stack, state, keep)
+    if not commands:
+        host.noop(f"stack {stack.id} is built and verified, nothing to collect")
+    yield from commands
+
+
+@operation()
+def fits(problems: list[str]):
+    """
+    Fail the host when preflight found problems, printing each; nothing otherwise.
+
+    + problems: one line each, from ``sglfleet.preflight.check``
+
+    **Example:**
+
+    .. code:: python
+
+        stack.fits(name="Preflight", problems=check(host.name, stack, gpus, ...))
+    """
+    if not problems:
+        host.noop("preflight passed")
+        return
+    yield " ; ".join([*(f"echo {q(p)} >&2" for p in problems), "exit 1"])

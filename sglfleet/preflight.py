@@ -1,0 +1,67 @@
+"""Preflight rules: does a host fit its stack? Pure functions of facts and the stack.
+
+Each problem is one line naming the host, the thing and the fix, e.g.
+``node2: driver 550.54 is too old for stack cu130-sglang-0.5.9 (needs 580 or newer)``.
+
+**Example:**
+
+.. code:: python
+
+    problems = check("node2", stack, gpus, disk_free=50 << 30, gpu_less=False, python="3.11.2")
+"""
+
+from __future__ import annotations
+
+from sglfleet.facts.gpu import Gpu
+from sglfleet.stacks import HOST_STACKS, Stack
+
+GIB = 1 << 30
+
+
+def gib(size: int) -> str:
+    return f"{size / GIB:.1f} GiB"
+
+
+def check(host: str, stack: Stack, gpus: list[Gpu], disk_free: int, gpu_less: bool,
+          python: str | None, built: bool = False) -> list[str]:
+    """
+    Every reason ``host`` cannot take ``stack``; empty when it fits.
+
+    + host: the host's name, first word of each message
+    + stack: the stack the inventory gives it
+    + gpus: the NvidiaGpus fact ([] without nvidia-smi)
+    + disk_free: bytes free where stacks live
+    + gpu_less: the inventory says the host has no GPU (local fleet, CI)
+    + python: the version of the host's python<stack.python>, None when absent
+    + built: the stack is already built and verified there (no disk needed)
+    """
+    problems = []
+    if python is None or ".".join(python.split(".")[:2]) != stack.python:
+        problems.append(f"{host}: python{stack.python} is missing, stack {stack.name} needs it: "
+                        f"install python{stack.python} (Debian: apt install python{stack.python})")
+    if not gpus:
+        if not gpu_less:
+            problems.append(f"{host}: no NVIDIA GPU found (nvidia-smi missing or lists none): install or load "
+                            f"the NVIDIA driver, or set gpu_less=True if this host has no GPU")
+        elif stack.cuda:
+            problems.append(f"{host}: stack {stack.name} needs a GPU (CUDA {stack.cuda}) but the host has "
+                            f"none: give it a GPU-less stack such as dev")
+    if stack.min_driver:
+        for driver in sorted({gpu.driver for gpu in gpus if gpu.driver_major < stack.min_driver}):
+            problems.append(f"{host}: driver {driver} is too old for stack {stack.name} "
+                            f"(needs {stack.min_driver} or newer)")
+    if stack.cuda:
+        for gpu in sorted({gpu for gpu in gpus if gpu.compute_cap not in stack.compute_caps},
+                          key=lambda g: g.compute_cap):
+            problems.append(
+                f"{host}: {gpu.name} has compute capability {gpu.compute_cap}, which stack {stack.name} "
+                f"was not built for (supports {', '.join(stack.compute_caps)}): give the host a stack built for "
+                f"{gpu.compute_cap}"
+            )
+    needed = 2 * stack.size
+    if not built and disk_free < needed:
+        problems.append(
+            f"{host}: {gib(disk_free)} free under {HOST_STACKS} is too little for stack {stack.name} "
+            f"(needs {gib(needed)}, twice its {gib(stack.size)}): free space or grow the filesystem"
+        )
+    return problems

@@ -1,0 +1,112 @@
+"""Preflight: nvidia-smi parsing on recorded outputs, and the rules a host must pass for its stack."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sglfleet.facts.gpu import NvidiaGpus, parse
+from sglfleet.facts.stack import StackState
+from sglfleet.preflight import check
+from sglfleet.stacks import load_stack
+
+DATA = Path(__file__).parent / "data" / "nvidia-smi"
+GIB = 1 << 30
+
+
+def gpus(name):
+    return parse((DATA / name).read_text().splitlines())
+
+
+@pytest.fixture(scope="module")
+def cu130():
+    return load_stack("cu130-sglang-0.5.9")
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return load_stack("dev")
+
+
+def test_h200_recorded_on_real_hardware():
+    (gpu,) = gpus("h200.csv")
+    assert (gpu.name, gpu.driver, gpu.compute_cap, gpu.memory_mib) == ("NVIDIA H200", "580.159.04", "9.0", 143771)
+    assert gpu.driver_major == 580
+
+
+@pytest.mark.parametrize("fixture, name, cap, driver_major", [
+    ("rtx-pro-6000.csv", "NVIDIA RTX PRO 6000 Blackwell Server Edition", "12.0", 580),
+    ("b200.csv", "NVIDIA B200", "10.0", 580),
+    ("h100-old-driver.csv", "NVIDIA H100 80GB HBM3", "9.0", 550),
+])
+def test_eight_gpu_hosts(fixture, name, cap, driver_major):
+    found = gpus(fixture)
+    assert len(found) == 8
+    assert {(g.name, g.compute_cap, g.driver_major) for g in found} == {(name, cap, driver_major)}
+
+
+def test_unloaded_driver_and_missing_nvidia_smi_give_no_gpus():
+    assert gpus("driver-not-loaded.txt") == []
+    assert NvidiaGpus.default() == []
+    assert NvidiaGpus().requires_command() == "nvidia-smi"
+
+
+@pytest.mark.parametrize("fixture", ["h200.csv", "rtx-pro-6000.csv", "b200.csv"])
+def test_supported_gpus_pass_the_cu130_stack(cu130, fixture):
+    assert check("node1", cu130, gpus(fixture), 100 * GIB, False, "3.11.2") == []
+
+
+def test_old_driver_names_host_driver_stack_and_fix(cu130):
+    problems = check("node2", cu130, gpus("h100-old-driver.csv"), 100 * GIB, False, "3.11.2")
+    assert problems == ["node2: driver 550.54.14 is too old for stack cu130-sglang-0.5.9 (needs 580 or newer)"]
+
+
+def test_architecture_outside_the_stack(cu130):
+    (problem,) = check("node3", cu130, gpus("b300.csv"), 100 * GIB, False, "3.11.2")
+    assert problem.startswith("node3: NVIDIA B300 SXM6 AC has compute capability 10.3")
+    assert "supports 12.0, 10.0, 9.0" in problem
+
+
+def test_gpu_less_host_needs_the_inventory_to_say_so(dev, cu130):
+    (problem,) = check("node4", dev, [], 100 * GIB, False, "3.11.2")
+    assert problem.startswith("node4: no NVIDIA GPU found") and "gpu_less=True" in problem
+    assert check("node4", dev, [], 100 * GIB, True, "3.11.2") == []
+    (problem,) = check("node4", cu130, [], 100 * GIB, True, "3.11.2")
+    assert "needs a GPU" in problem
+
+
+def test_disk_must_hold_the_stack_twice_unless_built(dev):
+    twice = 2 * dev.size
+    assert check("node1", dev, [], twice, True, "3.11.2") == []
+    (problem,) = check("node1", dev, [], twice - 1, True, "3.11.2")
+    assert problem.startswith("node1: ") and "too little for stack dev" in problem and "free space" in problem
+    assert check("node1", dev, [], 0, True, "3.11.2", built=True) == []
+
+
+def test_missing_python(dev):
+    (problem,) = check("node1", dev, [], 100 * GIB, True, None)
+    assert problem == "node1: python3.11 is missing, stack dev needs it: install python3.11 (Debian: apt install python3.11)"
+
+
+def test_stack_state_fact_reads_one_command_output(dev):
+    marker = {"stack_id": dev.id, "ok": True, "checks": {}}
+    output = [
+        "## id", dev.id,
+        "## marker", *json.dumps(marker, indent=1).splitlines(), "",
+        "## venv", "yes",
+        "## python", "3.11.2",
+        "## uv",
+        "## disk", "overlay 10485760 2097152 8388608 20% /",
+        "## stacks", dev.id, "dev-000000000000", ".build-dev-111111111111",
+        "## releases", "/opt/sglfleet/current\t{\"stack\": \"dev-000000000000\", \"id\": \"r1\"}",
+        "/opt/sglfleet/previous\t",
+        "## wheels", "skipped",
+    ]
+    state = StackState().process(output)
+    assert state.verified and state.wheels is None and not state.uv
+    assert (state.python, state.disk_free, state.disk_path) == ("3.11.2", 8388608 * 1024, "/")
+    assert state.releases == {"current": "dev-000000000000", "previous": None}
+    assert state.stacks[1:] == ["dev-000000000000", ".build-dev-111111111111"]
+    # A marker of another stack, or a failed probe, is not valid.
+    output[output.index("## id") + 1] = "dev-ffffffffffff"
+    assert not StackState().process(output).verified

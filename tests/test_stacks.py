@@ -1,0 +1,208 @@
+"""Stacks: definitions and locks, `sglfleet lock`, the controller's wheelhouse, and the plans of the stack operation."""
+
+import hashlib
+import http.server
+import shutil
+import threading
+from functools import partial
+from pathlib import Path
+
+import pytest
+from pyinfra.api import FileUploadCommand
+
+from sglfleet import FILES, wheelhouse
+from sglfleet.facts.stack import StackHostState
+from sglfleet.operations.stack import build_commands, collect_commands, sync_commands
+from sglfleet.stacks import StackError, lock_path, load_stack, stack_id
+from sglfleet.stacks_cli import best_wheel, resolve, target_tags
+
+STACKS = FILES / "stacks"
+
+
+@pytest.fixture()
+def stacks_copy(tmp_path):
+    """A copy of files/stacks to break on purpose."""
+    shutil.copytree(STACKS, tmp_path / "stacks")
+    return tmp_path / "stacks"
+
+
+def test_dev_stack_is_complete_hashed_and_small():
+    stack = load_stack("dev")
+    assert stack.id == stack_id("dev", lock_path("dev").read_bytes())
+    assert stack.id.startswith("dev-") and len(stack.id) == len("dev-") + 12
+    assert stack.venv == f"/opt/sglfleet/stacks/{stack.id}/venv"
+    assert (stack.sglang_version, stack.cuda, stack.python, stack.no_deps) == ("0.5.9", None, "3.11", True)
+    assert stack.complete and all(f.sha256 and f.size and f.url.startswith("https://") for f in stack.files)
+    assert stack.size < 40_000_000
+    # uv is shipped to hosts from its wheel but not installed into the venv.
+    assert stack.uv.filename.startswith("uv-") and "uv" not in {f.name for f in stack.venv_files}
+    requirements = stack.requirements().splitlines()[1:]
+    assert len(requirements) == len(stack.venv_files)
+    assert "sglang==0.5.9 --hash=sha256:" + next(f.sha256 for f in stack.files if f.name == "sglang") in requirements
+
+
+def test_cu130_stack_says_what_it_needs_and_refuses_until_completed():
+    stack = load_stack("cu130-sglang-0.5.9")
+    assert (stack.cuda, stack.compute_caps, stack.min_driver) == ("13.0", ("12.0", "10.0", "9.0"), 580)
+    assert stack.overrides == ("flashinfer-python==0.6.4", "flashinfer-cubin==0.6.4")
+    versions = {f.name: f.version for f in stack.files}
+    assert (versions["sglang"], versions["flashinfer-python"], versions["flashinfer-cubin"]) == ("0.5.9", "0.6.4", "0.6.4")
+    assert {u["name"] for u in stack.unresolved} == {"torch", "torchvision", "torchaudio", "sgl-kernel", "flashinfer-jit-cache"}
+    with pytest.raises(StackError, match=r"run `sglfleet lock cu130-sglang-0.5.9` where download.pytorch.org"):
+        stack.require_complete()
+
+
+def test_unknown_stack_lists_the_available_ones():
+    with pytest.raises(StackError, match=r"no stack named 'nope' .*available: cu130-sglang-0.5.9, dev"):
+        load_stack("nope")
+
+
+def test_a_user_adds_a_stack_by_adding_a_file(stacks_copy):
+    (stacks_copy / "mine.toml").write_text((stacks_copy / "dev.toml").read_text())
+    with pytest.raises(StackError, match=r"stack mine has no lock .*run `sglfleet lock mine`"):
+        load_stack("mine", stacks_dir=stacks_copy)
+
+
+def test_unhashed_lock_refused_unless_allowed(stacks_copy):
+    lock = lock_path("dev", stacks_copy)
+    text = lock.read_text()
+    sha = load_stack("dev").files[0].sha256
+    lock.write_text(text.replace(f'hashes = {{ sha256 = "{sha}" }}', 'hashes = { sha256 = "" }'))
+    with pytest.raises(StackError, match=r"1 locked files have no sha256 .*allow_unhashed_lock=True"):
+        load_stack("dev", stacks_dir=stacks_copy)
+    stack = load_stack("dev", allow_unhashed=True, stacks_dir=stacks_copy)
+    assert stack.files[0].sha256 is None or stack.files[0].sha256 == ""
+
+
+def test_definition_edited_after_locking_is_refused(stacks_copy):
+    definition = stacks_copy / "dev.toml"
+    definition.write_text(definition.read_text() + "\n# edited\n")
+    with pytest.raises(StackError, match=r"dev.toml changed since it was locked: run `sglfleet lock dev`"):
+        load_stack("dev", stacks_dir=stacks_copy)
+
+
+def test_wheel_selection_takes_the_best_tag_for_the_hosts():
+    tags = target_tags("3.11", "x86_64-manylinux_2_36")
+    entry = {"wheels": [
+        {"url": "https://x/charset_normalizer-3.5.3-py3-none-any.whl"},
+        {"url": "https://x/charset_normalizer-3.5.3-cp311-cp311-manylinux_2_28_x86_64.whl"},
+        {"url": "https://x/charset_normalizer-3.5.3-cp312-cp312-manylinux_2_28_x86_64.whl"},
+        {"url": "https://x/charset_normalizer-3.5.3-cp311-cp311-manylinux_2_39_x86_64.whl"},
+    ]}
+    assert best_wheel(entry, tags)["name"] == "charset_normalizer-3.5.3-cp311-cp311-manylinux_2_28_x86_64.whl"
+    torch = {"wheels": [{"url": "https://x/torch-2.9.1%2Bcu130-cp311-cp311-manylinux_2_28_x86_64.whl"}]}
+    assert best_wheel(torch, tags)["name"] == "torch-2.9.1+cu130-cp311-cp311-manylinux_2_28_x86_64.whl"
+    assert best_wheel({"wheels": [{"url": "https://x/a-1-cp312-cp312-manylinux_2_28_x86_64.whl"}]}, tags) is None
+
+
+def test_lock_marks_unreachable_sources_unresolved_and_resolves_the_rest():
+    """Resolves against PyPI (metadata only); the other indexes are declared unreachable."""
+    text, unresolved = resolve("cu130-sglang-0.5.9", check_reachable=lambda url: False)
+    assert {u["name"] for u in unresolved} == {"torch", "torchvision", "torchaudio", "sgl-kernel", "flashinfer-jit-cache"}
+    assert 'name = "flashinfer-python"\nversion = "0.6.4"' in text  # the override beat sglang's ==0.6.3
+    assert '[[packages]]\nname = "torch"\n' not in text
+    assert text.count("[[packages]]") == text.count("hashes = { sha256 = ") > 100
+
+
+def test_dev_lock_resolves_to_one_hashed_wheel_each():
+    text, unresolved = resolve("dev")
+    assert unresolved == []
+    assert 'name = "sglang"\nversion = "0.5.9"' in text and 'no-deps = ["sglang"]' in text
+    assert 'name = "numpy"' not in text  # sglang came without its dependencies
+    assert text.count("[[packages]]") == text.count(".whl\", url =") == text.count("hashes = { sha256 = ")
+
+
+@pytest.fixture()
+def index(tmp_path):
+    """A loopback HTTP server standing in for the package index, counting requests."""
+    served = tmp_path / "index"
+    served.mkdir()
+    hits = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def do_GET(self):
+            hits.append(self.path)
+            super().do_GET()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(Handler, directory=str(served)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield served, f"http://127.0.0.1:{server.server_port}", hits
+    server.shutdown()
+
+
+def local_stack(stacks_copy, served, url, sha_of=None):
+    """The dev stack with its files served from the loopback index."""
+    stack = load_stack("dev", stacks_dir=stacks_copy)
+    files = []
+    for f in stack.files[:3]:
+        data = f"wheel {f.filename}".encode()
+        (served / f.filename).write_bytes(data)
+        sha = (sha_of or (lambda d: hashlib.sha256(d).hexdigest()))(data)
+        files.append(f.__class__(f.name, f.version, f.filename, f"{url}/{f.filename}", sha, len(data)))
+    return stack.__class__(**{**stack.__dict__, "files": tuple(files)})
+
+
+def test_wheelhouse_fetches_each_file_once_and_verifies(tmp_path, monkeypatch, stacks_copy, index):
+    served, url, hits = index
+    monkeypatch.setenv("SGLFLEET_WHEELHOUSE", str(tmp_path / "wh"))
+    stack = local_stack(stacks_copy, served, url)
+    first = wheelhouse.ensure(stack)
+    for _ in range(3):  # three hosts planned: nothing more from the index
+        assert wheelhouse.ensure(stack) == first
+    assert len(hits) == 3 and wheelhouse.fetched_bytes() == sum(f.size for f in stack.files)
+    for f in stack.files:
+        assert first[f.filename].path == tmp_path / "wh" / f.sha256 / f.filename
+        assert hashlib.sha256(first[f.filename].path.read_bytes()).hexdigest() == f.sha256
+
+
+def test_wheelhouse_refuses_bytes_that_differ_from_the_lock(tmp_path, monkeypatch, stacks_copy, index):
+    served, url, hits = index
+    monkeypatch.setenv("SGLFLEET_WHEELHOUSE", str(tmp_path / "wh"))
+    stack = local_stack(stacks_copy, served, url, sha_of=lambda data: "0" * 64)
+    with pytest.raises(StackError, match=r"stack dev: .* has sha256 .*the lock says 0000.*sglfleet lock dev"):
+        wheelhouse.ensure(stack)
+    assert not list((tmp_path / "wh").rglob("*.whl*"))  # nothing unverified is kept
+
+
+def state(stack, **kwargs):
+    return StackHostState(stack_id=stack.id, **kwargs)
+
+
+def test_sync_sends_only_missing_or_corrupted_files_through_a_checked_rename():
+    stack = load_stack("dev")
+    local = {f.filename: wheelhouse.Local(Path(f"/cache/{f.filename}"), f.sha256, f.size) for f in stack.files}
+    present = {f.filename: f.sha256 for f in stack.files}
+    assert sync_commands(stack, present, local) == []
+    corrupted, absent = stack.files[0], stack.files[1]
+    present[corrupted.filename] = "bad"
+    del present[absent.filename]
+    commands = sync_commands(stack, present, local)
+    uploads = [c for c in commands if isinstance(c, FileUploadCommand)]
+    assert [u.dest for u in uploads] == [f"/opt/sglfleet/wheelhouse/{f.filename}.part" for f in (corrupted, absent)]
+    checks = [c for c in commands if isinstance(c, str) and "sha256sum --check" in c]
+    assert len(checks) == 2 and corrupted.sha256 in checks[0] and "mv -f" in checks[0]
+
+
+def test_build_is_offline_hash_checked_verified_and_renamed_when_complete():
+    stack = load_stack("dev")
+    assert build_commands(stack, state(stack, marker={"stack_id": stack.id, "ok": True}, venv=True), True) == []
+    commands = build_commands(stack, state(stack), gpu_less=True)
+    script = commands[-1]
+    for flag in ("--offline", "--no-index", "--find-links /opt/sglfleet/wheelhouse", "--require-hashes",
+                 "--overrides", "--no-deps", "--relocatable", "--gpu-less", f"mv -T /opt/sglfleet/stacks/.build-{stack.id}"):
+        assert flag in script
+    assert any("zipfile" in c for c in commands if isinstance(c, str))  # uv from its own wheel
+    assert script.index("verify_stack.py") < script.index("mv -T")  # verified before it is in place
+
+
+def test_collect_keeps_current_previous_and_a_few_more():
+    stack = load_stack("dev")
+    host = state(stack, stacks=[stack.id, "dev-a", "dev-b", "dev-c", "dev-d", ".build-dev-x"],
+                 releases={"current": "dev-c", "previous": "dev-d"})
+    (remove, prune) = collect_commands(stack, host, keep=1)
+    assert remove == "rm -rf -- /opt/sglfleet/stacks/dev-b /opt/sglfleet/stacks/.build-dev-x"
+    assert "wheels.txt" in prune
+    assert collect_commands(stack, state(stack, stacks=[stack.id, "dev-a"]), keep=1) == []
