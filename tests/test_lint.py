@@ -1,0 +1,106 @@
+"""The lint against sglang 0.5.9's real flag set (from the real wheel) and GPU architectures."""
+
+import pytest
+
+from sglfleet import PROJECT_ROOT
+from sglfleet.config import validate_host_data
+from sglfleet.lint import Finding, lint
+from sglfleet.lint_cli import flagset_for, lint_inventory
+
+BASE = {"stack": "cu130-sglang-0.5.9", "model_path": "moonshotai/Kimi-K2.5", "trust_remote_code": True,
+        "speculative_draft_model_path": "lightseekorg/kimi-k2.5-eagle3", "tp_size": 8}
+SM120, SM100 = ["12.0"] * 8, ["10.0"] * 8
+
+
+@pytest.fixture(scope="module")
+def flags():
+    return flagset_for("0.5.9")
+
+
+def findings(flags, caps=SM100, version="0.5.9", **data):
+    return [str(f) for f in lint("gpu1", validate_host_data("gpu1", {**BASE, **data}), flags, caps, version)]
+
+
+def test_production_values_lint_clean(flags):
+    assert findings(flags, speculative_num_steps=3, speculative_eagle_topk=1, speculative_num_draft_tokens=4,
+                    extra_flags=["--max-running-requests", "64", "--attention-backend", "triton"]) == []
+
+
+def test_example_production_inventory_lints_clean():
+    assert lint_inventory(str(PROJECT_ROOT / "inventory" / "prod.py")) == []
+
+
+def test_finding_names_host_severity_key_and_fix():
+    finding = Finding("error", "gpu1", "tp_size", "= 9; set tp_size <= 8")
+    assert str(finding) == "gpu1: error: tp_size: = 9; set tp_size <= 8"
+
+
+def test_misspelt_flag_gets_the_closest_real_one(flags):
+    assert findings(flags, extra_flags=["--enable-metric"]) == [
+        "gpu1: error: extra_flags: --enable-metric is not a flag of sglang 0.5.9; did you mean --enable-metrics?"]
+
+
+def test_extra_flag_values_are_checked_as_sglangs_parser_would(flags):
+    (choice,) = findings(flags, extra_flags=["--attention-backend", "flashattn"])
+    assert "--attention-backend flashattn: not one of triton" in choice
+    (number,) = findings(flags, extra_flags=["--max-running-requests", "many"])
+    assert "not a valid int" in number
+    (missing,) = findings(flags, extra_flags=["--max-running-requests"])
+    assert "needs a value" in missing
+
+
+def test_a_flag_owned_by_a_key_must_go_through_the_key(flags):
+    # --tensor-parallel-size is tp_size's alias in 0.5.9
+    (line,) = findings(flags, extra_flags=["--tensor-parallel-size", "4"])
+    assert "is set through the key tp_size; set tp_size instead" in line
+
+
+def test_eagle_numbers_all_three_or_none(flags):
+    (line,) = findings(flags, speculative_num_steps=3, speculative_num_draft_tokens=4)
+    assert line.startswith("gpu1: error: speculative_eagle_topk: speculative_num_steps, "
+                           "speculative_num_draft_tokens given without speculative_eagle_topk")
+
+
+def test_topk_one_means_draft_tokens_is_steps_plus_one(flags):
+    assert findings(flags, speculative_num_steps=5, speculative_eagle_topk=1, speculative_num_draft_tokens=4) == [
+        "gpu1: error: speculative_num_draft_tokens: = 4, but with speculative_eagle_topk = 1 sglang forces it "
+        "to speculative_num_steps + 1 = 6; set speculative_num_draft_tokens = 6"]
+    assert findings(flags, speculative_num_steps=5, speculative_eagle_topk=4, speculative_num_draft_tokens=8) == []
+
+
+def test_kimi_k25_needs_a_draft_model(flags):
+    (line,) = findings(flags, speculative_draft_model_path=None)
+    assert line.startswith("gpu1: error: speculative_draft_model_path: KimiK25 has no built-in draft layers")
+    assert findings(flags, speculative_draft_model_path=None, speculative_algorithm="NGRAM") == []
+
+
+def test_sm120_torch_symm_mem_by_version(flags):
+    (line,) = findings(flags, SM120, enable_torch_symm_mem=True)
+    assert line.startswith("gpu1: error: enable_torch_symm_mem: sglang 0.5.9 on SM120 fails at start-up")
+    assert "KeyError 12" in line and "set enable_torch_symm_mem = False" in line
+    assert findings(flags, SM100, enable_torch_symm_mem=True) == []
+    (later,) = findings(flags, SM120, "0.5.14", enable_torch_symm_mem=True)
+    assert later.startswith("gpu1: warning: enable_torch_symm_mem")
+
+
+def test_sm120_allreduce_fusion_is_a_warning(flags):
+    (line,) = findings(flags, SM120, enable_flashinfer_allreduce_fusion=True)
+    assert line.startswith("gpu1: warning: enable_flashinfer_allreduce_fusion: ignored on SM120")
+    assert findings(flags, SM100, enable_flashinfer_allreduce_fusion=True) == []
+
+
+def test_unknown_architecture_says_what_was_not_checked(flags):
+    (line,) = findings(flags, None, enable_torch_symm_mem=True)
+    assert line.startswith("gpu1: warning: gpu_compute_cap: unknown")
+
+
+def test_tp_size_beyond_the_hosts_gpus(flags):
+    (line,) = findings(flags, ["12.0"] * 4)
+    assert line == "gpu1: error: tp_size: = 8, but the host has 4 GPUs; set tp_size <= 4"
+
+
+def test_server_must_fit_the_host(flags):
+    (line,) = findings(flags, None, gpu_less=True)
+    assert line.startswith("gpu1: error: server: SGLang needs GPUs")
+    (line,) = findings(flags, server="standin")
+    assert line.startswith("gpu1: warning: server: the stand-in serves no model")

@@ -1,0 +1,89 @@
+"""Releases: the launch command line, a stable content-hash id, and no secret anywhere in them."""
+
+import json
+import os
+import subprocess
+
+from sglfleet.config import validate_host_data
+from sglfleet.release import launch_args, render_release
+
+BASE = {"stack": "dev", "model_path": "moonshotai/Kimi-K2.5", "trust_remote_code": True,
+        "speculative_draft_model_path": "lightseekorg/kimi-k2.5-eagle3",
+        "speculative_num_steps": 3, "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4,
+        "tp_size": 8, "extra_flags": ["--max-running-requests", "64"]}
+
+
+def config(**data):
+    return validate_host_data("node1", {**BASE, **data})
+
+
+def test_launch_args_are_sglang_flags_in_a_fixed_order():
+    assert launch_args(config()) == [
+        "--model-path", "moonshotai/Kimi-K2.5", "--trust-remote-code", "--tp-size", "8",
+        "--speculative-algorithm", "EAGLE3",
+        "--speculative-draft-model-path", "lightseekorg/kimi-k2.5-eagle3",
+        "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+        "--speculative-num-draft-tokens", "4", "--enable-metrics",
+        "--host", "127.0.0.1", "--port", "30000", "--max-running-requests", "64",
+    ]
+
+
+def test_release_id_is_a_stable_content_hash_of_stack_patch_and_launch():
+    release = render_release(config(), "dev-0123456789ab", "p1")
+    assert len(release.release_id) == 16 and int(release.release_id, 16) >= 0
+    assert render_release(config(), "dev-0123456789ab", "p1").release_id == release.release_id
+    changed = {
+        render_release(config(), "dev-ba9876543210", "p1").release_id,
+        render_release(config(), "dev-0123456789ab", "p2").release_id,
+        render_release(config(speculative_num_steps=4, speculative_num_draft_tokens=5), "dev-0123456789ab", "p1").release_id,
+        render_release(config(extra_flags=[]), "dev-0123456789ab", "p1").release_id,
+    }
+    assert release.release_id not in changed and len(changed) == 4
+
+
+def test_gate_and_housekeeping_keys_do_not_change_the_release():
+    one = render_release(config(), "s", "p")
+    other = render_release(config(gate_warmup_s=60, router_url="http://r:1", releases_keep=9,
+                                  gate_min_spec_accept_length=2.0), "s", "p")
+    assert one == other
+
+
+def test_release_json_holds_what_the_host_tool_reads():
+    release = render_release(config(host="0.0.0.0"), "dev-0123456789ab", "p1")
+    meta = json.loads(release.release_json)
+    assert meta["release_id"] == release.release_id and meta["stack"] == "dev-0123456789ab"
+    assert meta["launch"]["host"] == "0.0.0.0" and meta["launch"]["port"] == 30000
+    assert set(release.files) == {"launch", "launch.args", "release.json"}
+    assert release.files["launch"][1] == 0o755
+    assert "--speculative-num-steps 3\n" in release.args_text
+
+
+def test_standin_release_runs_the_standin_with_its_warmup():
+    script = render_release(config(server="standin", gpu_less=True, standin_warmup_s=2), "s", "p").launch_script
+    assert "export SGLFLEET_STANDIN_WARMUP=2\n" in script
+    assert "exec /opt/sglfleet/stacks/s/venv/bin/python /opt/sglfleet/standin/sglang_standin.py" in script
+
+
+def test_launch_script_passes_the_api_key_in_a_private_file_not_in_argv(tmp_path):
+    # Run the real script with its python replaced by a probe that reports what it got.
+    probe = tmp_path / "probe"
+    probe.write_text("#!/bin/bash\nprintf '%s\\n' \"$@\" > \"$RUNTIME_DIRECTORY/argv\"\n"
+                     "env > \"$RUNTIME_DIRECTORY/env\"\n")
+    probe.chmod(0o755)
+    script = render_release(config(), "s", "p").launch_script
+    script = script.replace("/opt/sglfleet/stacks/s/venv/bin/python -m sglang.launch_server", str(probe))
+    launch = tmp_path / "launch"
+    launch.write_text(script)
+    launch.chmod(0o755)
+    key = "k3y-with-'quote"
+    env = {"PATH": os.environ["PATH"], "RUNTIME_DIRECTORY": str(tmp_path), "SGLANG_API_KEY": key}
+    subprocess.run([str(launch)], env=env, check=True, timeout=30)
+
+    argv = (tmp_path / "argv").read_text().splitlines()
+    assert key not in "\n".join(argv) and "--api-key" not in argv
+    assert argv[-2:] == ["--config", str(tmp_path / "secrets.yaml")]
+    assert argv[:2] == ["--model-path", "moonshotai/Kimi-K2.5"]
+    # YAML single-quoted scalar: a quote is doubled.
+    assert (tmp_path / "secrets.yaml").read_text() == "api-key: 'k3y-with-''quote'\n"
+    assert oct((tmp_path / "secrets.yaml").stat().st_mode & 0o777) == "0o600"
+    assert "SGLANG_API_KEY" not in (tmp_path / "env").read_text()

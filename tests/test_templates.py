@@ -1,0 +1,97 @@
+"""The unit, env and launch templates: systemd accepts the unit, secrets stay in the env file."""
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from sglfleet.config import validate_host_data
+from sglfleet.secrets import SecretsError, load_secrets, redact, render_env
+from sglfleet.templates import TemplateRenderError, render_unit
+
+CONFIG = validate_host_data("node1", {"stack": "dev", "model_path": "m", "speculative_algorithm": None})
+HF, KEY = "hf_" + "x" * 30, "s3cr3t-api-key"
+analyze = pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
+
+
+def unit_root(tmp_path: Path) -> Path:
+    """A root with the unit, a release behind current, and systemd's own units (for verify --root)."""
+    root = tmp_path / "root"
+    (root / "etc/systemd/system").mkdir(parents=True)
+    (root / "etc/systemd/system/sglang.service").write_text(render_unit(CONFIG))
+    release = root / "opt/sglfleet/releases/r1"
+    release.mkdir(parents=True)
+    (release / "launch").write_text("#!/bin/bash\n")
+    (release / "launch").chmod(0o755)
+    (root / "opt/sglfleet/current").symlink_to("releases/r1")
+    shutil.copytree("/usr/lib/systemd/system", root / "usr/lib/systemd/system", symlinks=True)
+    return root
+
+
+@analyze
+def test_unit_passes_systemd_analyze_verify(tmp_path):
+    root = unit_root(tmp_path)
+    result = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", f"--root={root}", "/etc/systemd/system/sglang.service"],
+        capture_output=True, text=True, timeout=60,
+    )
+    # verify exits 0 on unknown keys too: any complaint about our unit fails the test.
+    assert result.returncode == 0 and "sglang.service" not in result.stdout + result.stderr, result.stderr
+
+
+@analyze
+def test_unit_exposure_score_offline(tmp_path):
+    unit = tmp_path / "sglang.service"
+    unit.write_text(render_unit(CONFIG))
+    result = subprocess.run(["systemd-analyze", "security", "--offline=yes", "--no-pager", str(unit)],
+                            capture_output=True, text=True, timeout=60)
+    score = float(re.search(r"Overall exposure level for sglang.service: ([\d.]+)", result.stdout).group(1))
+    assert score <= 2.5, result.stdout  # 2.0 "OK" when written; 10 is an unhardened unit
+
+
+def test_unit_runs_the_current_release_with_limits_and_no_secret():
+    unit = render_unit(CONFIG)
+    for line in ("ExecStart=/opt/sglfleet/current/launch", "Restart=on-failure",
+                 "EnvironmentFile=/etc/sglfleet/sglang.env", "LimitMEMLOCK=infinity",
+                 "LimitNOFILE=1048576", "User=sglang", "DeviceAllow=char-nvidia* rwm",
+                 "ProtectSystem=strict", "NoNewPrivileges=yes"):
+        assert line + "\n" in unit
+    timeout = int(re.search(r"^TimeoutStartSec=(\d+)$", unit, re.M).group(1))
+    assert timeout > CONFIG.gate_warmup_s
+    assert "api-key" not in unit and "TOKEN" not in unit
+
+
+def test_env_file_and_its_redacted_form(tmp_path):
+    secrets = load_secrets(None, {"SGLFLEET_HF_TOKEN": HF, "SGLFLEET_API_KEY": KEY})
+    text = render_env(secrets)
+    assert f"HF_TOKEN={HF}\n" in text and f"SGLANG_API_KEY={KEY}\n" in text
+    shown = render_env(secrets, redacted=True)
+    assert HF not in shown and KEY not in shown and "SGLANG_API_KEY=<redacted sha256:" in shown
+    rotated = load_secrets(None, {"SGLFLEET_HF_TOKEN": HF, "SGLFLEET_API_KEY": KEY + "2"})
+    assert render_env(rotated, redacted=True) != shown  # a rotation still shows as a diff
+    assert redact(f"curl -H 'Authorization: Bearer {KEY}'", secrets) == "curl -H 'Authorization: Bearer <redacted>'"
+    assert KEY not in repr(secrets)
+
+
+def test_secrets_file_outside_repo_private_and_overridden_by_environment(tmp_path):
+    path = tmp_path / "secrets.env"
+    path.write_text(f"SGLFLEET_HF_TOKEN={HF}\nSGLFLEET_API_KEY=from-file\n")
+    path.chmod(0o600)
+    secrets = load_secrets(str(path), {"SGLFLEET_API_KEY": KEY})
+    assert secrets.hf_token == HF and secrets.api_key == KEY
+    path.chmod(0o644)
+    with pytest.raises(SecretsError, match="chmod 600"):
+        load_secrets(str(path), {})
+    with pytest.raises(SecretsError, match="inside the repository"):
+        load_secrets(str(Path(__file__)), {})
+    with pytest.raises(SecretsError, match="SGLFLEET_API_KEY: contains spaces"):
+        load_secrets(None, {"SGLFLEET_API_KEY": "a b"})
+    assert load_secrets(str(tmp_path / "absent.env"), {}).values == {}
+
+
+def test_a_template_that_does_not_render_names_itself(tmp_path):
+    (tmp_path / "sglang.service.j2").write_text("[Service]\nUser={{ user }\n")
+    with pytest.raises(TemplateRenderError, match=r"sglang.service.j2:2: .*fix the template syntax"):
+        render_unit(CONFIG, tmp_path)
