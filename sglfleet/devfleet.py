@@ -89,7 +89,12 @@ def _proc_start_time(pid: int) -> str | None:
 
 
 def _alive(pid: int | None, start: str | None) -> bool:
-    return bool(pid) and start is not None and _proc_start_time(pid) == start
+    """``pid`` is still the process we started, and not a zombie waiting to be reaped."""
+    if not pid or start is None or _proc_start_time(pid) != start:
+        return False
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    return False
 
 
 def _mounts_under(path: Path) -> list[str]:
@@ -220,6 +225,7 @@ def _configure_rootfs(root: Path) -> None:
     _run(["chroot", str(root), "systemctl", "enable", "ssh.service", "systemd-networkd.service"])
     # apt's timers would wake every host at once on a 2-core machine for nothing.
     _run(["chroot", str(root), "systemctl", "mask", "apt-daily.timer", "apt-daily-upgrade.timer"])
+    (root / "etc/default/locale").write_text("LANG=C.UTF-8\n")  # pam_env warns at each login without it
     for deb in (root / "var/cache/apt/archives").glob("*.deb"):
         deb.unlink()
 
@@ -349,7 +355,8 @@ class Fleet:
 
     def fault(self, host: str, mode: str) -> None:
         """
-        Set the stand-in's fault mode on ``host`` for its next start.
+        Set the stand-in's fault mode on ``host`` for starts of any release but
+        the one serving now.
 
         + mode: crash, hang, unready, slow; or clear to remove the fault
 
@@ -362,7 +369,11 @@ class Fleet:
         if mode == "clear":
             self.exec(host, f"rm -f {FAULT_FILE}")
         elif mode in FAULT_MODES:
-            self.exec(host, f"mkdir -p {os.path.dirname(FAULT_FILE)} && echo {mode} > {FAULT_FILE}")
+            # The release serving now is spared: the fault hits the next release
+            # started on the host, and a rollback to this one serves again.
+            self.exec(host, f"mkdir -p {os.path.dirname(FAULT_FILE)} && echo {mode} > {FAULT_FILE} && "
+                            f"if r=$(readlink /opt/sglfleet/current); then echo spare ${{r##*/}} >> {FAULT_FILE}; fi; "
+                            f"chmod 644 {FAULT_FILE}")
         else:
             raise DevFleetError(f"{host}: unknown fault {mode!r}; use one of "
                                 f"{', '.join(FAULT_MODES)}, clear")
@@ -699,6 +710,10 @@ class Fleet:
         pid, start = record.get("nspawn_pid"), record.get("nspawn_start")
         if _alive(pid, start):
             os.kill(pid, signal.SIGTERM)
+        elif _alive(record.get("leader_pid"), record.get("leader_start")):
+            # nspawn died (a crash): ask the host's systemd to power off itself,
+            # as nspawn would have (SIGRTMIN+4 is systemd's poweroff signal).
+            os.kill(record["leader_pid"], signal.SIGRTMIN + 4)
         if not self._wait_gone(record, timeout):
             for key in ("leader", "nspawn"):
                 if _alive(record.get(f"{key}_pid"), record.get(f"{key}_start")):
@@ -734,9 +749,10 @@ class Fleet:
         for path in _cgroups(""):  # the empty sglfleet/ parent of the hosts' cgroups
             with contextlib.suppress(OSError):
                 path.rmdir()
-        if state.get("bridge_created") and _run(["ip", "link", "show", self.bridge],
+        bridge = state.get("bridge", self.bridge)  # the one up created, whatever asks now
+        if state.get("bridge_created") and _run(["ip", "link", "show", bridge],
                                                 check=False).returncode == 0:
-            _run(["ip", "link", "del", self.bridge], check=False)
+            _run(["ip", "link", "del", bridge], check=False)
         for path in (self.state_file, self.known_hosts, self.ssh_config, self.ssh_key,
                      self.ssh_key.with_suffix(".pub")):
             with contextlib.suppress(FileNotFoundError):

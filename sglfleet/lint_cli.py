@@ -80,9 +80,31 @@ def _compute_caps(config) -> list[str] | None:
     return [config.gpu_compute_cap] * (config.gpu_count or config.tp_size)
 
 
+def load_inventory(inventory_file: str, data: dict | None = None):
+    """
+    Build a pyinfra inventory from a file as the CLI does, without connecting.
+
+    + inventory_file: a pyinfra inventory file
+    + data: ``--data`` overrides, already parsed as pyinfra parses them
+
+    Raises ``ConfigError`` when the file does not load.
+    """
+    from pyinfra.api import State
+    from pyinfra.context import ctx_state
+    from pyinfra_cli.inventory import make_inventory_from_files
+
+    try:
+        # exec'ing inventory and group data files needs a pyinfra state, as in the CLI
+        with ctx_state.use(State()):
+            return make_inventory_from_files(inventory_file, override_data=data or {})
+    except Exception as error:  # the inventory file is user code
+        cause = getattr(error, "e", None) or error.__cause__ or error
+        raise ConfigError([f"{inventory_file}: does not load: {type(cause).__name__}: {cause}; fix the file"]) from None
+
+
 def lint_inventory(inventory_file: str, data: dict | None = None, templates: Path = TEMPLATES) -> list[str]:
     """
-    Everything ``sglfleet lint`` reports for an inventory, as lines; errors say ``error``.
+    Everything ``sglfleet lint`` reports for an inventory file, as lines; errors say ``error``.
 
     + inventory_file: a pyinfra inventory file (nothing is connected)
     + data: ``--data`` overrides, already parsed as pyinfra parses them
@@ -90,22 +112,23 @@ def lint_inventory(inventory_file: str, data: dict | None = None, templates: Pat
 
     Raises ``ConfigError`` when the inventory does not load or validate.
     """
-    from pyinfra.api import State
-    from pyinfra.context import ctx_state
-    from pyinfra_cli.inventory import make_inventory_from_files
+    return lint_loaded(load_inventory(inventory_file, data), templates)
 
+
+def lint_loaded(inventory, templates: Path = TEMPLATES) -> list[str]:
+    """
+    Validate and lint an inventory pyinfra has built; the lines ``sglfleet lint`` prints.
+
+    + inventory: a ``pyinfra.api.Inventory`` (nothing is connected)
+    + templates: the templates directory
+
+    Raises ``ConfigError`` when the inventory does not validate.
+    """
     from sglfleet.release import render_release
     from sglfleet.secrets import SecretsError, load_secrets, render_env
     from sglfleet.stacks import StackError, load_stack
     from sglfleet.templates import render_unit
 
-    try:
-        # exec'ing inventory and group data files needs a pyinfra state, as in the CLI
-        with ctx_state.use(State()):
-            inventory = make_inventory_from_files(inventory_file, override_data=data or {})
-    except Exception as error:  # the inventory file is user code
-        cause = getattr(error, "exception", None) or error.__context__ or error
-        raise ConfigError([f"{inventory_file}: does not load: {type(cause).__name__}: {cause}; fix the file"]) from None
     configs = validate_inventory(inventory)
 
     findings: list[Finding] = []

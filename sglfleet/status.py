@@ -9,15 +9,13 @@ be closed to the controller).
 from __future__ import annotations
 
 import json
-import os
 
 import click
 from pyinfra.api import Config, State
 from pyinfra.api.connect import connect_all
-from pyinfra.context import ctx_state
-from pyinfra_cli.inventory import make_inventory
 
 from sglfleet.context import fleet_waves
+from sglfleet.lint_cli import load_inventory
 from sglfleet.operations.release import RELEASE_TOOL
 
 COLUMNS = ("host", "wave", "current", "previous", "stack", "unit", "health", "accept_len")
@@ -36,9 +34,7 @@ def fleet_status(inventory_path: str) -> list[dict]:
         for row in fleet_status("inventory/dev.py"):
             print(row["host"], row["current"], row["health"])
     """
-    # Inventory and group data files are exec'd against a state, as in pyinfra's CLI.
-    with ctx_state.use(State()):
-        inventory = make_inventory(inventory_path, cwd=os.getcwd())
+    inventory = load_inventory(inventory_path)
     state = State(inventory, Config())
     connect_all(state)
     wave_of = {

@@ -324,3 +324,35 @@ def test_flags_follow_the_installed_release(launch):
     wait_for(proc)
     info = json.loads(get(proc.url + "/server_info")[1])
     assert (info["version"], info["attn_dp_size"]) == ("0.5.23", 2)
+
+
+def test_api_key_from_a_config_file_as_sglfleet_launches_it(launch, sglang_059, tmp_path):
+    # The launch script keeps the key out of argv: `--config secrets.yaml`, merged as
+    # sglang 0.5.9's ConfigArgumentMerger does (config before the command line).
+    secrets = tmp_path / "secrets.yaml"
+    secrets.write_text("api-key: 'k3y''with-quote'\n")
+    proc = launch(sglang_059, "--model-path", "/models/kimi", "--config", str(secrets))
+    wait_for(proc)
+    assert get(proc.url + "/generate", body={"text": "x"})[0] == 401
+    good = {"Authorization": "Bearer k3y'with-quote"}
+    assert get(proc.url + "/generate", good, body={"text": "x"})[0] == 200
+    assert stop(proc)[0] == 0
+
+
+def test_fault_spares_the_release_that_served_when_it_was_set(launch, sglang_059, tmp_path):
+    releases = tmp_path / "root" / "releases"
+    (releases / "old").mkdir(parents=True)
+    (releases / "new").mkdir()
+    current = tmp_path / "root" / "current"
+    current.symlink_to("releases/new")
+    env = {"SGLFLEET_ROOT": str(tmp_path / "root")}
+
+    crashing = launch(sglang_059, "--model-path", "/models/kimi", fault="crash\nspare old", **env)
+    crashing.communicate(timeout=20)
+    assert crashing.returncode != 0  # the new release crashes
+
+    current.unlink()
+    current.symlink_to("releases/old")
+    spared = launch(sglang_059, "--model-path", "/models/kimi", fault="crash\nspare old", **env)
+    wait_for(spared)  # the release it rolls back to serves
+    assert stop(spared)[0] == 0

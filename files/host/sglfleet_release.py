@@ -59,6 +59,10 @@ def release_id_of(link):
 
 def point(link, release_id):
     """Point ``link`` at ``releases/release_id`` with rename(2): never rm + ln."""
+    if release_id is None:
+        if os.path.lexists(link):
+            os.unlink(link)
+        return
     temporary = f"{link}.new"
     if os.path.lexists(temporary):
         os.unlink(temporary)
@@ -88,7 +92,9 @@ def journal_tail():
         ["journalctl", "-u", UNIT, "-n", str(LOG_LINES), "--no-pager", "-o", "cat"],
         capture_output=True, text=True,
     ).stdout
-    return out.rstrip() or "(the journal holds no lines for the unit)"
+    # sglang logs every server argument on one line: keep each line readable.
+    lines = [line if len(line) <= 300 else line[:300] + " ..." for line in out.splitlines()]
+    return "\n".join(lines) or "(the journal holds no lines for the unit)"
 
 
 def api_key():
@@ -236,8 +242,7 @@ def roll_back_after(failure, failed, old_current, old_previous):
               f"last log lines of {UNIT}:\n{log}", file=sys.stderr)
         return 4
     point(CURRENT, old_current)
-    if old_previous:
-        point(PREVIOUS, old_previous)
+    point(PREVIOUS, old_previous)
     try:
         gate(read_release(old_current), restart())
         after, status = f"rolled back to {old_current}, which serves again", 1

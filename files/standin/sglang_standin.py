@@ -36,7 +36,9 @@ Environment:
 
 - ``SGLFLEET_STANDIN_WARMUP``: warm-up seconds (float, default 5).
 - ``SGLFLEET_STANDIN_FAULT_FILE``: the fault file (default
-  ``/etc/sglfleet/standin-fault``), read once at start. One word:
+  ``/etc/sglfleet/standin-fault``), read once at start. A mode, then
+  optionally ``spare <release-id>``: starts of that release (``current``
+  under ``SGLFLEET_ROOT``, default ``/opt/sglfleet``) are spared. Modes:
   ``crash`` (exit 1 shortly after start, as a CUDA error while loading),
   ``hang`` (the port accepts connections but nothing is ever answered),
   ``unready`` (``/health`` stays 503), ``slow`` (warm-up x10, or
@@ -165,11 +167,21 @@ def redacted(args: dict) -> str:
     return "ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
 
 
+def serving_release() -> str | None:
+    """The release this start belongs to: sglang.service starts through /opt/sglfleet/current."""
+    current = Path(os.environ.get("SGLFLEET_ROOT", "/opt/sglfleet")) / "current"
+    return current.resolve().name if current.is_symlink() else None
+
+
 def read_fault() -> str | None:
     path = Path(os.environ.get("SGLFLEET_STANDIN_FAULT_FILE", DEFAULT_FAULT_FILE))
     try:
-        word = path.read_text().strip()
+        word, *rest = path.read_text().split() or [""]
     except OSError:
+        return None
+    # "spare <release-id>": the release that served when the fault was set
+    # stays healthy, so a host fails on its new release and a rollback serves.
+    if rest[:1] == ["spare"] and rest[1:2] == [serving_release()]:
         return None
     if word and word not in FAULTS:
         logger.warning(f"stand-in: ignoring unknown fault {word!r} in {path} "
@@ -526,6 +538,35 @@ class Server(ThreadingHTTPServer):
     allow_reuse_address = True
 
 
+def merge_config(argv: list[str], flagset) -> list[str]:
+    """
+    ``--config FILE`` as sglang 0.5.9's ConfigArgumentMerger reads it: the
+    file's keys become flags placed before the command line (CLI > config).
+    Only the flat ``key: value`` YAML sglfleet writes is understood (no PyYAML).
+    """
+    if "--config" not in argv:
+        return argv
+    at = argv.index("--config")
+    path = Path(argv[at + 1])
+    if path.suffix.lower() not in (".yaml", ".yml"):
+        raise SystemExit(f"ValueError: Config file must be YAML format, got: {path.suffix}")
+    config_args = []
+    for line in path.read_text().splitlines():
+        key, sep, value = line.partition(":")
+        if not sep or line.lstrip().startswith("#"):
+            continue
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] == "'":
+            value = value[1:-1].replace("''", "'")
+        option = "--" + key.strip().replace("_", "-")
+        spec = flagset.spec(option) if option in flagset.options else None
+        if spec is not None and spec.action == "store_true":
+            config_args += [option] if value.lower() == "true" else []
+        else:
+            config_args += [option, value]
+    return config_args + argv[:at] + argv[at + 2:]
+
+
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, datefmt="%Y-%m-%d %H:%M:%S",
                         stream=sys.stderr)
@@ -536,6 +577,7 @@ def main(argv: list[str]) -> int:
     package = find_sglang()
     flagset = server_flags.load_flags(package / "srt" / "server_args.py")
     parser = server_flags.build_parser(flagset, prog=flagset.prog or "launch_server.py")
+    argv = merge_config(argv, flagset)
     args = server_args(flagset, parser.parse_args(argv))  # exits 2 on a bad flag
     version = sglang_version(package)
     fault = read_fault()

@@ -1,0 +1,161 @@
+"""
+The deploy against the local fleet, as an operator runs it: converge, converge
+again, dry run, a staged rollout, failed gates and rollbacks.
+
+The tests share one fleet and run in file order; each leaves every host
+serving, so the next starts from a healthy fleet.
+"""
+
+import json
+import re
+
+import pytest
+
+from tests.deploying import SECRETS, deploy, fleet_state, host_state, pyinfra, tree_digest
+
+pytestmark = pytest.mark.fleet
+
+# A change of the EAGLE-3 numbers: a new release on every host.
+EAGLE_CHANGE = ("--data", "speculative_num_steps=4", "--data", "speculative_eagle_topk=1",
+                "--data", "speculative_num_draft_tokens=5")
+OTHER_CHANGE = ("--data", "speculative_num_steps=5", "--data", "speculative_eagle_topk=1",
+                "--data", "speculative_num_draft_tokens=6")
+
+
+def results(output: str) -> dict:
+    """pyinfra's closing 'Grand total' row: hosts, success, error, no change."""
+    row = re.search(r"Grand total\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)", output)
+    assert row, output[-2000:]
+    return dict(zip(("hosts", "success", "error", "no_change"),
+                    (0 if cell == "-" else int(cell) for cell in row.groups())))
+
+
+def started_at(fleet, host: str) -> int:
+    """When sglang.service last became active, in µs of the kernel's monotonic clock,
+    which every host of the local fleet shares: starts compare across hosts."""
+    out = fleet.exec(host, "systemctl show sglang.service -p ActiveEnterTimestampMonotonic").stdout
+    return int(out.strip().split("=", 1)[1])
+
+
+def server_info(fleet, host: str) -> dict:
+    fetch = ("python3 -c \"import urllib.request,sys; r=urllib.request.Request("
+             "'http://127.0.0.1:30000/server_info', headers={'Authorization': 'Bearer ' + sys.argv[1]});"
+             "print(urllib.request.urlopen(r).read().decode())\" " + SECRETS["SGLFLEET_API_KEY"])
+    return json.loads(fleet.exec(host, fetch).stdout)
+
+
+def serving(fleet) -> dict:
+    return {host: (state["current"], state["health"]) for host, state in fleet_state(fleet).items()}
+
+
+@pytest.fixture(scope="module")
+def converged(fleet):
+    for host in fleet.hosts:
+        fleet.fault(host, "clear")
+    result = deploy()
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    yield fleet
+    for host in fleet.hosts:
+        fleet.fault(host, "clear")
+
+
+def test_converge_serves_eagle3_on_every_host(converged):
+    for host in converged.hosts:
+        state = host_state(converged, host)
+        assert state["active_state"] == "active" and state["health"] == 200, (host, state)
+        info = server_info(converged, host)
+        assert info["speculative_algorithm"] == "EAGLE3"
+        assert info["speculative_draft_model_path"] == "lightseekorg/kimi-k2.5-eagle3"
+
+
+def test_second_converge_changes_nothing_and_restarts_nothing(converged):
+    before = {host: started_at(converged, host) for host in converged.hosts}
+    result = deploy()
+    assert result.returncode == 0, result.stdout[-3000:]
+    totals = results(result.stdout)
+    assert totals["success"] == 0 and totals["error"] == 0, result.stdout[-3000:]
+    assert {host: started_at(converged, host) for host in converged.hosts} == before
+
+
+def test_dry_run_prints_the_plan_and_changes_no_byte(converged):
+    before = {host: tree_digest(converged, host, "/opt/sglfleet", "/etc") for host in converged.hosts}
+    result = pyinfra("deploy.py", "--dry", "--diff", *EAGLE_CHANGE)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "+--speculative-num-steps 4" in result.stdout
+    assert "-" + "-speculative-num-steps" not in result.stdout  # none was given before
+    for wave, host in (("canary", "node1"), ("wave1", "node2"), ("wave2", "node3")):
+        assert re.search(rf"\[{host}\] {wave}: will switch \w+ -> \w+ and gate", result.stdout)
+    after = {host: tree_digest(converged, host, "/opt/sglfleet", "/etc") for host in converged.hosts}
+    assert after == before
+
+
+def test_change_rolls_out_canary_then_wave1_then_wave2(converged):
+    before = serving(converged)
+    result = deploy(*EAGLE_CHANGE)
+    assert result.returncode == 0, result.stdout[-3000:]
+    after = fleet_state(converged)
+    for host, state in after.items():
+        assert state["current"] != before[host][0] and state["health"] == 200, (host, state)
+        assert state["previous"] == before[host][0]
+    node1, node2, node3 = (started_at(converged, h) for h in ("node1", "node2", "node3"))
+    assert node1 < node2 < node3
+    assert server_info(converged, "node1")["speculative_num_steps"] == 4
+
+
+def test_canary_that_crashes_is_rolled_back_and_later_waves_are_untouched(converged):
+    before = serving(converged)
+    untouched = {host: started_at(converged, host) for host in ("node2", "node3")}
+    converged.fault("node1", "crash")
+    result = deploy(*OTHER_CHANGE, "--data", "gate_warmup_s=30")
+    converged.fault("node1", "clear")
+
+    assert result.returncode != 0
+    assert re.search(r"\[node1\] gate failed on release \w+: unit: ", result.stdout), result.stdout[-3000:]
+    assert "wave1 not started: node1 of an earlier wave did not pass" in result.stdout
+    assert serving(converged) == before  # node1 serves its old release again
+    assert {host: started_at(converged, host) for host in ("node2", "node3")} == untouched
+
+
+def test_canary_never_ready_is_rolled_back_when_the_budget_runs_out(converged):
+    before = serving(converged)
+    converged.fault("node1", "unready")
+    result = deploy(*OTHER_CHANGE, "--data", "gate_warmup_s=5")
+    converged.fault("node1", "clear")
+
+    assert result.returncode != 0
+    assert re.search(r"\[node1\] gate failed on release \w+: health: not ready within 5 s",
+                     result.stdout), result.stdout[-3000:]
+    assert serving(converged) == before
+
+
+def test_lint_refusal_changes_no_host(converged):
+    before = {host: tree_digest(converged, host, "/opt/sglfleet", "/etc") for host in converged.hosts}
+    result = deploy("--data", 'extra_flags=["--speculative-num-stepz", "3"]')
+    assert result.returncode != 0
+    assert "--speculative-num-stepz" in result.stdout + result.stderr
+    after = {host: tree_digest(converged, host, "/opt/sglfleet", "/etc") for host in converged.hosts}
+    assert after == before
+
+
+def test_rollback_returns_every_host_to_its_previous_release(converged):
+    before = fleet_state(converged)
+    result = pyinfra("rollback.py", "-y")
+    assert result.returncode == 0, result.stdout[-3000:]
+    after = fleet_state(converged)
+    for host in converged.hosts:
+        assert after[host]["current"] == before[host]["previous"], host
+        assert after[host]["previous"] == before[host]["current"], host
+        assert after[host]["health"] == 200
+
+
+def test_secrets_stay_in_the_root_only_env_file(converged):
+    for host in converged.hosts:
+        mode = converged.exec(host, "stat -c '%a %U %G' /etc/sglfleet/sglang.env").stdout.split()
+        assert mode == ["600", "root", "root"]
+        env = converged.exec(host, "cat /etc/sglfleet/sglang.env").stdout
+        assert f"HF_TOKEN={SECRETS['SGLFLEET_HF_TOKEN']}" in env
+        visible = converged.exec(
+            host, "cat /etc/systemd/system/sglang.service /opt/sglfleet/current/*; ps -eo args"
+        ).stdout
+        for value in SECRETS.values():
+            assert value not in visible, host
