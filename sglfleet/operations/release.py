@@ -45,25 +45,25 @@ def staged(release_id: str, files: dict[str, tuple[str, int]], diff_against: str
         )
     """
     releases = host.get_fact(ReleaseState)
-    if release_id in releases["releases"]:
-        host.noop(f"release {release_id} is already staged")
-        return
-
-    if state.config.DIFF:
-        current = releases["current"]
+    current = releases["current"]
+    # Show what changes for the service, also when the release was staged by an earlier run.
+    if state.config.DIFF and not state.is_executing and current != release_id:
         old = b""
         if current:
             old = host.get_fact(FileBytes, path=f"{ROOT}/releases/{current}/{diff_against}") or b""
-        new = files[diff_against][0]
-        host.log(f"Will stage release {release_id} (serving now: {current or 'none'})", logger.info)
+        host.log(f"Release {release_id} differs from the serving {current or 'none'}:", logger.info)
         for line in difflib.unified_diff(
             old.decode(errors="replace").splitlines(),
-            new.splitlines(),
+            files[diff_against][0].splitlines(),
             f"releases/{current}/{diff_against}" if current else "/dev/null",
             f"releases/{release_id}/{diff_against}",
             lineterm="",
         ):
             logger.info("    %s", line)
+
+    if release_id in releases["releases"]:
+        host.noop(f"release {release_id} is already staged")
+        return
 
     temporary = f"{ROOT}/releases/.{release_id}.partial"
     yield StringCommand("rm", "-rf", temporary, "&&", "mkdir", "-p", temporary)
