@@ -463,7 +463,6 @@ class Fleet:
             return self._up(n, boot_timeout)
 
     def _up(self, n: int, boot_timeout: float) -> dict:
-        build_rootfs(self.rootfs, log=self.log)
         state = self.state()
         state.setdefault("hosts", {})
         wanted = [f"node{i}" for i in range(1, n + 1)]
@@ -486,6 +485,7 @@ class Fleet:
             self._save(state)
             return changes
 
+        build_rootfs(self.rootfs, log=self.log)
         self._network(state)
         self._client_key(state)
         for name in to_start:
@@ -566,7 +566,7 @@ class Fleet:
         address = str(net[10 + int(name[4:])])
         machine = f"{self.prefix}{name}"
         veth = f"vb-{machine}"[:15]
-        if veth in json.dumps(json.loads(_run(["ip", "-j", "link"]).stdout)):
+        if veth in {link["ifname"] for link in json.loads(_run(["ip", "-j", "link"]).stdout)}:
             raise DevFleetError(f"{name}: link {veth} already exists and is not this fleet's; "
                                 f"remove it (ip link del {veth})")
         home = self.state_dir / "hosts" / name

@@ -22,6 +22,10 @@ def fleet():
         if owned:
             fleet.down()
         pytest.skip(f"local fleet unavailable: {error}")
+    except BaseException:  # interrupted while booting
+        if owned:
+            fleet.down()
+        raise
     try:
         yield fleet
     finally:
