@@ -97,7 +97,8 @@ def test_stack_state_fact_reads_one_command_output(dev):
         "## python", "3.11.2",
         "## uv",
         "## disk", "overlay 10485760 2097152 8388608 20% /",
-        "## stacks", dev.id, "dev-000000000000", ".build-dev-111111111111",
+        "## stacks", dev.id, "dev-000000000000",
+        "## stale", ".build-dev-111111111111",
         "## releases", "/opt/sglfleet/current\t{\"stack\": \"dev-000000000000\", \"id\": \"r1\"}",
         "/opt/sglfleet/previous\t",
         "## wheels", "skipped",
@@ -106,7 +107,7 @@ def test_stack_state_fact_reads_one_command_output(dev):
     assert state.verified and state.wheels is None and not state.uv
     assert (state.python, state.disk_free, state.disk_path) == ("3.11.2", 8388608 * 1024, "/")
     assert state.releases == {"current": "dev-000000000000", "previous": None}
-    assert state.stacks[1:] == ["dev-000000000000", ".build-dev-111111111111"]
+    assert (state.stacks[1:], state.stale) == (["dev-000000000000"], [".build-dev-111111111111"])
     # A marker of another stack, or a failed probe, is not valid.
     output[output.index("## id") + 1] = "dev-ffffffffffff"
     assert not StackState().process(output).verified

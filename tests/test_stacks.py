@@ -200,9 +200,10 @@ def test_build_is_offline_hash_checked_verified_and_renamed_when_complete():
 
 def test_collect_keeps_current_previous_and_a_few_more():
     stack = load_stack("dev")
-    host = state(stack, stacks=[stack.id, "dev-a", "dev-b", "dev-c", "dev-d", ".build-dev-x"],
+    host = state(stack, stacks=[stack.id, "dev-a", "dev-b", "dev-c", "dev-d"], stale=[".build-dev-x"],
                  releases={"current": "dev-c", "previous": "dev-d"})
-    (remove, prune) = collect_commands(stack, host, keep=1)
-    assert remove == "rm -rf -- /opt/sglfleet/stacks/dev-b /opt/sglfleet/stacks/.build-dev-x"
-    assert "wheels.txt" in prune
+    (command,) = collect_commands(stack, host, keep=1)
+    assert command.startswith("flock /opt/sglfleet/stacks/.lock sh -c ")
+    assert "rm -rf -- /opt/sglfleet/stacks/dev-b /opt/sglfleet/stacks/.build-dev-x\n" in command
+    assert "wheels.txt" in command
     assert collect_commands(stack, state(stack, stacks=[stack.id, "dev-a"]), keep=1) == []

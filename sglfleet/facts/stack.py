@@ -34,7 +34,8 @@ class StackHostState:
     uv: bool = False
     disk_free: int = 0  # bytes free where stacks live
     disk_path: str = "/"
-    stacks: list[str] = field(default_factory=list)  # entries of /opt/sglfleet/stacks, newest first
+    stacks: list[str] = field(default_factory=list)  # stacks in /opt/sglfleet/stacks, newest first
+    stale: list[str] = field(default_factory=list)  # .build-*/.old-* leftovers over an hour old
     releases: dict[str, str | None] = field(default_factory=dict)  # current/previous -> stack id
     wheels: dict[str, str] | None = None  # read only when the stack is not verified
 
@@ -75,7 +76,10 @@ class StackState(FactBase):
             f"echo '## uv'; [ -x {uv_path(uv_version)} ] && echo yes",
             f"echo '## disk'; d={HOST_STACKS}; while [ ! -d \"$d\" ]; do d=$(dirname \"$d\"); done; "
             "df -Pk \"$d\" | tail -n 1",
-            f"echo '## stacks'; ls -1At {HOST_STACKS} 2>/dev/null",
+            f"echo '## stacks'; ls -1t {HOST_STACKS} 2>/dev/null",
+            # Build leftovers an hour old: killed builds, never one in progress.
+            f"echo '## stale'; find {HOST_STACKS} -mindepth 1 -maxdepth 1 \\( -name '.build-*' -o -name '.old-*' \\) "
+            "-mmin +60 -printf '%f\\n' 2>/dev/null",
             f"echo '## releases'; for r in {releases}; do printf '%s\\t' \"$r\"; "
             "tr -d '\\n' < \"$r/release.json\" 2>/dev/null; echo; done",
             # Hashing the wheelhouse costs seconds for a CUDA stack: only when it may be needed.
@@ -108,6 +112,7 @@ class StackState(FactBase):
         if len(disk) >= 6:
             state.disk_free, state.disk_path = int(disk[3]) * 1024, disk[5]
         state.stacks = [line.strip() for line in sections.get("stacks", []) if line.strip()]
+        state.stale = [line.strip() for line in sections.get("stale", []) if line.strip()]
         for line in sections.get("releases", []):
             path, _, text = line.partition("\t")
             try:

@@ -25,6 +25,7 @@ from sglfleet.facts.stack import StackHostState, StackState, WheelhouseFiles, uv
 from sglfleet.stacks import HOST_STACKS, HOST_WHEELHOUSE, MARKER, Stack, StackError
 
 PROBE = FILES / "probe" / "verify_stack.py"
+LOCK = f"{HOST_STACKS}/.lock"
 q = shlex.quote
 
 
@@ -123,7 +124,8 @@ def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
         f"mv -T {q(build)} {q(stack.path)}",
         f"rm -rf {q(old)}",
     ])
-    commands.append(f"sh -c {q(script)}")
+    # One build or collection at a time on a host, whichever controller runs it.
+    commands.append(f"mkdir -p {HOST_STACKS} && flock {LOCK} sh -c {q(script)}")
     return commands
 
 
@@ -131,22 +133,22 @@ def collect_commands(stack: Stack, state: StackHostState, keep: int) -> list:
     """
     Commands that remove old stacks: all but ``stack``, those of the current and
     previous releases, and the ``keep`` newest others; then the wheels no kept
-    stack lists, and leftovers of killed builds.
+    stack lists, and leftovers of killed builds over an hour old.
     """
     in_use = {stack.id, state.releases.get("current"), state.releases.get("previous")}
     others = [s for s in state.stacks if not s.startswith(".") and s not in in_use]
-    leftovers = [s for s in state.stacks if s.startswith((".build-", ".old-")) and not s.endswith(stack.id)]
-    doomed = others[keep:] + leftovers
+    doomed = others[keep:] + [s for s in state.stale if not s.endswith(stack.id)]
     if not doomed:
         return []
-    commands = [f"rm -rf -- {' '.join(q(f'{HOST_STACKS}/{s}') for s in doomed)}"]
+    script = f"rm -rf -- {' '.join(q(f'{HOST_STACKS}/{s}') for s in doomed)}"
     if others[keep:]:
-        commands.append(
-            f"cd {HOST_WHEELHOUSE} 2>/dev/null || exit 0; keep=$(mktemp); "
+        script += (
+            f"\ncd {HOST_WHEELHOUSE} 2>/dev/null || exit 0; keep=$(mktemp); "
             f"cat {HOST_STACKS}/*/wheels.txt 2>/dev/null | sort -u > \"$keep\"; "
             f"ls -1 | grep '\\.whl$' | sort | comm -23 - \"$keep\" | xargs -r rm -f --; rm -f \"$keep\""
         )
-    return commands
+    # Under the build lock: a build in progress is never collected halfway.
+    return [f"flock {LOCK} sh -c {q(script)}"]
 
 
 @operation()
