@@ -503,6 +503,9 @@ class Fleet:
                     future.result()
                 except DevFleetError as error:
                     failures[futures[future]] = str(error)
+                except (OSError, subprocess.SubprocessError) as error:  # mount, spawn
+                    detail = getattr(error, "stderr", None) or error
+                    failures[futures[future]] = f"{futures[future]}: did not come up: {detail}"
         if failures:
             for name in to_start:
                 self._stop(state["hosts"][name])
@@ -671,12 +674,9 @@ class Fleet:
         self._save(state)
 
     def _boot_failure(self, name: str, why: str) -> str:
-        log = Path(self._host_record_path(name))
+        log = self.state_dir / "hosts" / name / "console.log"
         tail = log.read_text(errors="replace").splitlines()[-20:] if log.is_file() else []
         return f"{name}: did not come up ({why}); boot log tail:\n  " + "\n  ".join(tail)
-
-    def _host_record_path(self, name: str) -> str:
-        return str(self.state_dir / "hosts" / name / "console.log")
 
     # down
 
