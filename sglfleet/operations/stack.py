@@ -129,19 +129,24 @@ def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
     return commands
 
 
+def collected(stack: Stack, state: StackHostState, keep: int) -> list[str]:
+    """Entries of /opt/sglfleet/stacks to remove (see ``collect_commands``)."""
+    in_use = {stack.id, state.releases.get("current"), state.releases.get("previous")}
+    others = [s for s in state.stacks if not s.startswith(".") and s not in in_use]
+    return others[keep:] + [s for s in state.stale if not s.endswith(stack.id)]
+
+
 def collect_commands(stack: Stack, state: StackHostState, keep: int) -> list:
     """
     Commands that remove old stacks: all but ``stack``, those of the current and
     previous releases, and the ``keep`` newest others; then the wheels no kept
     stack lists, and leftovers of killed builds over an hour old.
     """
-    in_use = {stack.id, state.releases.get("current"), state.releases.get("previous")}
-    others = [s for s in state.stacks if not s.startswith(".") and s not in in_use]
-    doomed = others[keep:] + [s for s in state.stale if not s.endswith(stack.id)]
+    doomed = collected(stack, state, keep)
     if not doomed:
         return []
     script = f"rm -rf -- {' '.join(q(f'{HOST_STACKS}/{s}') for s in doomed)}"
-    if others[keep:]:
+    if any(not s.startswith(".") for s in doomed):
         script += (
             f"\ncd {HOST_WHEELHOUSE} 2>/dev/null || exit 0; keep=$(mktemp); "
             f"cat {HOST_STACKS}/*/wheels.txt 2>/dev/null | sort -u > \"$keep\"; "
@@ -178,9 +183,19 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1):
         except StackError as e:
             raise OperationError(str(e)) from None
         hashes = {name: entry.sha256 for name, entry in local.items()}
-        commands += sync_commands(stack, present, local)
-        commands += build_commands(stack, state, gpu_less, hashes)
+        sync = sync_commands(stack, present, local)
+        commands += sync + build_commands(stack, state, gpu_less, hashes)
+        uploads = [c for c in sync if isinstance(c, FileUploadCommand)]
+        size = sum(local[c.dest.rsplit("/", 1)[1].removesuffix(".part")].size for c in uploads)
+        summary = [f"  + sync {len(uploads)} wheels ({size / 1e6:.1f} MB)", f"  + build and verify {stack.path}"]
+    else:
+        summary = []
     commands += collect_commands(stack, state, keep)
+    if collected(stack, state, keep):
+        summary.append(f"  - collect {', '.join(collected(stack, state, keep))}")
+    if host.state.config.DIFF and summary and not host.state.is_executing:
+        # No file diff fits a venv; say what would change instead.
+        host.log_styled("\n".join([f"Stack {stack.id}:", *summary]), fg="yellow")
     if not commands:
         host.noop(f"stack {stack.id} is built and verified, nothing to collect")
     yield from commands
