@@ -54,6 +54,8 @@ PACKAGES = [
 # A private /24 unlikely to clash with anything; override when it does.
 SUBNET = os.environ.get("SGLFLEET_DEVFLEET_SUBNET", "10.213.47.0/24")
 BRIDGE = os.environ.get("SGLFLEET_DEVFLEET_BRIDGE", "sglfleet0")
+# Prepended to nspawn machine names, so a second fleet's links (vb-<machine>) differ.
+PREFIX = os.environ.get("SGLFLEET_DEVFLEET_PREFIX", "")
 BOOT_TIMEOUT = 120.0
 FAULT_FILE = "/etc/sglfleet/standin-fault"
 FAULT_MODES = ("crash", "hang", "unready", "slow")
@@ -256,7 +258,7 @@ class Fleet:
     state_dir: Path = FLEET_DIR
     subnet: str = SUBNET
     bridge: str = BRIDGE
-    prefix: str = ""
+    prefix: str = PREFIX
     rootfs: Path = ROOTFS
     inventory: Path = INVENTORY
     log: object = field(default=print, repr=False)

@@ -12,7 +12,7 @@ import pytest
 import testinfra
 
 from sglfleet import PROJECT_ROOT
-from sglfleet.devfleet import DevFleetError, Fleet, _alive
+from sglfleet.devfleet import DevFleetError, Fleet, _alive, _cgroups
 
 pytestmark = pytest.mark.fleet
 
@@ -242,3 +242,36 @@ def test_up_without_root_or_nspawn_says_what_to_install():
                             cwd="/tmp", env={**os.environ, "HOME": "/tmp"})
     assert result.returncode == 1
     assert "needs root" in result.stderr
+
+
+FIXTURE_USER = '''
+import os, signal, time
+import pytest
+
+@pytest.mark.fleet
+def test_uses_the_fleet(fleet):
+    assert fleet.exec("node1", "hostname").stdout == "node1\\n"
+    if os.environ.get("INTERRUPT"):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(30)
+    assert False, "a failing test must not leave the fleet behind"
+'''
+
+
+@pytest.mark.parametrize("interrupt", ["", "1"], ids=["failing", "interrupted"])
+def test_fixture_tears_down_the_fleet_it_booted(tmp_path, interrupt):
+    if os.geteuid() != 0:
+        pytest.skip("the local fleet needs root")
+    (tmp_path / "test_user.py").write_text(FIXTURE_USER)
+    shutil.copy(PROJECT_ROOT / "tests/conftest.py", tmp_path)
+    state_dir = tmp_path / "fleet"
+    env = {**os.environ, "SGLFLEET_FLEET_DIR": str(state_dir), "INTERRUPT": interrupt,
+           "SGLFLEET_DEVFLEET_SUBNET": "10.213.51.0/24", "SGLFLEET_DEVFLEET_BRIDGE": "sglfleetf0",
+           "SGLFLEET_DEVFLEET_PREFIX": "f"}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             str(tmp_path)], text=True, capture_output=True, env=env, timeout=120)
+    assert result.returncode == (2 if interrupt else 1), result.stdout
+    assert ("KeyboardInterrupt" if interrupt else "1 failed") in result.stdout
+    assert not (state_dir / "fleet.json").exists()
+    assert _mounts_under(state_dir) == [] and not _link_exists("sglfleetf0")
+    assert _cgroups("fnode1") == []  # removed only once empty: no process of the host is left
