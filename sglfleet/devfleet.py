@@ -137,10 +137,20 @@ def _locked(path: Path):
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def apt_mirror() -> str:
-    """The Debian mirror this machine's own apt sources use for the main suite."""
+def apt_mirror(etc_apt: Path = Path("/etc/apt")) -> str:
+    """
+    The Debian mirror this machine's own apt sources use for the main suite.
+
+    + etc_apt: apt's configuration folder (deb822 ``*.sources`` and one-line ``*.list``)
+
+    **Example:**
+
+    .. code:: python
+
+        apt_mirror()  # "http://deb.debian.org/debian"
+    """
     candidates = []
-    sources = Path("/etc/apt/sources.list.d")
+    sources = etc_apt / "sources.list.d"
     for path in sorted(sources.glob("*.sources")) if sources.is_dir() else []:
         for stanza in path.read_text().split("\n\n"):
             fields = dict(
@@ -152,7 +162,7 @@ def apt_mirror() -> str:
             suites = fields.get("Suites", "").split()
             if "deb" in fields.get("Types", "").split() and SUITE in suites:
                 candidates.extend(fields.get("URIs", "").split())
-    for path in [Path("/etc/apt/sources.list"), *sorted(sources.glob("*.list"))]:
+    for path in [etc_apt / "sources.list", *sorted(sources.glob("*.list"))]:
         if not path.is_file():
             continue
         for line in path.read_text().splitlines():
@@ -161,7 +171,7 @@ def apt_mirror() -> str:
                 candidates.append(words[1])
     if not candidates:
         raise DevFleetError(
-            f"no apt source for Debian {SUITE} in /etc/apt/sources.list(.d); add one "
+            f"no apt source for Debian {SUITE} in {etc_apt}/sources.list(.d); add one "
             f"(e.g. URIs: http://deb.debian.org/debian) so the rootfs can be built"
         )
     return candidates[0]
