@@ -98,7 +98,7 @@ def load_inventory(inventory_file: str, data: dict | None = None):
         with ctx_state.use(State()):
             return make_inventory_from_files(inventory_file, override_data=data or {})
     except Exception as error:  # the inventory file is user code
-        cause = getattr(error, "e", None) or error.__cause__ or error
+        cause = getattr(error, "exception", None) or error.__context__ or error
         raise ConfigError([f"{inventory_file}: does not load: {type(cause).__name__}: {cause}; fix the file"]) from None
 
 
