@@ -263,6 +263,8 @@ class Standin:
         self.warmup = warmup
         self.ready_at: float | None = None
         self.stopping = False
+        self.in_flight = 0
+        self.in_flight_changed = threading.Condition()
         self.stats = Stats()
         self.generate_delay = 0.0
         if fault == "slow":
@@ -385,13 +387,24 @@ class Handler(BaseHTTPRequestHandler):
                     f"{args[1] if len(args) > 1 else ''}")
 
     def do_GET(self):
-        self.route("GET")
+        self.counted("GET")
 
     def do_POST(self):
-        self.route("POST")
+        self.counted("POST")
 
     def do_PUT(self):
-        self.route("PUT")
+        self.counted("PUT")
+
+    def counted(self, method: str) -> None:
+        # Requests in flight finish before the process exits, as uvicorn's graceful shutdown.
+        with self.standin.in_flight_changed:
+            self.standin.in_flight += 1
+        try:
+            self.route(method)
+        finally:
+            with self.standin.in_flight_changed:
+                self.standin.in_flight -= 1
+                self.standin.in_flight_changed.notify_all()
 
     def route(self, method: str) -> None:
         path = self.path.split("?", 1)[0]
@@ -633,7 +646,10 @@ def main(argv: list[str]) -> int:
     stop.wait()
     standin.stopping = True
     logger.info("Received SIGTERM, shutting down.")
-    server.shutdown()
+    server.shutdown()  # no new connections
+    with standin.in_flight_changed:
+        if not standin.in_flight_changed.wait_for(lambda: standin.in_flight == 0, timeout=30):
+            logger.warning(f"{standin.in_flight} requests still in flight after 30 s; exiting")
     server.server_close()
     return 0
 
