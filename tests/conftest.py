@@ -21,7 +21,7 @@ def fleet():
     except DevFleetError as error:
         if owned:
             fleet.down()
-        pytest.skip(f"local fleet unavailable: {error}")
+        pytest.fail(f"local fleet unavailable: {error}", pytrace=False)
     except BaseException:  # interrupted while booting
         if owned:
             fleet.down()
