@@ -11,8 +11,8 @@ demo: deps
 	$(BIN)/sglfleet devfleet up --hosts $(HOSTS)
 	$(BIN)/pyinfra inventory/dev.py deploy.py -y
 	$(BIN)/sglfleet status inventory/dev.py
-	$(BIN)/pyinfra inventory/dev.py deploy.py --dry --diff --data speculative_num_steps=4 --data speculative_num_draft_tokens=5
-	$(BIN)/pyinfra inventory/dev.py deploy.py -y --data speculative_num_steps=4 --data speculative_num_draft_tokens=5
+	$(BIN)/pyinfra inventory/dev.py deploy.py --dry --diff --data speculative_num_steps=4 --data speculative_eagle_topk=1 --data speculative_num_draft_tokens=5
+	$(BIN)/pyinfra inventory/dev.py deploy.py -y --data speculative_num_steps=4 --data speculative_eagle_topk=1 --data speculative_num_draft_tokens=5
 	$(BIN)/sglfleet status inventory/dev.py
 
 ## Run the whole test suite (it boots the local fleet itself when none is up).
