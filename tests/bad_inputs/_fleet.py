@@ -8,6 +8,7 @@ sshd logs; otherwise the names do not resolve and nothing can be reached.
 """
 
 import json
+import os
 from pathlib import Path
 
 BASE = {
@@ -21,7 +22,8 @@ BASE = {
     "standin_warmup_s": 2,
 }
 
-_STATE = Path(__file__).resolve().parents[2] / ".fleet" / "fleet.json"
+# The fleet inventory/dev.py targets: SGLFLEET_FLEET_DIR, as sglfleet.devfleet reads it.
+_STATE = Path(os.environ.get("SGLFLEET_FLEET_DIR") or Path(__file__).resolve().parents[2] / ".fleet") / "fleet.json"
 
 
 def _connection(name):
