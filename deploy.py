@@ -9,7 +9,7 @@ config.py validated the inventory before any connection.
 
 from tasks.patch import patch_eagle3_methods
 from tasks.preflight import preflight
-from tasks.release import stage_release
+from tasks.release import collect_releases, stage_release
 from tasks.rollout import roll_out
 from tasks.service import install_service
 from tasks.stack import install_stack
@@ -23,3 +23,4 @@ stage_release()
 
 # Phase B, wave by wave: only hosts whose staged release differs restart.
 roll_out()
+collect_releases()

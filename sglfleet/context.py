@@ -6,9 +6,15 @@ from functools import cache
 
 from pyinfra.api import Host, Inventory
 
+import hashlib
+from dataclasses import dataclass
+
 from sglfleet.config import HostConfig, rollout_waves_of, validate_host_data
 from sglfleet.patcher import load_patch
+from sglfleet.release import Release, render_release
+from sglfleet.secrets import load_secrets, render_env
 from sglfleet.stacks import Stack, load_stack
+from sglfleet.templates import render_unit
 from sglfleet.waves import Wave, limit_waves, plan_waves
 
 
@@ -47,6 +53,55 @@ def host_stack(host: Host) -> Stack:
 def patch_digest() -> str:
     """The digest of the patch's methods, part of every release id."""
     return load_patch().digest
+
+
+@dataclass(frozen=True)
+class ServiceFiles:
+    """The unit and the env file of one host; ``env_redacted`` is the only form ever shown."""
+
+    unit: str
+    env: str
+    env_redacted: str
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(f"{self.unit}\0{self.env}".encode()).hexdigest()[:16]
+
+
+_service_files: dict[str, ServiceFiles] = {}
+_releases: dict[str, Release] = {}
+
+
+def host_service_files(host: Host) -> ServiceFiles:
+    """
+    The host's rendered unit and env file, once per run.
+
+    + host: ``pyinfra.host``
+    """
+    if host.name not in _service_files:
+        config = host_config(host)
+        secrets = load_secrets(config.secrets_file)
+        _service_files[host.name] = ServiceFiles(
+            unit=render_unit(config),
+            env=render_env(secrets),
+            env_redacted=render_env(secrets, redacted=True),
+        )
+    return _service_files[host.name]
+
+
+def host_release(host: Host) -> Release:
+    """
+    The release this host should serve, once per run: its stack, the patch,
+    the launch configuration and the service files, under one content hash.
+
+    + host: ``pyinfra.host``
+    """
+    if host.name not in _releases:
+        _releases[host.name] = render_release(
+            host_config(host), host_stack(host).id, patch_digest(),
+            service_digest=host_service_files(host).digest,
+        )
+    return _releases[host.name]
 
 
 def fleet_waves(inventory: Inventory, targets: list[str]) -> list[Wave]:

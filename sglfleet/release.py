@@ -120,17 +120,19 @@ class Release:
         }
 
 
-def release_id_of(stack_id: str, patch_digest: str, launch_script: str) -> str:
-    """The content hash (16 hex digits) of a stack, a patch and a rendered launch script."""
+def release_id_of(stack_id: str, patch_digest: str, launch_script: str, service_digest: str = "") -> str:
+    """The content hash (16 hex digits) of a stack, a patch, a rendered launch script and the service files."""
     payload = json.dumps(
-        {"stack": stack_id, "patch": patch_digest, "launch": launch_script},
+        {"stack": stack_id, "patch": patch_digest, "launch": launch_script, "service": service_digest},
         sort_keys=True,
         separators=(",", ":"),
     )
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-def render_release(config, stack_id: str, patch_digest: str, templates: Path = TEMPLATES) -> Release:
+def render_release(
+    config, stack_id: str, patch_digest: str, templates: Path = TEMPLATES, service_digest: str = "",
+) -> Release:
     """
     Render a host's release and compute its id.
 
@@ -138,6 +140,9 @@ def render_release(config, stack_id: str, patch_digest: str, templates: Path = T
     + stack_id: the id of the stack it runs on (``/opt/sglfleet/stacks/<stack_id>``)
     + patch_digest: the digest of the patch applied to that stack ("" for none)
     + templates: the templates directory
+    + service_digest: a digest of the unit and the env file, so that a change to
+      either (a new hardening, a rotated key) restarts hosts wave by wave behind
+      the gate; "" for none
 
     **Example:**
 
@@ -164,13 +169,14 @@ def render_release(config, stack_id: str, patch_digest: str, templates: Path = T
         arg_lines=arg_lines(args),
         command=command,
     )
-    release_id = release_id_of(stack_id, patch_digest, script)
+    release_id = release_id_of(stack_id, patch_digest, script, service_digest)
     launch = {key: getattr(config, key) for key in LAUNCH_KEYS}
     launch["extra_flags"] = list(config.extra_flags)
     meta = {
         "release_id": release_id,
         "stack": stack_id,
         "patch": patch_digest,
+        "service": service_digest,
         "server": config.server,
         "launch": launch,
         "args": args,

@@ -1,21 +1,24 @@
-"""Stage a release: the launch configuration and its stack, under a content-hash id."""
+"""Release: stage what one running service needs under a content-hash id; collect old ones."""
 
 from pyinfra import host
 from pyinfra.api import deploy
 
-from sglfleet.context import host_config, host_stack, patch_digest
+from sglfleet.context import host_config, host_release
 from sglfleet.operations import release
-from sglfleet.release import render_release
 
 
 @deploy("Release")
 def stage_release():
-    config = host_config(host)
-    rendered = render_release(config, host_stack(host).id, patch_digest())
-    release.collected(name="Collect old releases", keep=config.releases_keep)
+    rendered = host_release(host)
     release.staged(
         name=f"Stage release {rendered.release_id}",
         release_id=rendered.release_id,
         files=rendered.files,
         diff_against="launch.args",
     )
+
+
+@deploy("Release")
+def collect_releases():
+    # After the rollout, so the releases it just switched are the ones kept.
+    release.collected(name="Collect old releases", keep=host_config(host).releases_keep)

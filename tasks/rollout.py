@@ -1,15 +1,16 @@
 """Roll out, or back, wave by wave: each wave starts only when the one before passed."""
 
+import shlex
+
 from pyinfra import host, inventory, state
 from pyinfra.api import deploy
 
-from sglfleet.context import fleet_waves, host_config, host_stack, patch_digest
+from sglfleet.context import fleet_waves, host_config, host_release
 from sglfleet.operations import release
-from sglfleet.release import render_release
 
 
 def _gate_args(config):
-    args = ["--warmup-s", f"{config.gate_warmup_s:g}", "--prompt", repr(config.gate_generate_prompt)]
+    args = ["--warmup-s", f"{config.gate_warmup_s:g}", "--prompt", shlex.quote(config.gate_generate_prompt)]
     if config.gate_min_spec_accept_length is not None:
         args += ["--min-spec-accept-length", f"{config.gate_min_spec_accept_length:g}"]
     return args
@@ -21,16 +22,13 @@ def _router(config):
 
 
 def _waves():
-    targets = [h.name for h in inventory.iter_activated_hosts()] if state.is_executing else [
-        h.name for h in inventory if state.is_host_in_limit(h)
-    ]
-    return fleet_waves(inventory, targets)
+    return fleet_waves(inventory, [h.name for h in inventory if state.is_host_in_limit(h)])
 
 
 @deploy("Roll out")
 def roll_out():
     config = host_config(host)
-    release_id = render_release(config, host_stack(host).id, patch_digest()).release_id
+    release_id = host_release(host).release_id
     earlier: list[str] = []
     # Every host calls the same operations in the same order, so pyinfra runs
     # them wave by wave (one operation each); a host acts only in its own wave.

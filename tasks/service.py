@@ -5,11 +5,10 @@ from pyinfra.api import deploy
 from pyinfra.operations import server
 
 from sglfleet import FILES, PROJECT_ROOT
-from sglfleet.context import host_config
+from sglfleet.context import host_config, host_service_files
 from sglfleet.operations import files, secrets as secret_files
 from sglfleet.operations.release import RELEASE_TOOL
-from sglfleet.secrets import load_secrets, render_env
-from sglfleet.templates import ENV_FILE, ROOT, SERVICE_USER, UNIT_FILE, render_unit
+from sglfleet.templates import ENV_FILE, ROOT, SERVICE_USER, UNIT_FILE
 
 # The stand-in and the two stdlib modules it imports from its own folder.
 STANDIN_FILES = {
@@ -36,12 +35,11 @@ def install_service():
         })
     files.in_place(name="Host tools", files=tools)
 
-    env = load_secrets(config.secrets_file)
+    service = host_service_files(host)
     secret_files.secret_file(
-        name="Secrets of sglang.service",
-        path=ENV_FILE,
-        content=render_env(env),
-        redacted=render_env(env, redacted=True),
+        name="Secrets of sglang.service", path=ENV_FILE,
+        content=service.env, redacted=service.env_redacted,
     )
-    # Takes effect at the next restart, which the rollout does wave by wave.
-    files.in_place(name="sglang.service", files={UNIT_FILE: (render_unit(config).encode(), "644")})
+    # Both take effect at the next restart: they are part of the release id,
+    # so a change restarts hosts wave by wave, behind the gate.
+    files.in_place(name="sglang.service", files={UNIT_FILE: (service.unit.encode(), "644")})

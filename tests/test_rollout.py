@@ -148,6 +148,18 @@ def test_rollback_returns_every_host_to_its_previous_release(converged):
         assert after[host]["health"] == 200
 
 
+def test_old_releases_are_collected_after_the_rollout(converged):
+    keep_none = ("--data", "releases_keep=0")
+    result = deploy(*EAGLE_CHANGE, "--data", "speculative_num_steps=6",
+                    "--data", "speculative_num_draft_tokens=7", *keep_none)
+    assert result.returncode == 0, result.stdout[-3000:]
+    for host, state in fleet_state(converged).items():
+        assert set(state["releases"]) == {state["current"], state["previous"]}, host
+    again = deploy(*EAGLE_CHANGE, "--data", "speculative_num_steps=6",
+                   "--data", "speculative_num_draft_tokens=7", *keep_none)
+    assert results(again.stdout)["success"] == 0, again.stdout[-3000:]
+
+
 def test_secrets_stay_in_the_root_only_env_file(converged):
     for host in converged.hosts:
         mode = converged.exec(host, "stat -c '%a %U %G' /etc/sglfleet/sglang.env").stdout.split()
