@@ -2,11 +2,10 @@
 
 from pyinfra import host
 from pyinfra.api import deploy
-from pyinfra.operations import server
 
 from sglfleet import FILES, PROJECT_ROOT
 from sglfleet.context import host_config, host_service_files
-from sglfleet.operations import files, secrets as secret_files
+from sglfleet.operations import files, secrets as secret_files, users
 from sglfleet.operations.release import RELEASE_TOOL
 from sglfleet.templates import ENV_FILE, ROOT, SERVICE_USER, UNIT_FILE
 
@@ -21,10 +20,9 @@ STANDIN_FILES = {
 @deploy("Service")
 def install_service():
     config = host_config(host)
-    server.user(
+    users.system_user(
         name=f"System user {SERVICE_USER} for sglang.service",
-        user=SERVICE_USER, system=True, home=f"/var/lib/{SERVICE_USER}",
-        shell="/usr/sbin/nologin", create_home=False,
+        user=SERVICE_USER, home=f"/var/lib/{SERVICE_USER}", shell="/usr/sbin/nologin",
     )
 
     tools = {RELEASE_TOOL: ((FILES / "host" / "sglfleet_release.py").read_bytes(), "755")}
