@@ -31,13 +31,14 @@ def install_service():
             f"{ROOT}/standin/{name}": (source.read_bytes(), "644")
             for name, source in STANDIN_FILES.items()
         })
-    files.in_place(name="Host tools", files=tools)
 
     service = host_service_files(host)
     secret_files.secret_file(
         name="Secrets of sglang.service", path=ENV_FILE,
         content=service.env, redacted=service.env_redacted,
     )
-    # Both take effect at the next restart: they are part of the release id,
-    # so a change restarts hosts wave by wave, behind the gate.
-    files.in_place(name="sglang.service", files={UNIT_FILE: (service.unit.encode(), "644")})
+    # The unit and the env file take effect at the next restart: they are part of
+    # the release id, so a change restarts hosts wave by wave, behind the gate.
+    # One operation for the tools and the unit: one digest fact for all of them.
+    files.in_place(name="Host tools and sglang.service",
+                   files={**tools, UNIT_FILE: (service.unit.encode(), "644")})
