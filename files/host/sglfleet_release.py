@@ -13,8 +13,8 @@ a half-switched host: the switch and any rollback happen under one lock.
     sglfleet-release state                 print this host's release state as JSON
 
 Exit status: 0 passed; 1 the gate failed and the host serves its earlier
-release again; 2 usage or layout error; 3 the host is busy (another run holds
-the lock); 4 the gate failed and nothing serves (no earlier release, or it
+release again; 2 usage or layout error; 3 the host is busy (another run held
+the lock past --wait-lock); 4 the gate failed and nothing serves (no earlier release, or it
 failed too).
 
 Python 3.9+ standard library only: it runs with the host's own python3.
@@ -24,6 +24,7 @@ import argparse
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -303,8 +304,9 @@ def main(argv=None):
     sub.add_parser("rollback")
     sub.add_parser("gate")
     sub.add_parser("state")
-    parser.add_argument("--wait-lock", type=float, default=0.0,
-                        help="seconds to wait for another run's lock")
+    parser.add_argument("--wait-lock", type=float, default=None,
+                        help="seconds to wait for another run's lock (default: long enough "
+                             "for its gate and a rollback, 2 x warm-up + 300)")
     parser.add_argument("--warmup-s", type=float, default=SETTINGS.warmup_s,
                         help="seconds /health may take to turn 200 after a restart")
     parser.add_argument("--prompt", default=SETTINGS.prompt, help="the gate's generation prompt")
@@ -316,6 +318,12 @@ def main(argv=None):
     if args.command == "state":
         return state()
 
+    # The controller's SSH session may end mid-switch (Ctrl-C, a cut link): finish
+    # the switch, the gate and any rollback regardless, so no host is left half-switched.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
+    if args.wait_lock is None:
+        args.wait_lock = 2 * args.warmup_s + 300
     os.makedirs(ROOT, exist_ok=True)
     with open(LOCK, "w") as lock:
         deadline = time.monotonic() + args.wait_lock
@@ -325,8 +333,8 @@ def main(argv=None):
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:
-                    print(f"another sglfleet run holds {LOCK}; try again when it ends",
-                          file=sys.stderr)
+                    print(f"another sglfleet run holds {LOCK} (waited {args.wait_lock:g} s); "
+                          f"try again when it ends", file=sys.stderr)
                     return 3
                 time.sleep(0.5)
         if args.command == "activate":

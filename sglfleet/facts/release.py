@@ -7,8 +7,9 @@ ROOT = "/opt/sglfleet"
 
 class ReleaseState(FactBase):
     """
-    Returns the current and previous release ids, the staged releases and the
-    state of ``sglang.service``, in one round trip.
+    Returns the current and previous release ids, the staged releases, the
+    state of ``sglang.service`` and whether another run holds the host lock
+    (``busy``: a switch or gate in progress), in one round trip.
 
     .. code:: python
 
@@ -16,7 +17,7 @@ class ReleaseState(FactBase):
             "current": "3f2a...", "previous": "9c1d...",
             "releases": ["3f2a...", "9c1d..."],
             "active_state": "active", "active_since": "Sun 2026-11-29 14:20:01 UTC",
-            "n_restarts": 0,
+            "n_restarts": 0, "busy": False,
         }
     """
 
@@ -27,6 +28,8 @@ class ReleaseState(FactBase):
             f"echo current=$(basename \"$(readlink {ROOT}/current)\" 2>/dev/null); "
             f"echo previous=$(basename \"$(readlink {ROOT}/previous)\" 2>/dev/null); "
             f"echo releases=$(ls {ROOT}/releases 2>/dev/null | grep -v '^[.]'); "
+            # sglfleet-release holds the lock for a whole switch, gate and rollback.
+            f"if [ -e {ROOT}/.lock ] && ! flock -n {ROOT}/.lock true; then echo busy=1; fi; "
             "systemctl show sglang.service -p ActiveState -p ActiveEnterTimestamp -p NRestarts"
             " 2>/dev/null || true"
         )
@@ -40,4 +43,5 @@ class ReleaseState(FactBase):
             "active_state": raw.get("ActiveState") or None,
             "active_since": raw.get("ActiveEnterTimestamp") or None,
             "n_restarts": int(raw.get("NRestarts") or 0),
+            "busy": raw.get("busy") == "1",
         }

@@ -11,6 +11,7 @@ directory exists. Switching happens on the host, under its lock, through
 from __future__ import annotations
 
 import difflib
+import secrets
 import shlex
 from io import StringIO
 
@@ -22,6 +23,8 @@ from sglfleet.facts.files import FileBytes
 from sglfleet.facts.release import ROOT, ReleaseState
 
 RELEASE_TOOL = f"{ROOT}/bin/sglfleet-release"
+# Names this controller run's temporary files on hosts.
+RUN_TOKEN = secrets.token_hex(4)
 
 
 @operation()
@@ -65,12 +68,21 @@ def staged(release_id: str, files: dict[str, tuple[str, int]], diff_against: str
         host.noop(f"release {release_id} is already staged")
         return
 
-    temporary = f"{ROOT}/releases/.{release_id}.partial"
-    yield StringCommand("rm", "-rf", temporary, "&&", "mkdir", "-p", temporary)
+    # One folder per run: two runs staging the same release at once never share it.
+    temporary = f"{ROOT}/releases/.{release_id}.partial-{RUN_TOKEN}"
+    final = f"{ROOT}/releases/{release_id}"
+    # Runs killed while staging leave their folders; clear those over an hour old.
+    yield StringCommand("find", f"{ROOT}/releases", "-maxdepth", "1", "-name", "'.*.partial-*'",
+                        "-mmin", "+60", "-exec", "rm", "-rf", "{}", "+", "2>/dev/null", ";",
+                        "mkdir", "-p", temporary)
     for name, (text, mode) in sorted(files.items()):
         yield FileUploadCommand(StringIO(text), f"{temporary}/{name}")
         yield StringCommand("chmod", f"{mode:o}", f"{temporary}/{name}")
-    yield StringCommand("mv", "-T", temporary, f"{ROOT}/releases/{release_id}")
+    # A release is immutable: when another run renamed it into place first, keep that one.
+    yield StringCommand(
+        "mv", "-T", temporary, final, "2>/dev/null", "||",
+        "{", "rm", "-rf", temporary, "&&", "test", "-f", f"{final}/release.json", ";", "}",
+    )
 
 
 @operation()
@@ -141,14 +153,20 @@ def activated(
         host.noop(f"not in wave {wave_name}")
         return
     releases = host.get_fact(ReleaseState)
-    if releases["current"] == release_id and releases["active_state"] == "active":
+    if releases["busy"]:
+        # Another run (or one whose controller died) is switching or gating this
+        # host: its release is not known to serve until that gate ends. The host
+        # tool waits for the lock, then switches only if still needed.
+        host.log(f"{wave_name}: another sglfleet run holds this host's lock; waiting for it "
+                 f"before serving {release_id}", logger.warning)
+    elif releases["current"] == release_id and releases["active_state"] == "active":
         host.noop(f"{wave_name}: already serving release {release_id}")
         return
-
-    host.log(
-        f"{wave_name}: will switch {releases['current'] or 'nothing'} -> {release_id} and gate",
-        logger.info,
-    )
+    else:
+        host.log(
+            f"{wave_name}: will switch {releases['current'] or 'nothing'} -> {release_id} and gate",
+            logger.info,
+        )
     # The tool's exit status tells a rolled-back host (1, serving) from a down one.
     command = StringCommand(
         RELEASE_TOOL, *gate_args, "activate", release_id, "; echo sglfleet-exit=$? >&2"
