@@ -2,11 +2,14 @@
 pyinfra's configuration for sglfleet deploys (loaded from the working directory).
 
 The inventory is validated as soon as pyinfra has built it, before any SSH
-connection: bad input gets one message per problem and touches no host.
+connection: bad input gets one message per problem and touches no host. A
+Ctrl-C exits 130 and says what it left.
 """
 
 from pyinfra import state
 
+from sglfleet.interrupt import exit_130_on_interrupt
 from sglfleet.validation import validate_before_connecting
 
 validate_before_connecting(state)
+exit_130_on_interrupt()
