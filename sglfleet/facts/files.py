@@ -82,3 +82,37 @@ class FileDigests(FactBase):
                 "sha256": sha256, "mode": mode, "owner": owner, "group": group,
             }
         return digests
+
+
+KNOWN = "sglfleet-file-known"
+
+
+class FileBytesUnlessKnown(FactBase):
+    """
+    Returns a file's sha256 (a ``str``) when it is one of ``known``, else its
+    exact bytes as ``FileBytes`` does; ``None`` when it does not exist. A file
+    already in a known state costs one digest on the host, not a transfer.
+
+    .. code:: python
+
+        "9f86d081884c7d65..."   # or b"import logging\\n..."
+
+    **Example:**
+
+    .. code:: python
+
+        source = host.get_fact(FileBytesUnlessKnown, path="/opt/app/kimi_k25.py", known=[digest])
+    """
+
+    def command(self, path: str, known: list[str]):
+        q_path, q_known = shlex.quote(path), shlex.quote(f" {' '.join(known)} ")
+        return (
+            f"if test -e {q_path}; then d=$(sha256sum < {q_path}) && d=${{d%% *}} && case {q_known} in "
+            f'*" $d "*) echo {KNOWN} "$d" ;; *) echo {PRESENT} && base64 -w0 < {q_path} && echo ;; esac; '
+            f"else echo {ABSENT}; fi"
+        )
+
+    def process(self, output):
+        if output and output[0].startswith(f"{KNOWN} "):
+            return output[0].split(" ", 1)[1]
+        return FileBytes().process(output)

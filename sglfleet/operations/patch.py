@@ -16,12 +16,12 @@ from io import BytesIO
 from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, FunctionCommand, StringCommand, operation
 
-from sglfleet.facts.files import FileBytes
+from sglfleet.facts.files import FileBytesUnlessKnown
 from sglfleet.patcher import PatchRefused, apply, load_patch, unified_diff
 
 
 @operation()
-def eagle3_methods(path: str, patch_path: str | None = None):
+def eagle3_methods(path: str, patch_path: str | None = None, done_digests: list[str] | tuple = ()):
     """
     Ensure the KimiK25 class in ``path`` has the EAGLE-3 delegation methods.
 
@@ -34,6 +34,8 @@ def eagle3_methods(path: str, patch_path: str | None = None):
     + path: the host's ``sglang/srt/models/kimi_k25.py``
     + patch_path: the patch file on the controller (default
       ``files/patches/kimi_k25_eagle3.py``)
+    + done_digests: sha256 of files known to need nothing (the stack's
+      upstream file, patched); a host whose file has one of them is not read
 
     **Example:**
 
@@ -45,7 +47,10 @@ def eagle3_methods(path: str, patch_path: str | None = None):
         )
     """
     the_patch = load_patch(patch_path)
-    source = host.get_fact(FileBytes, path=path)
+    source = host.get_fact(FileBytesUnlessKnown, path=path, known=sorted(done_digests))
+    if isinstance(source, str):
+        host.noop(f"class {the_patch.target} in {path} has the methods (sha256 {source[:12]})")
+        return
     try:
         if source is None:
             raise PatchRefused("the file does not exist; is the stack's sglang installed?")
