@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 
@@ -28,6 +29,19 @@ class TemplateRenderError(ValueError):
     """A template that does not render; the message names it and the fix."""
 
 
+@functools.cache
+def _environment(templates: str) -> jinja2.Environment:
+    # One per directory: jinja2 then compiles each template once a run, not once a host.
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(templates),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        autoescape=False,
+    )
+
+
 def render(name: str, templates: Path = TEMPLATES, **context) -> str:
     """
     Render one template strictly: an undefined name is an error, not an empty string.
@@ -36,14 +50,7 @@ def render(name: str, templates: Path = TEMPLATES, **context) -> str:
     + templates: the templates directory
     + context: the template's variables
     """
-    environment = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(templates)),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
+    environment = _environment(str(templates))
     try:
         return environment.get_template(name).render(**context)
     except jinja2.TemplateSyntaxError as error:
