@@ -235,11 +235,17 @@ def _switch_in_wave(state, host, wave_name, earlier_wave_hosts, command, router_
             _log_error(state, host, f"{wave_name}: not switched, {error}")
             return False
 
-    connected, output = host.run_shell_command(command)
+    lost = (f"lost the connection during the switch; if {host.name} is up it finishes the "
+            f"switch, gate and any rollback on its own: check it, then run again")
+    try:
+        connected, output = host.run_shell_command(command)
+    except Exception as error:  # the session died under paramiko (power cut, reset link)
+        _log_error(state, host, f"{lost} ({type(error).__name__}: {error})")
+        return False
     lines = output.stderr_lines
     status = lines.pop().partition("=")[2] if lines and lines[-1].startswith("sglfleet-exit=") else ""
     passed = connected and status == "0"
-    for line in () if passed else lines or ["lost the connection during the switch"]:
+    for line in () if passed else lines or [lost]:
         _log_error(state, host, line)
 
     # 1: the gate failed and the host serves its earlier release again; rejoin either way.
