@@ -1,0 +1,154 @@
+"""
+Faults during a rollout on the local fleet: a host powered off mid-restart, a
+link cut during the gate, the controller interrupted, sglang.service killed
+after its gate. Each test checks what every host serves afterwards, what the
+output said about each host, and that running the same command again finishes
+the rollout with no manual clean-up.
+
+Invariant: no host is left without a serving release, except one powered off.
+Each test rolls out its own release (``standin_warmup_s`` is part of it, and a
+few seconds of warm-up leave time to strike during the gate).
+"""
+
+import re
+import signal
+import time
+
+import pytest
+
+from deploying import deploy
+from faulting import Run, new_release, results, serving, wait_serving, wait_unlocked
+
+pytestmark = pytest.mark.fleet
+
+
+@pytest.fixture(scope="module")
+def fleet_ok(fleet):
+    """A converged, healthy fleet before and after the module, whatever a test left."""
+    def heal():
+        fleet.up(len(fleet.hosts))
+        for host in fleet.hosts:
+            fleet.restore_link(host)
+            fleet.fault(host, "clear")
+            wait_unlocked(fleet, host)
+        done = deploy()
+        assert done.returncode == 0, done.stdout[-3000:]
+
+    heal()
+    yield fleet
+    heal()
+
+
+def test_host_powered_off_in_its_restart(fleet_ok):
+    fleet = fleet_ok
+    before = serving(fleet)
+    args = ("--data", "standin_warmup_s=4.1")
+    run = Run(*args)
+    try:
+        run.wait_for(r"\[node2\] wave1: will switch")
+        time.sleep(1)  # the tool on node2 has switched and restarted; its gate waits out the warm-up
+        fleet.kill_host("node2")
+        done = run.finish(120)
+    finally:
+        run.stop()
+    release = new_release(done.stdout)
+
+    assert done.returncode != 0
+    assert "[node2] lost the connection during the switch" in done.stdout, \
+        [line for line in done.stdout.splitlines() if "node2" in line]
+    assert "[node3] wave2 not started: node2 of an earlier wave did not pass" in done.stdout
+    assert fleet.system_state("node2") == "unreachable"
+    assert serving(fleet, ["node1", "node3"]) == {"node1": release, "node3": before["node3"]}
+
+    fleet.up(3)  # power back on: the host comes back blank, like a replaced machine
+    again = deploy(*args)
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert serving(fleet) == {host: release for host in fleet.hosts}
+
+
+def test_link_cut_during_the_gate(fleet_ok):
+    fleet = fleet_ok
+    args = ("--data", "standin_warmup_s=4.2")
+    run = Run(*args)
+    try:
+        run.wait_for(r"\[node2\] wave1: will switch")
+        fleet.cut_link("node2")
+        try:
+            time.sleep(6)  # longer than the warm-up: the gate ends while the link is down
+        finally:
+            fleet.restore_link("node2")
+        done = run.finish(120)
+    finally:
+        run.stop()
+    release = new_release(done.stdout)
+
+    # The gate ran on the host; its answer arrived once the link was back.
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert re.search(r"\[node2\] Success", done.stdout)
+    assert serving(fleet) == {host: release for host in fleet.hosts}
+    again = deploy(*args)
+    assert again.returncode == 0 and results(again.stdout)["success"] == 0, again.stdout[-3000:]
+
+
+@pytest.mark.parametrize("moment, signum, warmup", [
+    ("between waves", signal.SIGINT, "4.3"),
+    ("in a wave", signal.SIGINT, "4.4"),
+    ("between waves", signal.SIGKILL, "4.5"),
+    ("in a wave", signal.SIGKILL, "4.6"),
+], ids=["between-waves-SIGINT", "in-a-wave-SIGINT", "between-waves-SIGKILL", "in-a-wave-SIGKILL"])
+def test_controller_interrupted(fleet_ok, moment, signum, warmup):
+    fleet = fleet_ok
+    before = serving(fleet)
+    args = ("--data", f"standin_warmup_s={warmup}")
+    run = Run(*args)
+    try:
+        if moment == "between waves":
+            run.wait_for(r"\[node1\] canary: will switch[^\n]*\n(?:.*\n)*?\s+\[node1\] Success")
+        else:
+            run.wait_for(r"\[node2\] wave1: will switch")
+            time.sleep(1)  # node2 is restarting into the new release
+        run.process.send_signal(signum)
+        done = run.finish(30)
+    finally:
+        run.stop()
+    release = new_release(done.stdout)
+
+    if signum == signal.SIGINT:
+        assert done.returncode == 130
+        assert "sglfleet: interrupted." in done.stdout and "Run the same command again" in done.stdout
+    else:
+        assert done.returncode == -signal.SIGKILL
+    # A switch in progress finishes on the host on its own; wave2 never started.
+    for host in fleet.hosts:
+        wait_unlocked(fleet, host)
+    after = serving(fleet)
+    assert after["node1"] == release and after["node3"] == before["node3"]
+    assert after["node2"] in (release, before["node2"]) and after["node2"], after
+
+    again = deploy(*args)
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert serving(fleet) == {host: release for host in fleet.hosts}
+
+
+def test_service_killed_right_after_its_gate(fleet_ok):
+    fleet = fleet_ok
+    args = ("--data", "standin_warmup_s=2.7")
+    run = Run(*args)
+    try:
+        run.wait_for(r"\[node1\] canary: will switch[^\n]*\n(?:.*\n)*?\s+\[node1\] Success")
+        pid = fleet.exec("node1", "systemctl show -p MainPID --value sglang.service").stdout.strip()
+        restarts = fleet.exec("node1", "systemctl show -p NRestarts --value sglang.service").stdout.strip()
+        fleet.exec("node1", f"kill -9 {pid}")
+        done = run.finish(120)
+    finally:
+        run.stop()
+    release = new_release(done.stdout)
+    assert done.returncode == 0, done.stdout[-3000:]
+
+    # Restart=on-failure brings it back (RestartSec=5, then the warm-up).
+    assert wait_serving(fleet, "node1", timeout=30) == release
+    assert int(fleet.exec("node1", "systemctl show -p NRestarts --value sglang.service").stdout) > int(restarts)
+    again = deploy(*args)
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert results(again.stdout)["success"] == 0, again.stdout[-3000:]
+    assert serving(fleet) == {host: release for host in fleet.hosts}
