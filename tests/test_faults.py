@@ -1,7 +1,7 @@
 """
 Faults during a rollout on the local fleet: a host powered off mid-restart, a
 link cut during the gate, the controller interrupted, sglang.service killed
-after its gate. Each test checks what every host serves afterwards, what the
+after its gate, a full disk and a corrupted wheel during a stack build. Each test checks what every host serves afterwards, what the
 output said about each host, and that running the same command again finishes
 the rollout with no manual clean-up.
 
@@ -11,6 +11,7 @@ few seconds of warm-up leave time to strike during the gate).
 """
 
 import re
+import shutil
 import signal
 import time
 
@@ -18,6 +19,8 @@ import pytest
 
 from deploying import deploy
 from faulting import Run, new_release, results, serving, wait_serving, wait_unlocked
+from sglfleet import FILES
+from sglfleet.stacks import load_stack, lock_path
 
 pytestmark = pytest.mark.fleet
 
@@ -152,3 +155,62 @@ def test_service_killed_right_after_its_gate(fleet_ok):
     assert again.returncode == 0, again.stdout[-3000:]
     assert results(again.stdout)["success"] == 0, again.stdout[-3000:]
     assert serving(fleet) == {host: release for host in fleet.hosts}
+
+
+STACKS = "/opt/sglfleet/stacks"
+
+
+@pytest.fixture
+def faulttest_stack(tmp_path, fleet_ok):
+    """Stack files with ``faulttest``, a copy of the dev stack under its own id, so a converge builds it."""
+    stacks = tmp_path / "stacks"
+    shutil.copytree(FILES / "stacks", stacks)
+    shutil.copy(stacks / "dev.toml", stacks / "faulttest.toml")
+    lock_path("faulttest", stacks).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(lock_path("dev", stacks), lock_path("faulttest", stacks))
+    stack = load_stack("faulttest", stacks_dir=stacks)
+    yield stack, {"SGLFLEET_STACKS": str(stacks)}
+    done = deploy()  # back to the dev stack
+    assert done.returncode == 0, done.stdout[-3000:]
+    for host in fleet_ok.hosts:
+        fleet_ok.exec(host, f"rm -rf {STACKS}/faulttest-* {STACKS}/.build-faulttest-*")
+
+
+def test_full_disk_and_corrupted_wheel_during_a_stack_build(fleet_ok, faulttest_stack):
+    fleet = fleet_ok
+    stack, env = faulttest_stack
+    before = serving(fleet)
+    sglang = next(f for f in stack.files if f.name == "sglang")
+    # node2: a wheel in its wheelhouse corrupted; node3: its stack filesystem fills up
+    # as soon as the build starts (a small tmpfs holding what was there, then a filler).
+    fleet.exec("node2", f"echo corrupt >> /opt/sglfleet/wheelhouse/{sglang.filename}")
+    fleet.exec("node3", f"used=$(du -sk {STACKS} | cut -f1) && mkdir -p /root/stacks-copy"
+                        f" && cp -a {STACKS}/. /root/stacks-copy/"
+                        f" && mount -t tmpfs -o size=$((used + {2 * stack.size // 1024 + 20000}))k tmpfs {STACKS}"
+                        f" && cp -a /root/stacks-copy/. {STACKS}/ && rm -rf /root/stacks-copy")
+    try:
+        fleet.exec("node3", f"nohup timeout 120 sh -c 'until ls -d {STACKS}/.build-faulttest-*/venv; do sleep 0.05;"
+                            f" done; cat /dev/zero > {STACKS}/.filler' >/dev/null 2>&1 &")
+        args = ("--data", "stack=faulttest")
+        done = Run(*args, env=env).finish(240)
+        release = new_release(done.stdout)
+
+        assert done.returncode != 0
+        node3 = [line for line in done.stdout.splitlines() if "[node3]" in line]
+        assert any("No space left on device" in line for line in node3), node3
+        assert "[node3] Error" in done.stdout
+        # node3 failed alone, before its rollout: it serves its old release; the others the new one.
+        assert serving(fleet) == {"node1": release, "node2": release, "node3": before["node3"]}
+        sums = fleet.exec("node2", f"sha256sum /opt/sglfleet/wheelhouse/{sglang.filename}").stdout
+        assert sglang.sha256 in sums  # replaced from the controller
+
+        fleet.exec("node3", f"rm -f {STACKS}/.filler")  # space is freed; nothing else is cleaned
+        again = Run(*args, env=env).finish(240)
+        assert again.returncode == 0, again.stdout[-3000:]
+        assert serving(fleet) == {host: release for host in fleet.hosts}
+        assert ".build-" not in fleet.exec("node3", f"ls -A {STACKS}").stdout
+    finally:
+        # Keep what node3 built: copy the small filesystem onto the disk beneath, then drop it.
+        fleet.exec("node3", f"rm -f {STACKS}/.filler; mkdir -p /mnt/opt && mount --bind /opt/sglfleet /mnt/opt"
+                            f" && cp -a {STACKS}/. /mnt/opt/stacks/; umount /mnt/opt; umount -l {STACKS}",
+                   check=False)
