@@ -14,6 +14,7 @@ that changes nothing costs one remote command per host.
 
 from __future__ import annotations
 
+import secrets
 import shlex
 from io import StringIO
 
@@ -25,6 +26,8 @@ from sglfleet.facts.stack import StackHostState, StackState, WheelhouseFiles, uv
 from sglfleet.stacks import HOST_STACKS, HOST_WHEELHOUSE, MARKER, Stack, StackError
 
 PROBE = FILES / "probe" / "verify_stack.py"
+# Names this controller run's temporary folders on hosts.
+RUN_TOKEN = secrets.token_hex(4)
 LOCK = f"{HOST_STACKS}/.lock"
 q = shlex.quote
 
@@ -85,15 +88,18 @@ def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
     if state.verified:
         return []
     build = f"{HOST_STACKS}/.build-{stack.id}"
+    # The build's inputs go to a folder of this run's own, taken into the build
+    # folder under the lock: a concurrent run never empties a build in progress.
+    upload = f"{build}.upload-{RUN_TOKEN}"
     uv = uv_path(stack.uv.version)
-    commands: list = [f"rm -rf {q(build)} && mkdir -p {q(build)}"]
+    commands: list = [f"rm -rf {q(upload)} && mkdir -p {q(upload)}"]
     if not state.uv:
         commands.append(uv_extract_command(stack))
     commands += [
-        FileUploadCommand(StringIO(stack.requirements(hashes)), f"{build}/requirements.txt"),
-        FileUploadCommand(StringIO("\n".join(stack.overrides) + "\n"), f"{build}/overrides.txt"),
-        FileUploadCommand(StringIO("\n".join(f.filename for f in stack.files) + "\n"), f"{build}/wheels.txt"),
-        FileUploadCommand(str(PROBE), f"{build}/verify_stack.py"),
+        FileUploadCommand(StringIO(stack.requirements(hashes)), f"{upload}/requirements.txt"),
+        FileUploadCommand(StringIO("\n".join(stack.overrides) + "\n"), f"{upload}/overrides.txt"),
+        FileUploadCommand(StringIO("\n".join(f.filename for f in stack.files) + "\n"), f"{upload}/wheels.txt"),
+        FileUploadCommand(str(PROBE), f"{upload}/verify_stack.py"),
     ]
     probe = [f"{build}/venv/bin/python", f"{build}/verify_stack.py", "--stack-id", stack.id,
              "--python", stack.python]
@@ -110,6 +116,10 @@ def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
         install.append("--no-deps")  # the lock lists every file; some packages come without their deps
     script = "\n".join([
         "set -e",
+        # Built and verified by another run while this one waited for the lock.
+        f"if [ -f {q(stack.marker)} ]; then rm -rf {q(upload)}; exit 0; fi",
+        # What a killed build left goes; this run's inputs take its place.
+        f"rm -rf {q(build)}; mv {q(upload)} {q(build)}",
         # Nothing from the network, no user config: the wheelhouse is the only source.
         f"export UV_CACHE_DIR={q(build)}/.uv-cache UV_NO_CONFIG=1 UV_PYTHON_DOWNLOADS=never",
         # Relocatable: scripts find their python relative to themselves, so the venv
