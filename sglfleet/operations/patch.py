@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+import secrets
 import shlex
 from io import BytesIO
 
@@ -18,6 +19,9 @@ from pyinfra.api import FileUploadCommand, FunctionCommand, StringCommand, opera
 
 from sglfleet.facts.files import FileBytesUnlessKnown
 from sglfleet.patcher import PatchRefused, apply, load_patch, unified_diff
+
+# Names this controller run's temporary files on hosts.
+RUN_TOKEN = secrets.token_hex(4)
 
 
 @operation()
@@ -74,15 +78,19 @@ def eagle3_methods(path: str, patch_path: str | None = None, done_digests: list[
         logger.info("")
 
     directory, name = posixpath.split(path)
-    temporary = posixpath.join(directory, f".{name}.sglfleet-{hashlib.sha256(new).hexdigest()[:12]}")
+    # This run's own temporary file: a concurrent run never renames a half-written one.
+    temporary = posixpath.join(directory, f".{name}.sglfleet-{RUN_TOKEN}")
     yield FileUploadCommand(BytesIO(new), temporary)
     check = f"{hashlib.sha256(source).hexdigest()}  {path}"
+    done = f"{hashlib.sha256(new).hexdigest()}  {path}"
     q_path, q_temp = shlex.quote(path), shlex.quote(temporary)
-    # Rename only over the bytes the patch was computed from, keeping owner and mode.
+    # Rename only over the bytes the patch was computed from, keeping owner and mode;
+    # bytes another run already patched the same way are left as they are.
     yield StringCommand(
         f"if printf %s {shlex.quote(check)} | sha256sum --check --status -; then "
         f"chown --reference={q_path} {q_temp} && chmod --reference={q_path} {q_temp} "
         f"&& mv -f {q_temp} {q_path}; "
+        f"elif printf %s {shlex.quote(done)} | sha256sum --check --status -; then rm -f {q_temp}; "
         f"else rm -f {q_temp}; echo {shlex.quote(f'{path} changed while patching; re-run')} >&2; "
         "exit 1; fi"
     )
