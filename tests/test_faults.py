@@ -189,8 +189,8 @@ def test_full_disk_and_corrupted_wheel_during_a_stack_build(fleet_ok, faulttest_
                         f" && mount -t tmpfs -o size=$((used + {2 * stack.size // 1024 + 20000}))k tmpfs {STACKS}"
                         f" && cp -a /root/stacks-copy/. {STACKS}/ && rm -rf /root/stacks-copy")
     try:
-        fleet.exec("node3", f"nohup timeout 120 sh -c 'until ls -d {STACKS}/.build-faulttest-*/venv; do sleep 0.05;"
-                            f" done; cat /dev/zero > {STACKS}/.filler' >/dev/null 2>&1 &")
+        fleet.exec("node3", f"setsid -f timeout 120 sh -c 'until ls -d {STACKS}/.build-faulttest-*/venv; do sleep 0.05;"
+                            f" done; cat /dev/zero > {STACKS}/.filler' </dev/null >/dev/null 2>&1")
         args = ("--data", "stack=faulttest")
         done = Run(*args, env=env).finish(240)
         release = new_release(done.stdout)

@@ -1,0 +1,103 @@
+"""
+Two runs against the same hosts at once: the host locks (the release switch's,
+the stack build's) make one wait for the other or stop it with a clear
+message; they never interleave.
+"""
+
+import re
+import shutil
+import time
+
+import pytest
+
+from deploying import deploy, host_state
+from faulting import Run, new_release, serving, wait_unlocked
+from sglfleet import FILES
+from sglfleet.stacks import load_stack, lock_path
+
+pytestmark = pytest.mark.fleet
+
+LOCK = "/opt/sglfleet/.lock"
+
+
+@pytest.fixture(scope="module")
+def converged(fleet):
+    for host in fleet.hosts:
+        fleet.fault(host, "clear")
+        wait_unlocked(fleet, host)
+    done = deploy()
+    assert done.returncode == 0, done.stdout[-3000:]
+    yield fleet
+    done = deploy()
+    assert done.returncode == 0, done.stdout[-3000:]
+
+
+def starts(fleet, host: str, since: float) -> list[float]:
+    """When sglang.service started since ``since``, in seconds of the monotonic clock every local host shares."""
+    log = fleet.exec(host, f"journalctl -u sglang.service --since @{since:.3f} -o short-monotonic --no-pager"
+                           " | grep 'Started sglang.service' || true").stdout
+    return [float(re.match(r"\[\s*([\d.]+)\]", line).group(1)) for line in log.splitlines()]
+
+
+def hold_lock(fleet, host: str, seconds: float) -> None:
+    """Another run's lock on ``host`` for ``seconds``, taken before this returns."""
+    fleet.exec(host, f"mkdir -p /opt/sglfleet; setsid -f flock {LOCK} sleep {seconds} </dev/null >/dev/null 2>&1;"
+                     f" sleep 0.3; ! flock -n {LOCK} true")
+
+
+def test_two_converges_at_once_wait_for_each_other(converged, tmp_path):
+    fleet = converged
+    stacks = tmp_path / "stacks"
+    shutil.copytree(FILES / "stacks", stacks)
+    shutil.copy(stacks / "dev.toml", stacks / "concurrent.toml")
+    lock_path("concurrent", stacks).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(lock_path("dev", stacks), lock_path("concurrent", stacks))
+    stack = load_stack("concurrent", stacks_dir=stacks)
+    args, env = ("--data", "stack=concurrent"), {"SGLFLEET_STACKS": str(stacks)}
+
+    for host in fleet.hosts:  # both runs must build it
+        fleet.exec(host, f"rm -rf {stack.path}")
+    since = time.time()
+    first, second = Run(*args, env=env), Run(*args, env=env)  # a new stack and a new release
+    try:
+        done = [first.finish(240), second.finish(240)]
+    finally:
+        first.stop()
+        second.stop()
+    release = new_release(done[0].stdout)
+
+    for run in done:
+        assert run.returncode == 0, run.stdout[-3000:]
+    assert serving(fleet) == {host: release for host in fleet.hosts}
+    # One restart per host, and in wave order: neither run switched a later wave
+    # before the earlier one passed, nor switched a host the other was gating.
+    restarts = {host: starts(fleet, host, since) for host in fleet.hosts}
+    assert all(len(found) == 1 for found in restarts.values()), restarts
+    assert restarts["node1"] < restarts["node2"] < restarts["node3"], restarts
+    for host in fleet.hosts:
+        listing = fleet.exec(host, f"ls -A /opt/sglfleet/stacks /opt/sglfleet/releases; cat {stack.marker}").stdout
+        assert ".build-" not in listing and ".partial" not in listing, (host, listing)
+        assert f'"stack_id": "{stack.id}"' in listing.replace('":"', '": "'), listing
+
+
+def test_converge_waits_for_a_held_host_lock(converged):
+    fleet = converged
+    assert deploy().returncode == 0  # serving the default release: nothing to switch
+    before = host_state(fleet, "node2")["active_since"]
+    hold_lock(fleet, "node2", 10)
+    done = deploy()
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "[node2] wave1: another sglfleet run holds this host's lock; waiting for it" in done.stdout
+    assert host_state(fleet, "node2")["active_since"] == before  # waited, then found it serving
+
+
+def test_host_tool_stops_with_a_clear_message_when_the_lock_stays_held(converged):
+    fleet = converged
+    current = host_state(fleet, "node1")["current"]
+    hold_lock(fleet, "node1", 4)
+    result = fleet.exec("node1", f"/opt/sglfleet/bin/sglfleet-release --wait-lock 1 activate {current}",
+                        check=False)
+    assert result.returncode == 3
+    assert result.stderr.strip() == (f"another sglfleet run holds {LOCK} (waited 1 s); "
+                                     f"try again when it ends")
+    wait_unlocked(fleet, "node1")
