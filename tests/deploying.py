@@ -58,11 +58,12 @@ def tree_digest(fleet, host: str, *paths: str) -> str:
     ).stdout
 
 
-def sshd_connections(fleet, host: str, since: float) -> int:
+def sshd_connections(fleet, host: str, since: float, logins: bool = False) -> int:
     """
     How many SSH connections ``host``'s sshd logged since ``since`` (epoch seconds):
-    one sshd child per connection, accepted or refused. Read from the host's
-    journal through its mount namespace, so counting opens no connection itself.
+    one sshd child per connection, accepted or refused (``logins``: only those
+    that logged in). Read from the host's journal through its mount namespace,
+    so counting opens no connection itself.
     """
     leader = str(fleet.state()["hosts"][host]["leader_pid"])
     main = subprocess.run(["nsenter", "-t", leader, "-m", "cat", "/run/sshd.pid"],
@@ -71,7 +72,8 @@ def sshd_connections(fleet, host: str, since: float) -> int:
                           "--no-pager", "--since", f"@{since:.6f}"],
                          capture_output=True, text=True, check=True, timeout=30).stdout
     entries = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
-    return len({e["_PID"] for e in entries if e.get("SYSLOG_IDENTIFIER") == "sshd" and e.get("_PID") != main})
+    return len({e["_PID"] for e in entries if e.get("SYSLOG_IDENTIFIER") == "sshd" and e.get("_PID") != main
+                and (not logins or str(e.get("MESSAGE", "")).startswith("Accepted "))})
 
 
 def changed_operations(output: str) -> list[str]:
