@@ -1,0 +1,80 @@
+"""
+Idempotence at fleet level, molecule's sequence: converge, converge again and
+expect zero changes and zero restarts, then verify the hosts' real state.
+"""
+
+import json
+import shutil
+import tempfile
+
+import pytest
+import testinfra
+
+from deploying import deploy
+from faulting import results
+from sglfleet.stacks import load_stack
+
+pytestmark = pytest.mark.fleet
+
+UNIT = "sglang.service"
+
+
+def unit_run(fleet, host: str) -> tuple[str, str, str]:
+    """What changes when the unit restarts: its main pid, restart count, and start time."""
+    out = fleet.exec(host, f"systemctl show {UNIT} -p MainPID -p NRestarts -p ActiveEnterTimestampMonotonic")
+    return tuple(sorted(out.stdout.split()))
+
+
+@pytest.fixture(scope="module")
+def converged_twice(fleet):
+    first = deploy()
+    assert first.returncode == 0, first.stdout[-3000:]
+    before = {host: unit_run(fleet, host) for host in fleet.hosts}
+    second = deploy()
+    return fleet, second, before
+
+
+def test_second_converge_changes_nothing(converged_twice):
+    fleet, second, _ = converged_twice
+    assert second.returncode == 0, second.stdout[-3000:]
+    totals = results(second.stdout)
+    assert (totals["success"], totals["error"]) == (0, 0), second.stdout[-3000:]
+    assert totals["no_change"] == totals["hosts"]
+
+
+def test_second_converge_restarts_nothing(converged_twice):
+    fleet, _, before = converged_twice
+    assert {host: unit_run(fleet, host) for host in fleet.hosts} == before
+
+
+@pytest.fixture(scope="module")
+def hosts(fleet):
+    """testinfra hosts over the fleet's strict ssh_config, one multiplexed connection each."""
+    sockets = tempfile.mkdtemp(prefix="sglf")  # short: a unix socket path is at most 108 bytes
+    try:
+        yield {name: testinfra.get_host(f"ssh://{name}", ssh_config=str(fleet.ssh_config),
+                                        controlpath=f"{sockets}/{name}", controlpersist=2)
+               for name in fleet.hosts}
+    finally:
+        shutil.rmtree(sockets, ignore_errors=True)
+
+
+def test_hosts_serve_from_the_current_release(converged_twice, hosts):
+    stack = load_stack("dev")
+    for name, host in hosts.items():
+        service = host.service(UNIT)
+        assert service.is_running and service.is_enabled, name
+        assert host.socket("tcp://127.0.0.1:30000").is_listening, name
+        current = host.file("/opt/sglfleet/current")
+        assert current.is_symlink and current.linked_to.startswith("/opt/sglfleet/releases/"), name
+        release = json.loads(host.file("/opt/sglfleet/current/release.json").content_string)
+        assert release["stack"] == stack.id, name
+        assert json.loads(host.file(stack.marker).content_string)["ok"] is True, name
+        env = host.file("/etc/sglfleet/sglang.env")
+        assert (env.user, env.group, env.mode) == ("root", "root", 0o600), name
+        unit = host.file(f"/etc/systemd/system/{UNIT}")
+        assert unit.contains("ExecStart=/opt/sglfleet/current/launch"), name
+        # The server runs as its own user, out of the current release's stack.
+        process = host.process.get(user="sglang", comm="python")
+        assert process.args.startswith(f"{stack.venv}/bin/python "), (name, process.args)
+        assert host.run("/opt/sglfleet/bin/sglfleet-release --wait-lock 0 gate").rc == 0, name
