@@ -18,6 +18,7 @@ from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, StringCommand, operation
 
 from sglfleet.facts.files import FileBytes, FileDigests
+from sglfleet.operations import RUN_TOKEN
 
 
 @operation()
@@ -54,7 +55,7 @@ def in_place(files: dict[str, tuple[bytes, str]], owner: str = "root", group: st
         if state.config.DIFF and not state.is_executing:
             _log_diff(path, digests.get(path), content)
         directory = posixpath.dirname(path)
-        temporary = posixpath.join(directory, f".{posixpath.basename(path)}.sglfleet-new")
+        temporary = posixpath.join(directory, f".{posixpath.basename(path)}.sglfleet-{RUN_TOKEN}")
         yield StringCommand("mkdir", "-p", directory)
         yield FileUploadCommand(BytesIO(content), temporary)
         yield StringCommand("chmod", mode, temporary, "&&", "chown", f"{owner}:{group}", temporary)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
-import secrets
 import shlex
 from io import BytesIO
 
@@ -18,10 +17,9 @@ from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, FunctionCommand, StringCommand, operation
 
 from sglfleet.facts.files import FileBytesUnlessKnown
+from sglfleet.operations import RUN_TOKEN
 from sglfleet.patcher import PatchRefused, apply, load_patch, unified_diff
 
-# Names this controller run's temporary files on hosts.
-RUN_TOKEN = secrets.token_hex(4)
 
 
 @operation()

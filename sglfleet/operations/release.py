@@ -11,7 +11,6 @@ directory exists. Switching happens on the host, under its lock, through
 from __future__ import annotations
 
 import difflib
-import secrets
 import shlex
 from io import StringIO
 
@@ -21,10 +20,9 @@ from pyinfra.api import FileUploadCommand, FunctionCommand, StringCommand, opera
 from sglfleet import router
 from sglfleet.facts.files import FileBytes
 from sglfleet.facts.release import ROOT, ReleaseState
+from sglfleet.operations import RUN_TOKEN
 
 RELEASE_TOOL = f"{ROOT}/bin/sglfleet-release"
-# Names this controller run's temporary files on hosts.
-RUN_TOKEN = secrets.token_hex(4)
 
 
 @operation()

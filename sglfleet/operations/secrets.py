@@ -16,6 +16,7 @@ from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, StringCommand, operation
 
 from sglfleet.facts.files import FileDigests
+from sglfleet.operations import RUN_TOKEN
 
 
 @operation()
@@ -52,7 +53,7 @@ def secret_file(path: str, content: str, redacted: str):
         for line in redacted.splitlines():
             logger.info("    + %s", line)
 
-    temporary = posixpath.join(posixpath.dirname(path), f".{posixpath.basename(path)}.new")
+    temporary = posixpath.join(posixpath.dirname(path), f".{posixpath.basename(path)}.{RUN_TOKEN}")
     # Create the file 0600 before a byte of the secret reaches it.
     yield StringCommand("mkdir", "-p", posixpath.dirname(path))
     yield StringCommand("install", "-m", "600", "-o", "root", "-g", "root", "/dev/null", temporary)

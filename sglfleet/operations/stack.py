@@ -14,7 +14,6 @@ that changes nothing costs one remote command per host.
 
 from __future__ import annotations
 
-import secrets
 import shlex
 from io import StringIO
 
@@ -23,11 +22,10 @@ from pyinfra.api import FileUploadCommand, OperationError, operation
 
 from sglfleet import FILES, wheelhouse
 from sglfleet.facts.stack import StackHostState, StackState, WheelhouseFiles, uv_path
+from sglfleet.operations import RUN_TOKEN
 from sglfleet.stacks import HOST_STACKS, HOST_WHEELHOUSE, MARKER, Stack, StackError
 
 PROBE = FILES / "probe" / "verify_stack.py"
-# Names this controller run's temporary folders on hosts.
-RUN_TOKEN = secrets.token_hex(4)
 LOCK = f"{HOST_STACKS}/.lock"
 q = shlex.quote
 
