@@ -21,41 +21,31 @@ def _router(config):
     return {"router_url": config.router_url, "worker_url": worker if config.router_url else None}
 
 
-def _waves():
-    return fleet_waves(inventory, [h.name for h in inventory if state.is_host_in_limit(h)])
-
-
-@deploy("Roll out")
-def roll_out():
-    config = host_config(host)
-    release_id = host_release(host).release_id
+def _steps(config):
+    """The host's place in each wave, in order; every host gets one step per wave."""
     earlier: list[str] = []
-    # Every host calls the same operations in the same order, so pyinfra runs
-    # them wave by wave (one operation each); a host acts only in its own wave.
-    for wave in _waves():
-        release.activated(
-            name=f"Wave {wave.name}: serve the staged release",
-            release_id=release_id,
-            wave_name=wave.name,
+    for wave in fleet_waves(inventory, [h.name for h in inventory if state.is_host_in_limit(h)]):
+        yield release.WaveStep(
+            wave=wave.name,
             in_wave=host.name in wave.hosts,
-            earlier_wave_hosts=list(earlier),
-            gate_args=_gate_args(config),
+            earlier_hosts=tuple(earlier),
+            gate_args=tuple(_gate_args(config)),
             **_router(config),
         )
         earlier += wave.hosts
+
+
+# Every host calls the same operations in the same order, so pyinfra runs them
+# wave by wave (one operation each); a host acts only in its own wave.
+@deploy("Roll out")
+def roll_out():
+    release_id = host_release(host).release_id
+    for step in _steps(host_config(host)):
+        release.activated(name=f"Wave {step.wave}: serve the staged release",
+                          release_id=release_id, step=step)
 
 
 @deploy("Roll back")
 def roll_back():
-    config = host_config(host)
-    earlier: list[str] = []
-    for wave in _waves():
-        release.rolled_back(
-            name=f"Wave {wave.name}: back to the previous release",
-            wave_name=wave.name,
-            in_wave=host.name in wave.hosts,
-            earlier_wave_hosts=list(earlier),
-            gate_args=_gate_args(config),
-            **_router(config),
-        )
-        earlier += wave.hosts
+    for step in _steps(host_config(host)):
+        release.rolled_back(name=f"Wave {step.wave}: back to the previous release", step=step)

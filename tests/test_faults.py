@@ -10,6 +10,7 @@ Each test rolls out its own release (``standin_warmup_s`` is part of it, and a
 few seconds of warm-up leave time to strike during the gate).
 """
 
+import os
 import re
 import shutil
 import signal
@@ -168,6 +169,10 @@ def faulttest_stack(tmp_path, fleet_ok):
     shutil.copy(stacks / "dev.toml", stacks / "faulttest.toml")
     lock_path("faulttest", stacks).parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(lock_path("dev", stacks), lock_path("faulttest", stacks))
+    # A stack id of its own each run (the id hashes the lock), so the build happens
+    # even on a fleet where an earlier run's faulttest stack was kept.
+    with lock_path("faulttest", stacks).open("a") as lock:
+        lock.write(f"# fault test run {tmp_path.name}-{os.getpid()}\n")
     stack = load_stack("faulttest", stacks_dir=stacks)
     yield stack, {"SGLFLEET_STACKS": str(stacks)}
     # Back to the dev stack; the faulttest stack stays for the previous release

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import shlex
+from dataclasses import dataclass
 from io import StringIO
 
 from pyinfra import host, logger, state
@@ -108,16 +109,29 @@ def collected(keep: int):
     yield f"ls -1dt {paths} | tail -n +{keep + 1} | xargs -r rm -rf --"
 
 
+@dataclass(frozen=True)
+class WaveStep:
+    """
+    Where one host stands in one wave of a rollout.
+
+    + wave: the wave's name, for messages
+    + in_wave: whether this host is in it (hosts that are not do nothing)
+    + earlier_hosts: hosts of the earlier waves, which must all have passed
+    + gate_args: arguments for ``sglfleet-release`` (warm-up budget, prompt, thresholds)
+    + router_url: the sglang-router in front of the fleet, if any
+    + worker_url: this host's URL as the router knows it
+    """
+
+    wave: str
+    in_wave: bool
+    earlier_hosts: tuple[str, ...]
+    gate_args: tuple[str, ...]
+    router_url: str | None = None
+    worker_url: str | None = None
+
+
 @operation(is_idempotent=False)
-def activated(
-    release_id: str,
-    wave_name: str,
-    in_wave: bool,
-    earlier_wave_hosts: list[str],
-    gate_args: list[str],
-    router_url: str | None = None,
-    worker_url: str | None = None,
-):
+def activated(release_id: str, step: WaveStep):
     """
     Switch the host to ``release_id`` behind its gate, unless it already serves it.
 
@@ -127,12 +141,7 @@ def activated(
     again (the new release, or the old one after a rollback).
 
     + release_id: the staged release to serve
-    + wave_name: the wave this operation switches
-    + in_wave: whether this host is in that wave (others do nothing)
-    + earlier_wave_hosts: hosts that must have passed before this one may switch
-    + gate_args: arguments for ``sglfleet-release`` (warm-up budget, prompt, thresholds)
-    + router_url: the sglang-router in front of the fleet, if any
-    + worker_url: this host's URL as the router knows it
+    + step: the host's place in this wave
 
     **Example:**
 
@@ -141,53 +150,36 @@ def activated(
         activated(
             name="Switch to the new release",
             release_id="3f2a9c1d0b7e6a55",
-            wave_name="wave1",
-            in_wave=True,
-            earlier_wave_hosts=["node1"],
-            gate_args=["--warmup-s", "1800"],
+            step=WaveStep("wave1", True, ("node1",), ("--warmup-s", "1800")),
         )
     """
-    if not in_wave:
-        host.noop(f"not in wave {wave_name}")
+    if not step.in_wave:
+        host.noop(f"not in wave {step.wave}")
         return
     releases = host.get_fact(ReleaseState)
     if releases["busy"]:
         # Another run (or one whose controller died) is switching or gating this
         # host: its release is not known to serve until that gate ends. The host
         # tool waits for the lock, then switches only if still needed.
-        host.log(f"{wave_name}: another sglfleet run holds this host's lock; waiting for it "
+        host.log(f"{step.wave}: another sglfleet run holds this host's lock; waiting for it "
                  f"before serving {release_id}", logger.warning)
     elif releases["current"] == release_id and releases["active_state"] == "active":
-        host.noop(f"{wave_name}: already serving release {release_id}")
+        host.noop(f"{step.wave}: already serving release {release_id}")
         return
     else:
         host.log(
-            f"{wave_name}: will switch {releases['current'] or 'nothing'} -> {release_id} and gate",
+            f"{step.wave}: will switch {releases['current'] or 'nothing'} -> {release_id} and gate",
             logger.info,
         )
-    # The tool's exit status tells a rolled-back host (1, serving) from a down one.
-    command = StringCommand(
-        RELEASE_TOOL, *gate_args, "activate", release_id, "; echo sglfleet-exit=$? >&2"
-    )
-    yield FunctionCommand(
-        _switch_in_wave, (wave_name, earlier_wave_hosts, command, router_url, worker_url), {}
-    )
+    yield _switch(step, "activate", release_id)
 
 
 @operation(is_idempotent=False)
-def rolled_back(
-    wave_name: str,
-    in_wave: bool,
-    earlier_wave_hosts: list[str],
-    gate_args: list[str],
-    router_url: str | None = None,
-    worker_url: str | None = None,
-):
+def rolled_back(step: WaveStep):
     """
     Switch the host back to its previous release behind the same gate.
 
-    + wave_name, in_wave, earlier_wave_hosts, gate_args, router_url, worker_url: as for
-      ``activated``
+    + step: the host's place in this wave
 
     **Example:**
 
@@ -195,51 +187,52 @@ def rolled_back(
 
         rolled_back(
             name="Back to the previous release",
-            wave_name="canary", in_wave=True, earlier_wave_hosts=[],
-            gate_args=["--warmup-s", "1800"],
+            step=WaveStep("canary", True, (), ("--warmup-s", "1800")),
         )
     """
-    if not in_wave:
-        host.noop(f"not in wave {wave_name}")
+    if not step.in_wave:
+        host.noop(f"not in wave {step.wave}")
         return
     releases = host.get_fact(ReleaseState)
     if not releases["previous"]:
-        yield FunctionCommand(_log_error, (f"{wave_name}: no previous release to roll back to",), {})
+        yield FunctionCommand(_log_error, (f"{step.wave}: no previous release to roll back to",), {})
         return
     host.log(
-        f"{wave_name}: will switch {releases['current']} -> {releases['previous']} and gate",
+        f"{step.wave}: will switch {releases['current']} -> {releases['previous']} and gate",
         logger.info,
     )
-    command = StringCommand(RELEASE_TOOL, *gate_args, "rollback", "; echo sglfleet-exit=$? >&2")
-    yield FunctionCommand(
-        _switch_in_wave, (wave_name, earlier_wave_hosts, command, router_url, worker_url), {}
-    )
+    yield _switch(step, "rollback")
 
 
-def _switch_in_wave(state, host, wave_name, earlier_wave_hosts, command, router_url, worker_url):
+def _switch(step: WaveStep, *tool_args: str) -> FunctionCommand:
+    # The tool's exit status tells a rolled-back host (1, serving) from a down one.
+    command = StringCommand(RELEASE_TOOL, *step.gate_args, *tool_args, "; echo sglfleet-exit=$? >&2")
+    return FunctionCommand(_switch_in_wave, (step, command), {})
+
+
+def _switch_in_wave(state, host, step: WaveStep, command: StringCommand):
     """
     Run ``command`` (the host-side switch and gate) once every earlier wave
     passed, keeping the router in step. Returns False to fail this host.
     """
-    failed = sorted(h.name for h in state.failed_hosts if h.name in set(earlier_wave_hosts))
+    failed = sorted(h.name for h in state.failed_hosts if h.name in set(step.earlier_hosts))
     if failed:
-        _log_error(state, host, f"{wave_name} not started: {', '.join(failed)} of an earlier wave did not pass")
-        return False
+        return _log_error(
+            state, host, f"{step.wave} not started: {', '.join(failed)} of an earlier wave did not pass"
+        )
 
-    if router_url:
+    if step.router_url:
         try:
-            router.drain(router_url, worker_url)
+            router.drain(step.router_url, step.worker_url)
         except router.RouterError as error:
-            _log_error(state, host, f"{wave_name}: not switched, {error}")
-            return False
+            return _log_error(state, host, f"{step.wave}: not switched, {error}")
 
     lost = (f"lost the connection during the switch; if {host.name} is up it finishes the "
             f"switch, gate and any rollback on its own: check it, then run again")
     try:
         connected, output = host.run_shell_command(command)
     except Exception as error:  # the session died under paramiko (power cut, reset link)
-        _log_error(state, host, f"{lost} ({type(error).__name__}: {error})")
-        return False
+        return _log_error(state, host, f"{lost} ({type(error).__name__}: {error})")
     lines = output.stderr_lines
     status = lines.pop().partition("=")[2] if lines and lines[-1].startswith("sglfleet-exit=") else ""
     passed = connected and status == "0"
@@ -247,12 +240,11 @@ def _switch_in_wave(state, host, wave_name, earlier_wave_hosts, command, router_
         _log_error(state, host, line)
 
     # 1: the gate failed and the host serves its earlier release again; rejoin either way.
-    if router_url and status in ("0", "1"):
+    if step.router_url and status in ("0", "1"):
         try:
-            router.join(router_url, worker_url)
+            router.join(step.router_url, step.worker_url)
         except router.RouterError as error:
-            _log_error(state, host, f"{wave_name}: {error}")
-            return False
+            return _log_error(state, host, f"{step.wave}: {error}")
     return passed
 
 
