@@ -7,10 +7,12 @@ from functools import cache
 from pyinfra.api import Host, Inventory
 
 import hashlib
+import zipfile
 from dataclasses import dataclass
 
 from sglfleet.config import HostConfig, rollout_waves_of, validate_host_data
-from sglfleet.patcher import load_patch
+from sglfleet import wheelhouse
+from sglfleet.patcher import PatchRefused, apply, load_patch
 from sglfleet.release import Release, render_release
 from sglfleet.secrets import load_secrets, render_env
 from sglfleet.stacks import Stack, load_stack
@@ -53,6 +55,29 @@ def host_stack(host: Host) -> Stack:
 def patch_digest() -> str:
     """The digest of the patch's methods, part of every release id."""
     return load_patch().digest
+
+
+KIMI_K25 = "sglang/srt/models/kimi_k25.py"
+
+
+@cache
+def _patched_digests(wheel: str) -> tuple[str, ...]:
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            return (hashlib.sha256(apply(archive.read(KIMI_K25), load_patch())).hexdigest(),)
+    except (KeyError, PatchRefused):
+        return ()  # no such file, or one the engine refuses: each host reads and reports its own
+
+
+def patched_digests(stack: Stack) -> tuple[str, ...]:
+    """
+    The sha256 of the stack's ``kimi_k25.py`` once patched, computed once per run
+    from the stack's own sglang wheel: a host file with it need not be read or parsed.
+
+    + stack: the host's stack
+    """
+    wheels = [local.path for name, local in wheelhouse.ensure(stack).items() if name.startswith("sglang-")]
+    return _patched_digests(str(wheels[0])) if wheels else ()
 
 
 @dataclass(frozen=True)
