@@ -158,6 +158,7 @@ class HostConfig(BaseModel):
     router_url: Optional[Url] = Field(description='an http URL, e.g. "http://router.example.internal:30080"')
     gate_warmup_s: Float = Field(gt=0, description="seconds > 0, e.g. 1800")
     gate_min_spec_accept_length: Optional[Float] = Field(gt=0, description="a number > 0, e.g. 2.0, or None")
+    gate_answer_timeout_s: Optional[Float] = Field(gt=0, description="seconds > 0, e.g. 7800, or None")
     gate_generate_prompt: Text = Field(description="a short prompt")
     standin_warmup_s: Float = Field(ge=0, description="seconds >= 0, e.g. 10")
 

@@ -94,6 +94,35 @@ def test_link_cut_during_the_gate(fleet_ok):
     assert again.returncode == 0 and results(again.stdout)["success"] == 0, again.stdout[-3000:]
 
 
+def test_link_cut_for_good_during_the_gate(fleet_ok):
+    fleet = fleet_ok
+    before = serving(fleet)
+    args = ("--data", "standin_warmup_s=4.7", "--data", "gate_answer_timeout_s=12")
+    run = Run(*args)
+    try:
+        run.wait_for(r"\[node2\] wave1: will switch")
+        fleet.cut_link("node2")
+        try:
+            done = run.finish(120)  # the controller gives node2 up after 12 s
+            release = new_release(done.stdout)
+            assert done.returncode != 0
+            assert re.search(r"\[node2\] lost the connection during the switch.*no answer within 12 s",
+                             done.stdout), done.stdout[-3000:]
+            assert "wave2 not started: node2 of an earlier wave did not pass" in done.stdout
+            assert serving(fleet, ["node1", "node3"]) == {"node1": release, "node3": before["node3"]}
+        finally:
+            fleet.restore_link("node2")
+    finally:
+        run.stop()
+
+    # node2 serves: its old release if the command never reached it, else the new one,
+    # switched and gated on its own under its lock.
+    assert wait_serving(fleet, "node2", timeout=30) in (before["node2"], release)
+    again = deploy(*args)
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert serving(fleet) == {host: release for host in fleet.hosts}
+
+
 @pytest.mark.parametrize("moment, signum, warmup", [
     ("between waves", signal.SIGINT, "4.3"),
     ("in a wave", signal.SIGINT, "4.4"),

@@ -32,6 +32,7 @@ rollout_waves = None              # group names in order; None: canary, wave1, w
 router_url = None                 # sglang-router to drain hosts through, e.g. "http://router:30080"
 gate_warmup_s = 1800              # /health budget after a restart: model load + CUDA graphs take minutes
 gate_min_spec_accept_length = None  # e.g. 2.0: fail the gate below this sglang:spec_accept_length
+gate_answer_timeout_s = None      # controller's wait for a host's switch; None: 4 warm-ups + 600 s
 gate_generate_prompt = "The capital of France is"  # the gate's real generation request
 standin_warmup_s = 10.0           # stand-in only: seconds /health answers 503 after start
 

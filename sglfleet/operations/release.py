@@ -15,6 +15,7 @@ import shlex
 from dataclasses import dataclass
 from io import StringIO
 
+import gevent
 from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, FunctionCommand, StringCommand, operation
 
@@ -120,6 +121,8 @@ class WaveStep:
     + gate_args: arguments for ``sglfleet-release`` (warm-up budget, prompt, thresholds)
     + router_url: the sglang-router in front of the fleet, if any
     + worker_url: this host's URL as the router knows it
+    + timeout_s: how long the controller waits for the host's answer before it
+      reports the host lost (a link that never comes back); None waits forever
     """
 
     wave: str
@@ -128,6 +131,7 @@ class WaveStep:
     gate_args: tuple[str, ...]
     router_url: str | None = None
     worker_url: str | None = None
+    timeout_s: float | None = None
 
 
 @operation(is_idempotent=False)
@@ -230,7 +234,11 @@ def _switch_in_wave(state, host, step: WaveStep, command: StringCommand):
     lost = (f"lost the connection during the switch; if {host.name} is up it finishes the "
             f"switch, gate and any rollback on its own: check it, then run again")
     try:
-        connected, output = host.run_shell_command(command)
+        # Around the whole call: a link cut before the channel opens blocks in paramiko too.
+        with gevent.Timeout(step.timeout_s, TimeoutError):
+            connected, output = host.run_shell_command(command)
+    except TimeoutError:  # a link that never came back
+        return _log_error(state, host, f"{lost} (no answer within {step.timeout_s:g} s)")
     except Exception as error:  # the session died under paramiko (power cut, reset link)
         return _log_error(state, host, f"{lost} ({type(error).__name__}: {error})")
     lines = output.stderr_lines
