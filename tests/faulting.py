@@ -103,6 +103,11 @@ def wait_serving(fleet, host: str, timeout: float = 60) -> str:
         time.sleep(0.5)
 
 
+SWITCH = re.compile(r"will switch \w+ -> (\w+) and gate")
+
+
 def new_release(output: str) -> str:
     """The release id this run rolls out, from its canary line."""
-    return re.search(r"will switch \w+ -> (\w+) and gate", output).group(1)
+    found = SWITCH.search(output)
+    assert found, f"the run switched no host:\n{output[-3000:]}"
+    return found.group(1)

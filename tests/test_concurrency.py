@@ -11,7 +11,7 @@ import time
 import pytest
 
 from deploying import deploy, host_state
-from faulting import Run, new_release, serving, wait_unlocked
+from faulting import SWITCH, Run, serving, wait_unlocked
 from sglfleet import FILES
 from sglfleet.stacks import load_stack, lock_path
 
@@ -64,10 +64,12 @@ def test_two_converges_at_once_wait_for_each_other(converged, tmp_path):
     finally:
         first.stop()
         second.stop()
-    release = new_release(done[0].stdout)
-
     for run in done:
         assert run.returncode == 0, run.stdout[-3000:]
+    # Whichever run took the canary's lock first switched it; the other found it serving.
+    switched = {found for run in done for found in SWITCH.findall(run.stdout)}
+    assert len(switched) == 1, switched
+    release = switched.pop()
     assert serving(fleet) == {host: release for host in fleet.hosts}
     # One restart per host, and in wave order: neither run switched a later wave
     # before the earlier one passed, nor switched a host the other was gating.
