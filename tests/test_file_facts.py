@@ -1,9 +1,11 @@
-"""FileBytesUnlessKnown: its command run by a real shell on real files, its output parsed."""
+"""File facts: their commands run by a real shell on real files, their output parsed."""
 
 import hashlib
+import os
 import subprocess
+import time
 
-from sglfleet.facts.files import FileBytesUnlessKnown
+from sglfleet.facts.files import FileBytesUnlessKnown, FileDigests
 
 DATA = b"import logging\r\nno final newline"
 
@@ -27,3 +29,27 @@ def test_an_unknown_file_returns_its_exact_bytes_and_a_missing_one_none(tmp_path
     assert fact(path, ["0" * 64]) == DATA
     assert fact(path, []) == DATA
     assert fact(tmp_path / "missing.py", [hashlib.sha256(DATA).hexdigest()]) is None
+
+
+def test_digests_name_the_temporaries_killed_runs_left_over_an_hour_ago(tmp_path):
+    unit = tmp_path / "sglang.service"
+    unit.write_text("[Unit]\n")
+    killed = tmp_path / ".sglang.service.sglfleet-deadbeef"
+    running = tmp_path / ".sglang.service.sglfleet-0badf00d"  # a run writing it now
+    other = tmp_path / ".other.service.sglfleet-deadbeef"  # not a file we asked about
+    for path in (killed, running, other):
+        path.write_text("partial")
+    for path in (killed, other):
+        os.utime(path, (time.time() - 2 * 3600,) * 2)
+
+    paths = [str(unit), str(tmp_path / "missing" / "sglang.env")]
+    command = FileDigests().command(paths=paths)
+    output = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True).stdout
+    found = FileDigests().process(output.splitlines())
+
+    assert found["files"] == {
+        str(unit): {"sha256": hashlib.sha256(b"[Unit]\n").hexdigest(), "mode": f"{unit.stat().st_mode & 0o777:o}",
+                    "owner": "root", "group": "root"},
+        paths[1]: None,
+    }
+    assert found["leftovers"] == [str(killed)]

@@ -78,3 +78,24 @@ def test_hosts_serve_from_the_current_release(converged_twice, hosts):
         process = host.process.get(user="sglang", comm="python")
         assert process.args.startswith(f"{stack.venv}/bin/python "), (name, process.args)
         assert host.run("/opt/sglfleet/bin/sglfleet-release --wait-lock 0 gate").rc == 0, name
+
+
+def test_a_converge_removes_only_the_temporaries_killed_runs_left(converged_twice):
+    fleet = converged_twice[0]
+    killed = ["/etc/sglfleet/.sglang.env.sglfleet-deadbeef", f"/etc/systemd/system/.{UNIT}.sglfleet-deadbeef"]
+    running = "/etc/sglfleet/.sglang.env.sglfleet-0badf00d"  # a concurrent run's, being written
+    fleet.exec("node2", f"for f in {' '.join(killed)} {running}; do install -m 600 /dev/null $f; done;"
+                        f" touch -d '2 hours ago' {' '.join(killed)}")
+    before = unit_run(fleet, "node2")
+
+    done = deploy()
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert f"[node2] Will remove 1 temporary files left by killed runs: {killed[0]}" in done.stdout
+    assert f"[node2] Will remove 1 temporary files left by killed runs: {killed[1]}" in done.stdout
+    left = fleet.exec("node2", f"ls {' '.join(killed)} {running} 2>/dev/null || true").stdout.split()
+    assert left == [running]
+    assert unit_run(fleet, "node2") == before  # nothing that serves changed
+
+    fleet.exec("node2", f"rm {running}")
+    again = deploy()
+    assert results(again.stdout)["no_change"] == results(again.stdout)["hosts"], again.stdout[-3000:]

@@ -9,6 +9,8 @@ import shlex
 from pyinfra.api import FactBase, FactProcessError
 from pyinfra.api.command import QuoteString, make_formatted_string_command
 
+from sglfleet.operations import stale_temporaries_command
+
 PRESENT = "sglfleet-file-present"
 ABSENT = "sglfleet-file-absent"
 
@@ -50,38 +52,45 @@ class FileBytes(FactBase):
 
 class FileDigests(FactBase):
     """
-    Returns the sha256, octal mode and owner of several files in one round trip;
-    a missing file maps to ``None``.
+    Returns the sha256, octal mode and owner of several files in one round trip
+    (a missing file maps to ``None``), and the temporaries of those files that
+    killed runs left behind over an hour ago.
 
     .. code:: python
 
-        {"/etc/systemd/system/sglang.service": {"sha256": "9f86d0...", "mode": "644",
-                                                "owner": "root", "group": "root"},
-         "/opt/sglfleet/bin/sglfleet-release": None}
+        {"files": {"/etc/systemd/system/sglang.service": {"sha256": "9f86d0...", "mode": "644",
+                                                          "owner": "root", "group": "root"},
+                   "/opt/sglfleet/bin/sglfleet-release": None},
+         "leftovers": ["/etc/systemd/system/.sglang.service.sglfleet-3f2a9c1d"]}
 
     **Example:**
 
     .. code:: python
 
-        digests = host.get_fact(FileDigests, paths=["/etc/a", "/etc/b"])
+        digests = host.get_fact(FileDigests, paths=["/etc/a", "/etc/b"])["files"]
     """
 
     def command(self, paths):
         quoted = " ".join(shlex.quote(path) for path in paths)
+        leftovers = "; ".join(stale_temporaries_command(path) for path in paths)
         return (
             f"for f in {quoted}; do if test -f \"$f\"; then "
             "printf '%s %s ' \"$(stat -c '%a %U %G' \"$f\")\" \"$(sha256sum < \"$f\" | cut -d' ' -f1)\"; "
-            "else printf 'absent - - - '; fi; printf '%s\\n' \"$f\"; done"
+            "else printf 'absent - - - '; fi; printf '%s\\n' \"$f\"; done; "
+            f"{{ {leftovers}; }} | sed 's/^/leftover - - - /'"
         )
 
     def process(self, output):
-        digests = {}
+        files, leftovers = {}, []
         for line in output:
             mode, owner, group, sha256, path = line.split(" ", 4)
-            digests[path] = None if mode == "absent" else {
+            if mode == "leftover":
+                leftovers.append(path)
+                continue
+            files[path] = None if mode == "absent" else {
                 "sha256": sha256, "mode": mode, "owner": owner, "group": group,
             }
-        return digests
+        return {"files": files, "leftovers": sorted(leftovers)}
 
 
 KNOWN = "sglfleet-file-known"

@@ -4,7 +4,8 @@ Put many small files in place with one round trip to check them all.
 pyinfra's ``files.put`` asks two facts per file; a converge that ships the unit,
 the host tool and the stand-in would spend a dozen round trips finding that
 nothing changed. Here one fact digests every file, and only files that differ
-are uploaded, each to a temporary name and renamed into place.
+are uploaded, each to a temporary name and renamed into place. The same fact
+finds the temporaries that killed runs left, and they are removed.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, StringCommand, operation
 
 from sglfleet.facts.files import FileBytes, FileDigests
-from sglfleet.operations import RUN_TOKEN
+from sglfleet.operations import temporary_beside
 
 
 @operation()
@@ -38,7 +39,8 @@ def in_place(files: dict[str, tuple[bytes, str]], owner: str = "root", group: st
             files={"/opt/sglfleet/bin/sglfleet-release": (tool_bytes, "755")},
         )
     """
-    digests = host.get_fact(FileDigests, paths=sorted(files))
+    found = host.get_fact(FileDigests, paths=sorted(files))
+    digests = found["files"]
     stale = [
         path for path, (content, mode) in sorted(files.items())
         if digests.get(path) != {
@@ -46,20 +48,32 @@ def in_place(files: dict[str, tuple[bytes, str]], owner: str = "root", group: st
             "owner": owner, "group": group,
         }
     ]
-    if not stale:
+    if not stale and not found["leftovers"]:
         host.noop(f"{len(files)} files already in place")
         return
+
+    yield from removed_leftovers(found["leftovers"])
 
     for path in stale:
         content, mode = files[path]
         if state.config.DIFF and not state.is_executing:
             _log_diff(path, digests.get(path), content)
-        directory = posixpath.dirname(path)
-        temporary = posixpath.join(directory, f".{posixpath.basename(path)}.sglfleet-{RUN_TOKEN}")
-        yield StringCommand("mkdir", "-p", directory)
+        temporary = temporary_beside(path)
+        yield StringCommand("mkdir", "-p", posixpath.dirname(path))
         yield FileUploadCommand(BytesIO(content), temporary)
         yield StringCommand("chmod", mode, temporary, "&&", "chown", f"{owner}:{group}", temporary)
         yield StringCommand("mv", "-f", temporary, path)
+
+
+def removed_leftovers(leftovers: list[str]):
+    """Commands that remove temporaries killed runs left (``FileDigests``'s ``leftovers``)."""
+    if not leftovers:
+        return
+    # Bodies run twice unless -y (to plan, then to execute): say it once.
+    if not state.is_executing or not state.should_check_for_changes():
+        host.log(f"Will remove {len(leftovers)} temporary files left by killed runs: "
+                 f"{', '.join(leftovers)}", logger.info)
+    yield StringCommand("rm", "-f", "--", *leftovers)
 
 
 def _log_diff(path: str, digest: dict | None, content: bytes) -> None:

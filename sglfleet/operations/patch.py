@@ -9,7 +9,6 @@ replace it with one rename.
 from __future__ import annotations
 
 import hashlib
-import posixpath
 import shlex
 from io import BytesIO
 
@@ -17,7 +16,7 @@ from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, FunctionCommand, StringCommand, operation
 
 from sglfleet.facts.files import FileBytesUnlessKnown
-from sglfleet.operations import RUN_TOKEN
+from sglfleet.operations import temporary_beside
 from sglfleet.patcher import PatchRefused, apply, load_patch, unified_diff
 
 
@@ -75,9 +74,8 @@ def eagle3_methods(path: str, patch_path: str | None = None, done_digests: list[
             logger.info("    %s", line)
         logger.info("")
 
-    directory, name = posixpath.split(path)
     # This run's own temporary file: a concurrent run never renames a half-written one.
-    temporary = posixpath.join(directory, f".{name}.sglfleet-{RUN_TOKEN}")
+    temporary = temporary_beside(path)
     yield FileUploadCommand(BytesIO(new), temporary)
     check = f"{hashlib.sha256(source).hexdigest()}  {path}"
     done = f"{hashlib.sha256(new).hexdigest()}  {path}"

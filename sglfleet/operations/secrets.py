@@ -16,7 +16,8 @@ from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, StringCommand, operation
 
 from sglfleet.facts.files import FileDigests
-from sglfleet.operations import RUN_TOKEN
+from sglfleet.operations import temporary_beside
+from sglfleet.operations.files import removed_leftovers
 
 
 @operation()
@@ -39,12 +40,19 @@ def secret_file(path: str, content: str, redacted: str):
             redacted="HF_TOKEN=<redacted>\\n",
         )
     """
-    digest = host.get_fact(FileDigests, paths=[path])[path]
+    found = host.get_fact(FileDigests, paths=[path])
+    digest = found["files"][path]
     wanted = hashlib.sha256(content.encode()).hexdigest()
-    if digest and (digest["sha256"], digest["mode"], digest["owner"], digest["group"]) == (
-        wanted, "600", "root", "root",
-    ):
+    up_to_date = digest is not None and (
+        digest["sha256"], digest["mode"], digest["owner"], digest["group"]
+    ) == (wanted, "600", "root", "root")
+    if up_to_date and not found["leftovers"]:
         host.noop(f"{path} is up to date")
+        return
+
+    # A killed run's temporary holds the secrets too (root-only, but one copy too many).
+    yield from removed_leftovers(found["leftovers"])
+    if up_to_date:
         return
 
     if state.config.DIFF and not state.is_executing:
@@ -53,7 +61,7 @@ def secret_file(path: str, content: str, redacted: str):
         for line in redacted.splitlines():
             logger.info("    + %s", line)
 
-    temporary = posixpath.join(posixpath.dirname(path), f".{posixpath.basename(path)}.{RUN_TOKEN}")
+    temporary = temporary_beside(path)
     # Create the file 0600 before a byte of the secret reaches it.
     yield StringCommand("mkdir", "-p", posixpath.dirname(path))
     yield StringCommand("install", "-m", "600", "-o", "root", "-g", "root", "/dev/null", temporary)
