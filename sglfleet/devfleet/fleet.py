@@ -1,32 +1,16 @@
 """
-The local fleet: real Debian hosts on this machine, booted with systemd-nspawn.
+The fleet: its hosts booted, reached, faulted and stopped, as ``fleet.json`` records them.
 
-Each host is its own systemd as PID 1 on a copy-on-write root (overlayfs over
-one cached debootstrap rootfs), its own network namespace with a veth link on a
-bridge, its own address and its own sshd with a per-host key recorded in a
-known_hosts file, so pyinfra runs against it over real SSH with strict host-key
-checking. State lives in ``.fleet/`` (``fleet.json``); every process is stopped
-through the pids recorded there, never a name pattern.
-
-**Example:**
-
-.. code:: python
-
-    fleet = Fleet()
-    fleet.up(3)
-    print(fleet.exec("node1", "systemctl is-system-running").stdout)
-    fleet.down()
+Every process is stopped through the pids recorded there, never a name pattern.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import fcntl
 import ipaddress
 import json
 import os
-import re
 import shlex
 import shutil
 import signal
@@ -38,211 +22,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sglfleet import PROJECT_ROOT
+from sglfleet.devfleet.errors import DevFleetError
+from sglfleet.devfleet.network import (
+    BRIDGE, PREFIX, SUBNET, delete_link, ensure_bridge, set_host_link, veth_of,
+)
+from sglfleet.devfleet.processes import (
+    _alive, _cgroups, _leader_of, _locked, _proc_start_time, _remove_tree, _run,
+)
+from sglfleet.devfleet.rootfs import ROOTFS, build_rootfs
+from sglfleet.devfleet.ssh import keygen, write_ssh_files
 
-CACHE = Path(os.environ.get("SGLFLEET_CACHE", PROJECT_ROOT / ".cache"))
-ROOTFS = CACHE / "rootfs"
 FLEET_DIR = Path(os.environ.get("SGLFLEET_FLEET_DIR", PROJECT_ROOT / ".fleet"))
 INVENTORY = PROJECT_ROOT / "inventory" / "dev.py"
-
-SUITE = "bookworm"
-# systemd-sysv gives /sbin/init; util-linux (flock) is Essential, so always in;
-# systemd ships systemd-analyze in bookworm; iputils-ping for link checks.
-PACKAGES = [
-    "systemd", "systemd-sysv", "dbus", "openssh-server", "python3",
-    "python3-venv", "iproute2", "procps", "iputils-ping",
-]
-# A private /24 unlikely to clash with anything; override when it does.
-SUBNET = os.environ.get("SGLFLEET_DEVFLEET_SUBNET", "10.213.47.0/24")
-BRIDGE = os.environ.get("SGLFLEET_DEVFLEET_BRIDGE", "sglfleet0")
-# Prepended to nspawn machine names, so a second fleet's links (vb-<machine>) differ.
-PREFIX = os.environ.get("SGLFLEET_DEVFLEET_PREFIX", "")
 BOOT_TIMEOUT = 120.0
 FAULT_FILE = "/etc/sglfleet/standin-fault"
 FAULT_MODES = ("crash", "hang", "unready", "slow")
-
-SSHD_CONFIG = """\
-# sglfleet local fleet: root by key only, one per-host ed25519 host key.
-HostKey /etc/ssh/ssh_host_ed25519_key
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UseDNS no
-"""
-
-
-class DevFleetError(Exception):
-    """A local-fleet failure, worded as one line that says what to do."""
-
-
-# --- small helpers -----------------------------------------------------------
-
-
-def _run(argv, check=True, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, check=check, text=True, capture_output=True, **kwargs)
-
-
-def _proc_start_time(pid: int) -> str | None:
-    """The kernel start time of ``pid`` (field 22 of stat): tells a reused pid apart."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
-def _alive(pid: int | None, start: str | None) -> bool:
-    """``pid`` is still the process we started, and not a zombie waiting to be reaped."""
-    if not pid or start is None or _proc_start_time(pid) != start:
-        return False
-    with contextlib.suppress(OSError):
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    return False
-
-
-def _mounts_under(path: Path) -> list[str]:
-    """Mount points at or below ``path``, deepest first."""
-    prefix = str(path)
-    found = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        point = line.split()[4].replace("\\040", " ")
-        if point == prefix or point.startswith(prefix + "/"):
-            found.append(point)
-    return sorted(found, key=len, reverse=True)
-
-
-def _unmount_all(path: Path) -> None:
-    for point in _mounts_under(path):
-        if _run(["umount", point], check=False).returncode != 0:
-            _run(["umount", "-l", point], check=False)
-
-
-def _remove_tree(path: Path) -> None:
-    """rmtree, but never through a mount point (a leftover /proc bind, an overlay)."""
-    if not path.exists():
-        return
-    _unmount_all(path)
-    if _mounts_under(path):
-        raise DevFleetError(f"{path}: still has mounts below it; unmount them, then run down again")
-    shutil.rmtree(path)
-
-
-@contextlib.contextmanager
-def _locked(path: Path):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def apt_mirror(etc_apt: Path = Path("/etc/apt")) -> str:
-    """
-    The Debian mirror this machine's own apt sources use for the main suite.
-
-    + etc_apt: apt's configuration folder (deb822 ``*.sources`` and one-line ``*.list``)
-
-    **Example:**
-
-    .. code:: python
-
-        apt_mirror()  # "http://deb.debian.org/debian"
-    """
-    candidates = []
-    sources = etc_apt / "sources.list.d"
-    for path in sorted(sources.glob("*.sources")) if sources.is_dir() else []:
-        for stanza in path.read_text().split("\n\n"):
-            fields = dict(
-                line.split(":", 1) for line in stanza.splitlines()
-                if ":" in line and not line.startswith("#") and not line.startswith(" ")
-            )
-            if fields.get("Enabled", "yes").strip() == "no":
-                continue
-            suites = fields.get("Suites", "").split()
-            if "deb" in fields.get("Types", "").split() and SUITE in suites:
-                candidates.extend(fields.get("URIs", "").split())
-    for path in [etc_apt / "sources.list", *sorted(sources.glob("*.list"))]:
-        if not path.is_file():
-            continue
-        for line in path.read_text().splitlines():
-            words = re.sub(r"\[[^]]*\]", "", line).split()
-            if len(words) >= 3 and words[0] == "deb" and words[2] == SUITE:
-                candidates.append(words[1])
-    if not candidates:
-        raise DevFleetError(
-            f"no apt source for Debian {SUITE} in {etc_apt}/sources.list(.d); add one "
-            f"(e.g. URIs: http://deb.debian.org/debian) so the rootfs can be built"
-        )
-    return candidates[0]
-
-
-# --- the root filesystem -----------------------------------------------------
-
-
-def build_rootfs(rootfs: Path = ROOTFS, log=print) -> Path:
-    """
-    Build the cached host rootfs once with debootstrap; reuse it afterwards.
-
-    + rootfs: where the finished tree lives; it is built beside it and renamed
-      into place only when complete, so a half-built tree is never used.
-
-    **Example:**
-
-    .. code:: python
-
-        build_rootfs()  # about a minute the first time, instant after
-    """
-    if (rootfs / ".sglfleet-rootfs.json").is_file():
-        return rootfs
-    with _locked(rootfs.parent / "rootfs.lock"):
-        if (rootfs / ".sglfleet-rootfs.json").is_file():
-            return rootfs
-        if not shutil.which("debootstrap"):
-            raise DevFleetError("building the rootfs needs debootstrap: apt-get install debootstrap")
-        mirror = apt_mirror()
-        tmp = rootfs.with_name(rootfs.name + ".tmp")
-        _remove_tree(tmp)
-        _remove_tree(rootfs)  # an incomplete tree without its marker
-        log(f"building rootfs: debootstrap --variant=minbase {SUITE} from {mirror}")
-        started = time.monotonic()
-        result = _run([
-            "debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}",
-            SUITE, str(tmp), mirror,
-        ], check=False)
-        if result.returncode != 0:
-            _unmount_all(tmp)
-            tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])
-            raise DevFleetError(f"debootstrap of {SUITE} from {mirror} failed:\n{tail}")
-        _configure_rootfs(tmp)
-        (tmp / ".sglfleet-rootfs.json").write_text(json.dumps({
-            "suite": SUITE, "mirror": mirror, "packages": PACKAGES,
-            "built_s": round(time.monotonic() - started, 1),
-        }, indent=2) + "\n")
-        os.rename(tmp, rootfs)
-        log(f"rootfs ready in {time.monotonic() - started:.0f}s: {rootfs}")
-    return rootfs
-
-
-def _configure_rootfs(root: Path) -> None:
-    """What every host shares: sshd by key only, networkd, no per-host identity."""
-    (root / "etc/ssh/sshd_config.d").mkdir(parents=True, exist_ok=True)
-    (root / "etc/ssh/sshd_config.d/sglfleet.conf").write_text(SSHD_CONFIG)
-    # Host keys and machine-id are per host (written into each overlay), never shared.
-    for key in (root / "etc/ssh").glob("ssh_host_*"):
-        key.unlink()
-    for name in ("etc/machine-id", "var/lib/dbus/machine-id", "etc/hostname"):
-        with contextlib.suppress(FileNotFoundError):
-            (root / name).unlink()
-    _run(["chroot", str(root), "systemctl", "enable", "ssh.service", "systemd-networkd.service"])
-    # apt's timers would wake every host at once on a 2-core machine for nothing.
-    _run(["chroot", str(root), "systemctl", "mask", "apt-daily.timer", "apt-daily-upgrade.timer"])
-    (root / "etc/default/locale").write_text("LANG=C.UTF-8\n")  # pam_env warns at each login without it
-    for deb in (root / "var/cache/apt/archives").glob("*.deb"):
-        deb.unlink()
-
-
-# --- the fleet ---------------------------------------------------------------
 
 
 @dataclass
@@ -415,8 +209,7 @@ class Fleet:
         record = self._host(host)
         if not _alive(record.get("leader_pid"), record.get("leader_start")):
             raise DevFleetError(f"{host}: not running; run: sglfleet devfleet up")
-        _run(["nsenter", "-t", str(record["leader_pid"]), "-n",
-              "ip", "link", "set", "host0", updown])
+        set_host_link(record["leader_pid"], updown)
 
     # status
 
@@ -498,11 +291,11 @@ class Fleet:
             return changes
 
         build_rootfs(self.rootfs, log=self.log)
-        self._network(state)
+        ensure_bridge(state, self.bridge, self.subnet, self._save)
         self._client_key(state)
         for name in to_start:
             state["hosts"][name] = self._prepare_host(name, state)
-        self._write_ssh_files(state)
+        write_ssh_files(state["hosts"], self.ssh_key, self.known_hosts, self.ssh_config)
         self._save(state)
 
         # Boot in parallel; each thread records its pids in fleet.json as soon as known.
@@ -522,7 +315,7 @@ class Fleet:
             for name in to_start:
                 self._stop(state["hosts"][name])
                 self._clean_host(state["hosts"].pop(name))
-            self._write_ssh_files(state)
+            write_ssh_files(state["hosts"], self.ssh_key, self.known_hosts, self.ssh_config)
             self._save(state)
             if not state["hosts"]:
                 self._teardown_fleet(state)
@@ -531,47 +324,10 @@ class Fleet:
         changes["started"] = to_start
         return changes
 
-    def _network(self, state: dict) -> None:
-        """The bridge with the fleet's gateway address; refuse a subnet or name in use."""
-        net = ipaddress.ip_network(self.subnet)
-        gateway = f"{net[1]}/{net.prefixlen}"
-        links = {link["ifname"]: link for link in json.loads(_run(["ip", "-j", "addr"]).stdout)}
-        for ifname, link in links.items():
-            if ifname == self.bridge:
-                continue
-            for addr in link.get("addr_info", []):
-                if addr.get("family") != "inet":
-                    continue
-                theirs = ipaddress.ip_network(f"{addr['local']}/{addr['prefixlen']}", strict=False)
-                if theirs.overlaps(net):
-                    raise DevFleetError(
-                        f"subnet {net} is taken by {ifname} ({addr['local']}/{addr['prefixlen']}); "
-                        f"set SGLFLEET_DEVFLEET_SUBNET to a free private /24")
-        for route in json.loads(_run(["ip", "-j", "-4", "route"]).stdout):
-            dst = route.get("dst", "")
-            if dst in ("default", "") or route.get("dev") == self.bridge:
-                continue
-            if ipaddress.ip_network(dst, strict=False).overlaps(net):
-                raise DevFleetError(f"subnet {net} overlaps route {dst} via {route.get('dev')}; "
-                                    f"set SGLFLEET_DEVFLEET_SUBNET to a free private /24")
-        if self.bridge in links:
-            if not state.get("bridge_created"):
-                raise DevFleetError(f"link {self.bridge} exists and is not this fleet's; remove it "
-                                    f"(ip link del {self.bridge}) or set SGLFLEET_DEVFLEET_BRIDGE")
-        else:
-            _run(["ip", "link", "add", self.bridge, "type", "bridge"])
-            state["bridge_created"] = True
-            self._save(state)
-        if not any(a.get("local") == str(net[1]) for a in links.get(self.bridge, {}).get("addr_info", [])):
-            _run(["ip", "addr", "replace", gateway, "dev", self.bridge])
-        _run(["ip", "link", "set", self.bridge, "up"])
-        state.update(bridge=self.bridge, subnet=str(net), gateway=str(net[1]))
-
     def _client_key(self, state: dict) -> None:
         if not self.ssh_key.is_file():
             self.state_dir.mkdir(parents=True, exist_ok=True)
-            _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "sglfleet-devfleet",
-                  "-f", str(self.ssh_key)])
+            keygen(self.ssh_key, "sglfleet-devfleet")
         state.update(ssh_key=str(self.ssh_key), known_hosts=str(self.known_hosts),
                      ssh_config=str(self.ssh_config), inventory=str(self.inventory))
 
@@ -580,7 +336,7 @@ class Fleet:
         net = ipaddress.ip_network(self.subnet)
         address = str(net[10 + int(name[4:])])
         machine = f"{self.prefix}{name}"
-        veth = f"vb-{machine}"[:15]
+        veth = veth_of(machine)
         if veth in {link["ifname"] for link in json.loads(_run(["ip", "-j", "link"]).stdout)}:
             raise DevFleetError(f"{name}: link {veth} already exists and is not this fleet's; "
                                 f"remove it (ip link del {veth})")
@@ -599,7 +355,7 @@ class Fleet:
         ))
         (etc / "machine-id").write_text(uuid.uuid4().hex + "\n")
         key = etc / "ssh/ssh_host_ed25519_key"
-        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{name}", "-f", str(key)])
+        keygen(key, f"root@{name}")
         shutil.copy(self.ssh_key.with_suffix(".pub"), upper / "root/.ssh/authorized_keys")
         (upper / "root/.ssh/authorized_keys").chmod(0o600)
         # Overrides the container default (DHCP on host0) with a fixed address.
@@ -612,19 +368,6 @@ class Fleet:
             "console_log": str(home / "console.log"),
             "nspawn_pid": None, "nspawn_start": None, "leader_pid": None, "leader_start": None,
         }
-
-    def _write_ssh_files(self, state: dict) -> None:
-        lines, config = [], []
-        for name in sorted(state["hosts"], key=lambda h: int(h[4:])):
-            record = state["hosts"][name]
-            lines.append(f"{record['address']} {' '.join(record['host_key'])}\n")
-            config.append(
-                f"Host {name}\n  HostName {record['address']}\n  User root\n"
-                f"  IdentityFile {self.ssh_key}\n  IdentitiesOnly yes\n  BatchMode yes\n"
-                f"  UserKnownHostsFile {self.known_hosts}\n  StrictHostKeyChecking yes\n"
-                f"  LogLevel ERROR\n\n")
-        self.known_hosts.write_text("".join(lines))
-        self.ssh_config.write_text("".join(config))
 
     def _boot(self, state: dict, name: str, boot_timeout: float) -> None:
         record = state["hosts"][name]
@@ -752,9 +495,7 @@ class Fleet:
             for sub in sorted(path.glob("**/"), key=lambda p: len(str(p)), reverse=True):
                 with contextlib.suppress(OSError):
                     sub.rmdir()
-        veth = f"vb-{record['machine']}"[:15]
-        if _run(["ip", "link", "show", veth], check=False).returncode == 0:
-            _run(["ip", "link", "del", veth], check=False)
+        delete_link(veth_of(record["machine"]))
         _remove_tree(Path(record["home"]))
 
     def _teardown_fleet(self, state: dict) -> None:
@@ -762,74 +503,9 @@ class Fleet:
             with contextlib.suppress(OSError):
                 path.rmdir()
         bridge = state.get("bridge", self.bridge)  # the one up created, whatever asks now
-        if state.get("bridge_created") and _run(["ip", "link", "show", bridge],
-                                                check=False).returncode == 0:
-            _run(["ip", "link", "del", bridge], check=False)
+        if state.get("bridge_created"):
+            delete_link(bridge)
         for path in (self.state_file, self.known_hosts, self.ssh_config, self.ssh_key,
                      self.ssh_key.with_suffix(".pub")):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
-
-
-def _cgroups(machine: str, create: bool = False) -> list[Path]:
-    """The host's own cgroup in each hierarchy systemd uses (cgroup2, name=systemd)."""
-    found = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        left, _, right = line.partition(" - ")
-        fstype, _, options = right.split()[:3]
-        if fstype == "cgroup2" or (fstype == "cgroup" and "name=systemd" in options.split(",")):
-            path = Path(left.split()[4]) / "sglfleet" / machine
-            if create:
-                path.mkdir(parents=True, exist_ok=True)
-            if path.is_dir():
-                found.append(path)
-    return found
-
-
-def _leader_of(nspawn_pid: int) -> int | None:
-    """The container's init: PID 1 of its own pid namespace, forked by nspawn."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            status = (entry / "status").read_text()
-        except OSError:
-            continue
-        fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
-        nspid = fields.get("NSpid", "").split()
-        if fields.get("PPid", "").strip() == str(nspawn_pid) and len(nspid) > 1 and nspid[-1] == "1":
-            return int(entry.name)
-    return None
-
-
-def idle_memory(fleet: Fleet, host: str) -> dict:
-    """
-    Memory of one host: summed PSS and RSS of every process in its pid namespace.
-
-    **Example:**
-
-    .. code:: python
-
-        idle_memory(Fleet(), "node1")["pss_mb"]
-    """
-    record = fleet._host(host)
-    leader = record["leader_pid"]
-    target = os.readlink(f"/proc/{leader}/ns/pid")
-    pss = rss = count = 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if os.readlink(entry / "ns/pid") != target:
-                continue
-            rollup = (entry / "smaps_rollup").read_text()
-        except OSError:
-            continue
-        values = {line.split(":")[0]: int(line.split()[1]) for line in rollup.splitlines()[1:]}
-        pss += values.get("Pss", 0)
-        rss += values.get("Rss", 0)
-        count += 1
-    return {"processes": count, "pss_mb": round(pss / 1024, 1), "rss_mb": round(rss / 1024, 1)}
-
-
-__all__ = ["Fleet", "DevFleetError", "build_rootfs", "apt_mirror", "idle_memory"]

@@ -1,0 +1,142 @@
+"""
+The root filesystem every host boots from: one debootstrap of Debian, cached.
+
+Each host mounts it read-only as the lower layer of its own overlay, so what is
+here is shared by all hosts and must hold nothing per host (keys, machine-id).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+from sglfleet import PROJECT_ROOT
+from sglfleet.devfleet.errors import DevFleetError
+from sglfleet.devfleet.processes import _locked, _remove_tree, _run, _unmount_all
+
+CACHE = Path(os.environ.get("SGLFLEET_CACHE", PROJECT_ROOT / ".cache"))
+ROOTFS = CACHE / "rootfs"
+
+SUITE = "bookworm"
+# systemd-sysv gives /sbin/init; util-linux (flock) is Essential, so always in;
+# systemd ships systemd-analyze in bookworm; iputils-ping for link checks.
+PACKAGES = [
+    "systemd", "systemd-sysv", "dbus", "openssh-server", "python3",
+    "python3-venv", "iproute2", "procps", "iputils-ping",
+]
+
+SSHD_CONFIG = """\
+# sglfleet local fleet: root by key only, one per-host ed25519 host key.
+HostKey /etc/ssh/ssh_host_ed25519_key
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UseDNS no
+"""
+
+
+def apt_mirror(etc_apt: Path = Path("/etc/apt")) -> str:
+    """
+    The Debian mirror this machine's own apt sources use for the main suite.
+
+    + etc_apt: apt's configuration folder (deb822 ``*.sources`` and one-line ``*.list``)
+
+    **Example:**
+
+    .. code:: python
+
+        apt_mirror()  # "http://deb.debian.org/debian"
+    """
+    candidates = []
+    sources = etc_apt / "sources.list.d"
+    for path in sorted(sources.glob("*.sources")) if sources.is_dir() else []:
+        for stanza in path.read_text().split("\n\n"):
+            fields = dict(
+                line.split(":", 1) for line in stanza.splitlines()
+                if ":" in line and not line.startswith("#") and not line.startswith(" ")
+            )
+            if fields.get("Enabled", "yes").strip() == "no":
+                continue
+            suites = fields.get("Suites", "").split()
+            if "deb" in fields.get("Types", "").split() and SUITE in suites:
+                candidates.extend(fields.get("URIs", "").split())
+    for path in [etc_apt / "sources.list", *sorted(sources.glob("*.list"))]:
+        if not path.is_file():
+            continue
+        for line in path.read_text().splitlines():
+            words = re.sub(r"\[[^]]*\]", "", line).split()
+            if len(words) >= 3 and words[0] == "deb" and words[2] == SUITE:
+                candidates.append(words[1])
+    if not candidates:
+        raise DevFleetError(
+            f"no apt source for Debian {SUITE} in {etc_apt}/sources.list(.d); add one "
+            f"(e.g. URIs: http://deb.debian.org/debian) so the rootfs can be built"
+        )
+    return candidates[0]
+
+
+def build_rootfs(rootfs: Path = ROOTFS, log=print) -> Path:
+    """
+    Build the cached host rootfs once with debootstrap; reuse it afterwards.
+
+    + rootfs: where the finished tree lives; it is built beside it and renamed
+      into place only when complete, so a half-built tree is never used.
+
+    **Example:**
+
+    .. code:: python
+
+        build_rootfs()  # about a minute the first time, instant after
+    """
+    if (rootfs / ".sglfleet-rootfs.json").is_file():
+        return rootfs
+    with _locked(rootfs.parent / "rootfs.lock"):
+        if (rootfs / ".sglfleet-rootfs.json").is_file():
+            return rootfs
+        if not shutil.which("debootstrap"):
+            raise DevFleetError("building the rootfs needs debootstrap: apt-get install debootstrap")
+        mirror = apt_mirror()
+        tmp = rootfs.with_name(rootfs.name + ".tmp")
+        _remove_tree(tmp)
+        _remove_tree(rootfs)  # an incomplete tree without its marker
+        log(f"building rootfs: debootstrap --variant=minbase {SUITE} from {mirror}")
+        started = time.monotonic()
+        result = _run([
+            "debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}",
+            SUITE, str(tmp), mirror,
+        ], check=False)
+        if result.returncode != 0:
+            _unmount_all(tmp)
+            tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])
+            raise DevFleetError(f"debootstrap of {SUITE} from {mirror} failed:\n{tail}")
+        _configure_rootfs(tmp)
+        (tmp / ".sglfleet-rootfs.json").write_text(json.dumps({
+            "suite": SUITE, "mirror": mirror, "packages": PACKAGES,
+            "built_s": round(time.monotonic() - started, 1),
+        }, indent=2) + "\n")
+        os.rename(tmp, rootfs)
+        log(f"rootfs ready in {time.monotonic() - started:.0f}s: {rootfs}")
+    return rootfs
+
+
+def _configure_rootfs(root: Path) -> None:
+    """What every host shares: sshd by key only, networkd, no per-host identity."""
+    (root / "etc/ssh/sshd_config.d").mkdir(parents=True, exist_ok=True)
+    (root / "etc/ssh/sshd_config.d/sglfleet.conf").write_text(SSHD_CONFIG)
+    # Host keys and machine-id are per host (written into each overlay), never shared.
+    for key in (root / "etc/ssh").glob("ssh_host_*"):
+        key.unlink()
+    for name in ("etc/machine-id", "var/lib/dbus/machine-id", "etc/hostname"):
+        with contextlib.suppress(FileNotFoundError):
+            (root / name).unlink()
+    _run(["chroot", str(root), "systemctl", "enable", "ssh.service", "systemd-networkd.service"])
+    # apt's timers would wake every host at once on a 2-core machine for nothing.
+    _run(["chroot", str(root), "systemctl", "mask", "apt-daily.timer", "apt-daily-upgrade.timer"])
+    (root / "etc/default/locale").write_text("LANG=C.UTF-8\n")  # pam_env warns at each login without it
+    for deb in (root / "var/cache/apt/archives").glob("*.deb"):
+        deb.unlink()
