@@ -103,8 +103,13 @@ def test_pyinfra_with_a_valid_inventory_does_connect(fleet):
     since = time.time()
     result, _ = run_pyinfra(CORPUS / "valid.py", "exec", "-y", "--", "true")
     assert result.returncode == 0, result.stdout + result.stderr
-    time.sleep(0.5)  # journald writes asynchronously
-    assert all(sshd_connections(fleet, host, since) >= 1 for host in ("node1", "node2", "node3"))
+    deadline = time.monotonic() + 10  # journald writes asynchronously
+    while True:
+        seen = {host: sshd_connections(fleet, host, since) for host in ("node1", "node2", "node3")}
+        if all(seen.values()) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert all(count >= 1 for count in seen.values()), seen
 
 
 @pytest.mark.fleet
