@@ -22,12 +22,11 @@ def _router(config):
 
 
 def _steps(config):
-    """The host's place in each wave, in order; every host gets one step per wave."""
+    """This run's waves in order, each with this host's step, or None where the host is not in it."""
     earlier: list[str] = []
     for wave in fleet_waves(inventory, [h.name for h in inventory if state.is_host_in_limit(h)]):
-        yield release.WaveStep(
+        yield None if host.name not in wave.hosts else release.WaveStep(
             wave=wave.name,
-            in_wave=host.name in wave.hosts,
             earlier_hosts=tuple(earlier),
             gate_args=tuple(_gate_args(config)),
             **_router(config),
@@ -38,17 +37,20 @@ def _steps(config):
         earlier += wave.hosts
 
 
-# Every host calls the same operations in the same order, so pyinfra runs them
-# wave by wave (one operation each); a host acts only in its own wave.
+# pyinfra orders operations by call site, then by loop position: each host's one
+# switch takes its wave's place, so waves run in order and a host waits for none
+# but its own.
 @deploy("Roll out")
 def roll_out():
     release_id = host_release(host).release_id
-    for step in _steps(host_config(host)):
-        release.activated(name=f"Wave {step.wave}: serve the staged release",
-                          release_id=release_id, step=step)
+    for step in host.loop(_steps(host_config(host))):
+        if step:
+            release.activated(name=f"Wave {step.wave}: serve the staged release",
+                              release_id=release_id, step=step)
 
 
 @deploy("Roll back")
 def roll_back():
-    for step in _steps(host_config(host)):
-        release.rolled_back(name=f"Wave {step.wave}: back to the previous release", step=step)
+    for step in host.loop(_steps(host_config(host))):
+        if step:
+            release.rolled_back(name=f"Wave {step.wave}: back to the previous release", step=step)

@@ -116,7 +116,6 @@ class WaveStep:
     Where one host stands in one wave of a rollout.
 
     + wave: the wave's name, for messages
-    + in_wave: whether this host is in it (hosts that are not do nothing)
     + earlier_hosts: hosts of the earlier waves, which must all have passed
     + gate_args: arguments for ``sglfleet-release`` (warm-up budget, prompt, thresholds)
     + router_url: the sglang-router in front of the fleet, if any
@@ -126,7 +125,6 @@ class WaveStep:
     """
 
     wave: str
-    in_wave: bool
     earlier_hosts: tuple[str, ...]
     gate_args: tuple[str, ...]
     router_url: str | None = None
@@ -154,12 +152,9 @@ def activated(release_id: str, step: WaveStep):
         activated(
             name="Switch to the new release",
             release_id="3f2a9c1d0b7e6a55",
-            step=WaveStep("wave1", True, ("node1",), ("--warmup-s", "1800")),
+            step=WaveStep("wave1", ("node1",), ("--warmup-s", "1800")),
         )
     """
-    if not step.in_wave:
-        host.noop(f"not in wave {step.wave}")
-        return
     releases = host.get_fact(ReleaseState)
     if releases["busy"]:
         # Another run (or one whose controller died) is switching or gating this
@@ -191,12 +186,9 @@ def rolled_back(step: WaveStep):
 
         rolled_back(
             name="Back to the previous release",
-            step=WaveStep("canary", True, (), ("--warmup-s", "1800")),
+            step=WaveStep("canary", (), ("--warmup-s", "1800")),
         )
     """
-    if not step.in_wave:
-        host.noop(f"not in wave {step.wave}")
-        return
     releases = host.get_fact(ReleaseState)
     if not releases["previous"]:
         yield FunctionCommand(_log_error, (f"{step.wave}: no previous release to roll back to",), {})
