@@ -9,7 +9,7 @@ import shlex
 from pyinfra.api import FactBase, FactProcessError
 from pyinfra.api.command import QuoteString, make_formatted_string_command
 
-from sglfleet.operations import stale_temporaries_command
+from sglfleet.temporaries import stale_temporaries_command
 
 PRESENT = "sglfleet-file-present"
 ABSENT = "sglfleet-file-absent"

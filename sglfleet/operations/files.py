@@ -19,7 +19,7 @@ from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, StringCommand, operation
 
 from sglfleet.facts.files import FileBytes, FileDigests
-from sglfleet.operations import temporary_beside
+from sglfleet.temporaries import temporary_beside
 
 
 @operation()

@@ -16,8 +16,8 @@ from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, FunctionCommand, StringCommand, operation
 
 from sglfleet.facts.files import FileBytesUnlessKnown
-from sglfleet.operations import temporary_beside
 from sglfleet.patcher import PatchRefused, apply, load_patch, unified_diff
+from sglfleet.temporaries import temporary_beside
 
 
 

@@ -22,7 +22,7 @@ from pyinfra.api import FileUploadCommand, FunctionCommand, StringCommand, opera
 from sglfleet import router
 from sglfleet.facts.files import FileBytes
 from sglfleet.facts.release import ROOT, ReleaseState
-from sglfleet.operations import RUN_TOKEN
+from sglfleet.temporaries import RUN_TOKEN
 
 RELEASE_TOOL = f"{ROOT}/bin/sglfleet-release"
 

@@ -16,8 +16,8 @@ from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, StringCommand, operation
 
 from sglfleet.facts.files import FileDigests
-from sglfleet.operations import temporary_beside
 from sglfleet.operations.files import removed_leftovers
+from sglfleet.temporaries import temporary_beside
 
 
 @operation()

@@ -22,8 +22,8 @@ from pyinfra.api import FileUploadCommand, OperationError, operation
 
 from sglfleet import FILES, wheelhouse
 from sglfleet.facts.stack import StackHostState, StackState, WheelhouseFiles, uv_path
-from sglfleet.operations import RUN_TOKEN
 from sglfleet.stacks import HOST_STACKS, HOST_WHEELHOUSE, MARKER, Stack, StackError
+from sglfleet.temporaries import RUN_TOKEN
 
 PROBE = FILES / "probe" / "verify_stack.py"
 LOCK = f"{HOST_STACKS}/.lock"

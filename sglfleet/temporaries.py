@@ -1,0 +1,51 @@
+"""
+Temporary files on hosts: each run writes its own, beside the file it replaces,
+and the next run finds those that killed runs left.
+"""
+
+import posixpath
+import shlex
+from secrets import token_hex as _token_hex
+
+# Names this controller run's temporary files on hosts, so two runs at once
+# never write, rename or remove each other's.
+RUN_TOKEN = _token_hex(4)
+
+# A temporary file this old belongs to a run that was killed: no live run takes an hour
+# between writing a file and renaming it into place.
+STALE_MINUTES = 60
+
+
+def temporary_beside(path: str) -> str:
+    """
+    This run's temporary name for ``path``, in the same directory, so that the
+    final ``mv`` is one atomic rename.
+
+    + path: the file the temporary will replace
+
+    **Example:**
+
+    .. code:: python
+
+        temporary_beside("/etc/sglfleet/sglang.env")  # "/etc/sglfleet/.sglang.env.sglfleet-3f2a9c1d"
+    """
+    directory, name = posixpath.split(path)
+    return posixpath.join(directory, f".{name}.sglfleet-{RUN_TOKEN}")
+
+
+def stale_temporaries_command(path: str) -> str:
+    """
+    Shell that prints the temporaries of ``path`` left by runs killed over an
+    hour ago, one per line; prints nothing when its directory does not exist.
+
+    + path: the file whose temporaries to look for
+
+    **Example:**
+
+    .. code:: python
+
+        stale_temporaries_command("/etc/sglfleet/sglang.env")
+    """
+    directory, name = posixpath.split(path)
+    return (f"find {shlex.quote(directory)} -maxdepth 1 -type f -name {shlex.quote(f'.{name}.sglfleet-*')} "
+            f"-mmin +{STALE_MINUTES} 2>/dev/null")
