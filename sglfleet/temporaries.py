@@ -4,7 +4,7 @@ and the next run finds those that killed runs left.
 """
 
 import posixpath
-import shlex
+import re
 from secrets import token_hex as _token_hex
 
 # Names this controller run's temporary files on hosts, so two runs at once
@@ -33,19 +33,18 @@ def temporary_beside(path: str) -> str:
     return posixpath.join(directory, f".{name}.sglfleet-{RUN_TOKEN}")
 
 
-def stale_temporaries_command(path: str) -> str:
+def temporaries_pattern(path: str) -> str:
     """
-    Shell that prints the temporaries of ``path`` left by runs killed over an
-    hour ago, one per line; prints nothing when its directory does not exist.
+    A ``find -path`` pattern that matches every run's temporaries of ``path``.
 
-    + path: the file whose temporaries to look for
+    + path: the file the temporaries replace
 
     **Example:**
 
     .. code:: python
 
-        stale_temporaries_command("/etc/sglfleet/sglang.env")
+        temporaries_pattern("/etc/sglfleet/sglang.env")  # "/etc/sglfleet/.sglang.env.sglfleet-*"
     """
     directory, name = posixpath.split(path)
-    return (f"find {shlex.quote(directory)} -maxdepth 1 -type f -name {shlex.quote(f'.{name}.sglfleet-*')} "
-            f"-mmin +{STALE_MINUTES} 2>/dev/null")
+    literal = re.sub(r"([*?[])", r"[\1]", f"{directory}/.{name}")  # glob characters match themselves
+    return f"{literal}.sglfleet-*"

@@ -32,17 +32,19 @@ def test_an_unknown_file_returns_its_exact_bytes_and_a_missing_one_none(tmp_path
 
 
 def test_digests_name_the_temporaries_killed_runs_left_over_an_hour_ago(tmp_path):
-    unit = tmp_path / "sglang.service"
+    folder = tmp_path / "a [b]* c"  # a space and glob characters, taken literally
+    folder.mkdir()
+    unit = folder / "sglang.service"
     unit.write_text("[Unit]\n")
-    killed = tmp_path / ".sglang.service.sglfleet-deadbeef"
-    running = tmp_path / ".sglang.service.sglfleet-0badf00d"  # a run writing it now
-    other = tmp_path / ".other.service.sglfleet-deadbeef"  # not a file we asked about
+    killed = folder / ".sglang.service.sglfleet-deadbeef"
+    running = folder / ".sglang.service.sglfleet-0badf00d"  # a run writing it now
+    other = folder / ".other.service.sglfleet-deadbeef"  # not a file we asked about
     for path in (killed, running, other):
         path.write_text("partial")
     for path in (killed, other):
         os.utime(path, (time.time() - 2 * 3600,) * 2)
 
-    paths = [str(unit), str(tmp_path / "missing" / "sglang.env")]
+    paths = [str(unit), str(tmp_path / "missing" / "sglang.env"), str(tmp_path)]
     command = FileDigests().command(paths=paths)
     output = subprocess.run(["sh", "-c", command], capture_output=True, text=True, check=True).stdout
     found = FileDigests().process(output.splitlines())
@@ -50,6 +52,7 @@ def test_digests_name_the_temporaries_killed_runs_left_over_an_hour_ago(tmp_path
     assert found["files"] == {
         str(unit): {"sha256": hashlib.sha256(b"[Unit]\n").hexdigest(), "mode": f"{unit.stat().st_mode & 0o777:o}",
                     "owner": "root", "group": "root"},
-        paths[1]: None,
+        paths[1]: None,  # missing
+        paths[2]: None,  # a folder, not a file
     }
     assert found["leftovers"] == [str(killed)]

@@ -94,7 +94,7 @@ def test_stack_state_fact_reads_one_command_output(dev):
         "## id", dev.id,
         "## marker", *json.dumps(marker, indent=1).splitlines(), "",
         "## venv", "yes",
-        "## python", "3.11.2",
+        "## python", "Python 3.11.2",
         "## uv",
         "## disk", "overlay 10485760 2097152 8388608 20% /",
         "## stacks", dev.id, "dev-000000000000",

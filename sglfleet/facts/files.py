@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import posixpath
 import shlex
 
 from pyinfra.api import FactBase, FactProcessError
 from pyinfra.api.command import QuoteString, make_formatted_string_command
 
-from sglfleet.temporaries import stale_temporaries_command
+from sglfleet.temporaries import STALE_MINUTES, temporaries_pattern
 
 PRESENT = "sglfleet-file-present"
 ABSENT = "sglfleet-file-absent"
@@ -72,24 +73,35 @@ class FileDigests(FactBase):
 
     def command(self, paths):
         quoted = " ".join(shlex.quote(path) for path in paths)
-        leftovers = "; ".join(stale_temporaries_command(path) for path in paths)
+        directories = " ".join(sorted({shlex.quote(posixpath.dirname(path)) for path in paths}))
+        patterns = " -o ".join(f"-path {shlex.quote(temporaries_pattern(path))}" for path in paths)
+        # Three processes for any number of files: they run on every host at every converge.
         return (
-            f"for f in {quoted}; do if test -f \"$f\"; then "
-            "printf '%s %s ' \"$(stat -c '%a %U %G' \"$f\")\" \"$(sha256sum < \"$f\" | cut -d' ' -f1)\"; "
-            "else printf 'absent - - - '; fi; printf '%s\\n' \"$f\"; done; "
-            f"{{ {leftovers}; }} | sed 's/^/leftover - - - /'"
+            f"for f in {quoted}; do printf 'path %s\\n' \"$f\"; done; "
+            f"stat -c 'stat %a %U %G %n' -- {quoted} 2>/dev/null; "
+            f"sha256sum -- {quoted} 2>/dev/null; "
+            f"find {directories} -maxdepth 1 -type f \\( {patterns} \\) -mmin +{STALE_MINUTES} "
+            "2>/dev/null | sed 's/^/leftover /'; true"
         )
 
     def process(self, output):
-        files, leftovers = {}, []
+        paths, stats, digests, leftovers = [], {}, {}, []
         for line in output:
-            mode, owner, group, sha256, path = line.split(" ", 4)
-            if mode == "leftover":
-                leftovers.append(path)
-                continue
-            files[path] = None if mode == "absent" else {
-                "sha256": sha256, "mode": mode, "owner": owner, "group": group,
-            }
+            kind, _, rest = line.partition(" ")
+            if kind == "path":
+                paths.append(rest)
+            elif kind == "stat":
+                mode, owner, group, path = rest.split(" ", 3)
+                stats[path] = {"mode": mode, "owner": owner, "group": group}
+            elif kind == "leftover":
+                leftovers.append(rest)
+            else:  # sha256sum: "<digest>  <path>"
+                digests[line[66:]] = line[:64]
+        files = {
+            # A path that is not a regular file (missing, a folder) gets no digest.
+            path: {"sha256": digests[path], **stats[path]} if path in digests and path in stats else None
+            for path in paths
+        }
         return {"files": files, "leftovers": sorted(leftovers)}
 
 

@@ -1,5 +1,7 @@
 """Facts about a host's releases: which one serves, which came before, the unit state."""
 
+import posixpath
+
 from pyinfra.api import FactBase
 
 ROOT = "/opt/sglfleet"
@@ -25,9 +27,10 @@ class ReleaseState(FactBase):
 
     def command(self) -> str:
         return (
-            f"echo current=$(basename \"$(readlink {ROOT}/current)\" 2>/dev/null); "
-            f"echo previous=$(basename \"$(readlink {ROOT}/previous)\" 2>/dev/null); "
-            f"echo releases=$(ls {ROOT}/releases 2>/dev/null | grep -v '^[.]'); "
+            # Few processes: this runs three times per host in every converge.
+            f"echo current=$(readlink {ROOT}/current 2>/dev/null); "
+            f"echo previous=$(readlink {ROOT}/previous 2>/dev/null); "
+            f"echo releases=$(ls {ROOT}/releases 2>/dev/null); "  # no dot-folders (staging) without -a
             # sglfleet-release holds the lock for a whole switch, gate and rollback.
             f"if [ -e {ROOT}/.lock ] && ! flock -n {ROOT}/.lock true; then echo busy=1; fi; "
             "systemctl show sglang.service -p ActiveState -p ActiveEnterTimestamp -p NRestarts"
@@ -37,8 +40,8 @@ class ReleaseState(FactBase):
     def process(self, output):
         raw = dict(line.split("=", 1) for line in output if "=" in line)
         return {
-            "current": raw.get("current") or None,
-            "previous": raw.get("previous") or None,
+            "current": posixpath.basename(raw.get("current", "")) or None,
+            "previous": posixpath.basename(raw.get("previous", "")) or None,
             "releases": raw.get("releases", "").split(),
             "active_state": raw.get("ActiveState") or None,
             "active_since": raw.get("ActiveEnterTimestamp") or None,
