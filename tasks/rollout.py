@@ -30,8 +30,10 @@ def _steps(config):
             earlier_hosts=tuple(earlier),
             gate_args=tuple(_gate_args(config)),
             **_router(config),
-            # The host tool may wait for another run's lock (2 warm-ups + 300 s), then
-            # gate, then gate a rollback: past that, the link is gone, not slow.
+            # Another run's switch holds the lock through a gate and a rollback's gate.
+            lock_wait_s=2 * config.gate_warmup_s + 300,
+            # The host tool may wait for that lock, then gate, then gate a rollback:
+            # past that, the link is gone, not slow.
             timeout_s=config.gate_answer_timeout_s or 4 * config.gate_warmup_s + 600,
         )
         earlier += wave.hosts

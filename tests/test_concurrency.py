@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from deploying import deploy, host_state
-from faulting import SWITCH, Run, serving, wait_unlocked
+from deploying import deploy, host_state, pyinfra
+from faulting import SWITCH, Run, results, serving, wait_unlocked
 from sglfleet import FILES
 from sglfleet.stacks import load_stack, lock_path
 
@@ -91,6 +91,19 @@ def test_converge_waits_for_a_held_host_lock(converged):
     assert done.returncode == 0, done.stdout[-3000:]
     assert "[node2] wave1: another sglfleet run holds this host's lock; waiting for it" in done.stdout
     assert host_state(fleet, "node2")["active_since"] == before  # waited, then found it serving
+    assert results(done.stdout)["success"] == 0, done.stdout[-3000:]  # and says so: no change
+
+
+def test_dry_run_does_not_wait_for_a_held_host_lock(converged):
+    fleet = converged
+    hold_lock(fleet, "node3", 12)
+    done = pyinfra("deploy.py", "--dry")
+    held = fleet.exec("node3", f"flock -n {LOCK} true", check=False).returncode != 0
+    wait_unlocked(fleet, "node3")
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert ("[node3] wave2: another sglfleet run holds this host's lock; will wait for it, then serve"
+            in done.stdout), done.stdout[-3000:]
+    assert held  # the plan came back while the other run still held the lock
 
 
 def test_host_tool_stops_with_a_clear_message_when_the_lock_stays_held(converged):

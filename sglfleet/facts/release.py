@@ -11,7 +11,8 @@ class ReleaseState(FactBase):
     """
     Returns the current and previous release ids, the staged releases, the
     state of ``sglang.service`` and whether another run holds the host lock
-    (``busy``: a switch or gate in progress), in one round trip.
+    (``busy``: a switch or gate in progress), in one round trip. With
+    ``wait_lock_s``, first waits up to that long for such a run to end.
 
     .. code:: python
 
@@ -25,8 +26,10 @@ class ReleaseState(FactBase):
 
     default = dict
 
-    def command(self) -> str:
-        return (
+    def command(self, wait_lock_s: float = 0) -> str:
+        # Another run's switch holds the lock through its gate: wait that long at most.
+        wait = f"[ ! -e {ROOT}/.lock ] || flock -w {wait_lock_s:g} {ROOT}/.lock true; " if wait_lock_s else ""
+        return wait + (
             # Few processes: this runs three times per host in every converge.
             f"echo current=$(readlink {ROOT}/current 2>/dev/null); "
             f"echo previous=$(readlink {ROOT}/previous 2>/dev/null); "

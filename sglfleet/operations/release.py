@@ -122,6 +122,7 @@ class WaveStep:
     + worker_url: this host's URL as the router knows it
     + timeout_s: how long the controller waits for the host's answer before it
       reports the host lost (a link that never comes back); None waits forever
+    + lock_wait_s: how long to wait for another run that holds the host's lock
     """
 
     wave: str
@@ -130,6 +131,7 @@ class WaveStep:
     router_url: str | None = None
     worker_url: str | None = None
     timeout_s: float | None = None
+    lock_wait_s: float = 300
 
 
 @operation(is_idempotent=False)
@@ -156,12 +158,17 @@ def activated(release_id: str, step: WaveStep):
         )
     """
     releases = host.get_fact(ReleaseState)
-    if releases["busy"]:
+    if releases["busy"] and state.is_executing:
         # Another run (or one whose controller died) is switching or gating this
-        # host: its release is not known to serve until that gate ends. The host
-        # tool waits for the lock, then switches only if still needed.
-        host.log(f"{step.wave}: another sglfleet run holds this host's lock; waiting for it "
-                 f"before serving {release_id}", logger.warning)
+        # host: what it serves is not known until that gate ends. Wait for it,
+        # then decide on what it left.
+        host.log(f"{step.wave}: another sglfleet run holds this host's lock; waiting for it", logger.warning)
+        releases = host.get_fact(ReleaseState, wait_lock_s=step.lock_wait_s, _timeout=step.timeout_s)
+    if releases["busy"]:
+        # Only planning, or the lock is still held: the host tool waits for it
+        # in turn, then switches only if still needed.
+        host.log(f"{step.wave}: another sglfleet run holds this host's lock; will wait for it, "
+                 f"then serve {release_id}", logger.warning)
     elif releases["current"] == release_id and releases["active_state"] == "active":
         host.noop(f"{step.wave}: already serving release {release_id}")
         return
