@@ -94,6 +94,16 @@ def test_converge_waits_for_a_held_host_lock(converged):
     assert results(done.stdout)["success"] == 0, done.stdout[-3000:]  # and says so: no change
 
 
+def test_a_lock_held_past_the_answer_timeout_fails_that_host_in_one_line(converged):
+    fleet = converged
+    hold_lock(fleet, "node2", 15)
+    done = deploy("--data", "gate_answer_timeout_s=3")
+    wait_unlocked(fleet, "node2")
+    assert done.returncode != 0
+    assert ("[node2] wave1: no answer within 3 s while waiting for another run's lock; check node2, then run again"
+            in done.stdout), done.stdout[-3000:]
+
+
 def test_dry_run_does_not_wait_for_a_held_host_lock(converged):
     fleet = converged
     hold_lock(fleet, "node3", 12)

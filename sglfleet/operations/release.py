@@ -11,6 +11,7 @@ directory exists. Switching happens on the host, under its lock, through
 from __future__ import annotations
 
 import difflib
+import math
 import shlex
 from dataclasses import dataclass
 from io import StringIO
@@ -163,7 +164,12 @@ def activated(release_id: str, step: WaveStep):
         # host: what it serves is not known until that gate ends. Wait for it,
         # then decide on what it left.
         host.log(f"{step.wave}: another sglfleet run holds this host's lock; waiting for it", logger.warning)
-        releases = host.get_fact(ReleaseState, wait_lock_s=step.lock_wait_s, _timeout=step.timeout_s)
+        timeout = math.ceil(step.timeout_s) if step.timeout_s else None  # a link that never comes back
+        releases = host.get_fact(ReleaseState, wait_lock_s=step.lock_wait_s, _timeout=timeout, _ignore_errors=True)
+        if not releases:
+            yield FunctionCommand(_log_error, (f"{step.wave}: no answer within {timeout} s while waiting for "
+                                               f"another run's lock; check {host.name}, then run again",), {})
+            return
     if releases["busy"]:
         # Only planning, or the lock is still held: the host tool waits for it
         # in turn, then switches only if still needed.
