@@ -40,8 +40,8 @@ def _steps(config):
 
 
 # pyinfra orders operations by call site, then by loop position: each host's one
-# switch takes its wave's place, so waves run in order and a host waits for none
-# but its own.
+# switch takes its wave's place, so the waves still run in order, and a host has
+# no operation in the waves it is not in.
 @deploy("Roll out")
 def roll_out():
     release_id = host_release(host).release_id
