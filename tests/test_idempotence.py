@@ -90,8 +90,8 @@ def test_a_converge_removes_only_the_temporaries_killed_runs_left(converged_twic
 
     done = deploy()
     assert done.returncode == 0, done.stdout[-3000:]
-    assert f"[node2] Will remove 1 temporary files left by killed runs: {killed[0]}" in done.stdout
-    assert f"[node2] Will remove 1 temporary files left by killed runs: {killed[1]}" in done.stdout
+    assert f"[node2] Will remove what killed runs left: {killed[0]}" in done.stdout
+    assert f"[node2] Will remove what killed runs left: {killed[1]}" in done.stdout
     left = fleet.exec("node2", f"ls {' '.join(killed)} {running} 2>/dev/null || true").stdout.split()
     assert left == [running]
     assert unit_run(fleet, "node2") == before  # nothing that serves changed

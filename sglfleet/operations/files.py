@@ -71,8 +71,7 @@ def removed_leftovers(leftovers: list[str]):
         return
     # Bodies run twice unless -y (to plan, then to execute): say it once.
     if not state.is_executing or not state.should_check_for_changes():
-        host.log(f"Will remove {len(leftovers)} temporary files left by killed runs: "
-                 f"{', '.join(leftovers)}", logger.info)
+        host.log(f"Will remove what killed runs left: {', '.join(leftovers)}", logger.info)
     yield StringCommand("rm", "-f", "--", *leftovers)
 
 
