@@ -7,6 +7,7 @@ Converge SGLang + EAGLE-3 hosts, then roll the new release out wave by wave.
 config.py validated the inventory before any connection.
 """
 
+from tasks.access import check_access
 from tasks.patch import patch_eagle3_methods
 from tasks.preflight import preflight
 from tasks.release import collect_releases, stage_release
@@ -15,6 +16,7 @@ from tasks.service import install_service
 from tasks.stack import install_stack
 
 # Phase A, every host at once: nothing that serves traffic changes.
+check_access()
 preflight()
 install_stack()
 patch_eagle3_methods()

@@ -5,6 +5,8 @@ Switch every targeted host back to its previous release, wave by wave, behind th
     pyinfra inventory/prod.py rollback.py -y --limit wave2
 """
 
+from tasks.access import check_access
 from tasks.rollout import roll_back
 
+check_access()
 roll_back()

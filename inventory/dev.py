@@ -3,7 +3,11 @@ The local fleet: the hosts ``sglfleet devfleet up`` booted, read from ``.fleet/f
 
 node1 is the canary; the rest split into wave1 and wave2. Every host is a
 GPU-less local host that runs the dev stack and the SGLang stand-in, reached
-over SSH with the fleet's key and strict host-key checking.
+as production hosts are: over SSH as ``deploy`` with the fleet's key and strict
+host-key checking, and root through passwordless sudo.
+``SGLFLEET_DEVFLEET_USER=root`` logs in as root instead, without sudo;
+``SGLFLEET_DEVFLEET_JUMP=1`` reaches every host but node1 through node1, the
+bastion (``ProxyJump`` in ``.fleet/ssh_config.jump``).
 
 **Example:**
 
@@ -12,6 +16,8 @@ over SSH with the fleet's key and strict host-key checking.
     sglfleet devfleet up --hosts 3
     pyinfra inventory/dev.py deploy.py -y
 """
+
+import os as _os
 
 from sglfleet.devfleet import Fleet as _Fleet
 
@@ -23,14 +29,20 @@ if not _state.get("hosts"):
     )
 
 
+_user = _os.environ.get("SGLFLEET_DEVFLEET_USER", "deploy")
+_jump = _os.environ.get("SGLFLEET_DEVFLEET_JUMP") == "1"
+
+
 def _host(name):
     record = _state["hosts"][name]
     return (name, {
         "ssh_hostname": record["address"],
-        "ssh_user": "root",
+        "ssh_user": _user,
+        "_sudo": _user != "root",
         "ssh_key": _state["ssh_key"],
         "ssh_known_hosts_file": _state["known_hosts"],
         "ssh_strict_host_key_checking": "yes",
+        **({"ssh_config_file": _state["ssh_config"] + ".jump"} if _jump and name != "node1" else {}),
         "gpu_less": True,     # no GPU: preflight skips GPU checks, the unit runs the stand-in
         "stack": "dev",       # files/stacks/dev.toml: real wheels, sglang without CUDA deps
         "server": "standin",  # files/standin/ in place of the GPU-only sglang server

@@ -3,7 +3,8 @@
 
 Each host answers with one command, ``sglfleet-release state``, which reads its
 links, its unit and its own ``/health`` and ``/metrics`` (the serving port may
-be closed to the controller).
+be closed to the controller). It runs as the deploy does: as the inventory's
+SSH user, through sudo where the inventory (``_sudo``) or ``--sudo`` asks.
 """
 
 from __future__ import annotations
@@ -12,20 +13,23 @@ import json
 
 import click
 from pyinfra.api import Config, State
+from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS, pop_global_arguments
 from pyinfra.api.connect import connect_all
 
 from sglfleet.context import fleet_waves
+from sglfleet.facts.sudo import SudoAccess
 from sglfleet.lint_cli import load_inventory
 from sglfleet.operations.release import RELEASE_TOOL
 
 COLUMNS = ("host", "wave", "current", "previous", "stack", "unit", "health", "accept_len")
 
 
-def fleet_status(inventory_path: str) -> list[dict]:
+def fleet_status(inventory_path: str, data: dict | None = None) -> list[dict]:
     """
     Connect to every host of the inventory and collect its release state.
 
     + inventory_path: a pyinfra inventory file, e.g. ``inventory/dev.py``
+    + data: host data overrides, e.g. ``{"ssh_user": "deploy", "_sudo": True}``
 
     **Example:**
 
@@ -34,7 +38,7 @@ def fleet_status(inventory_path: str) -> list[dict]:
         for row in fleet_status("inventory/dev.py"):
             print(row["host"], row["current"], row["health"])
     """
-    inventory = load_inventory(inventory_path)
+    inventory = load_inventory(inventory_path, data)
     state = State(inventory, Config())
     connect_all(state)
     wave_of = {
@@ -49,13 +53,26 @@ def fleet_status(inventory_path: str) -> list[dict]:
         if not host.connected:
             row["error"] = "unreachable"
         else:
-            ok, output = host.run_shell_command(f"{RELEASE_TOOL} state")
-            if ok:
-                row.update(json.loads(output.stdout))
-            else:
-                row["error"] = output.stderr or "sglfleet-release is not installed"
+            row.update(_host_state(state, host))
         rows.append(row)
     return rows
+
+
+def _host_state(state: State, host) -> dict:
+    """What ``sglfleet-release state`` says on ``host``, or ``{"error": ...}``."""
+    # The host's sudo settings, from its data, as pyinfra resolves them for an operation.
+    arguments, _ = pop_global_arguments(state, host, {})
+    connector = {key: arguments[key] for key in CONNECTOR_ARGUMENT_KEYS if key in arguments}
+    if connector.get("_sudo") and not connector.get("_sudo_password"):
+        # Asked first, without sudo: a sudo that wants a password would make pyinfra prompt.
+        ok, output = host.run_shell_command(SudoAccess().command())
+        access = SudoAccess().process(output.stdout_lines)
+        if access["status"] != "ok":
+            return {"error": f"sudo: {access['message']}"}
+    ok, output = host.run_shell_command(f"{RELEASE_TOOL} state", **connector)
+    if not ok:
+        return {"error": output.stderr or "sglfleet-release is not installed"}
+    return json.loads(output.stdout)
 
 
 def _cell(row: dict, column: str) -> str:
@@ -71,9 +88,12 @@ def _cell(row: dict, column: str) -> str:
 @click.command()
 @click.argument("inventory", type=click.Path(exists=True, dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def status(inventory, as_json):
+@click.option("--ssh-user", help="Log in as this user, as pyinfra's --ssh-user does.")
+@click.option("--sudo", is_flag=True, default=None, help="Run through sudo, as pyinfra's --sudo does.")
+def status(inventory, as_json, ssh_user, sudo):
     """Tabulate the hosts of INVENTORY: wave, releases, stack, unit state, health."""
-    rows = fleet_status(inventory)
+    overrides = {"ssh_user": ssh_user, "_sudo": sudo}
+    rows = fleet_status(inventory, {key: value for key, value in overrides.items() if value is not None})
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return

@@ -15,15 +15,16 @@ PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
 SECRETS = {"SGLFLEET_HF_TOKEN": "hf_testtoken7Q2vX9", "SGLFLEET_API_KEY": "sk-testkey4Lm8Zp3"}
 
 
-def pyinfra(playbook: str, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+def pyinfra(playbook: str, *args: str, timeout: float = 600, env: dict | None = None,
+            ) -> subprocess.CompletedProcess:
     """
     Run ``pyinfra inventory/dev.py PLAYBOOK ARGS`` from the project root, as a user would.
 
     The secrets come from the environment, as in production; the output
     (stdout and stderr, as ``stdout``) is checked here, for every run, to hold
-    none of them.
+    none of them. ``env`` adds to (or overrides) the environment.
     """
-    env = {**os.environ, **SECRETS, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, **SECRETS, "PYTHONUNBUFFERED": "1", **(env or {})}
     result = subprocess.run(
         [PYINFRA, "inventory/dev.py", playbook, *args],
         cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -40,8 +41,9 @@ def deploy(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
 
 
 def host_state(fleet, host: str) -> dict:
-    """What ``sglfleet-release state`` reports on ``host``: releases, unit, health."""
-    return json.loads(fleet.exec(host, "/opt/sglfleet/bin/sglfleet-release state").stdout)
+    """What ``sglfleet-release state`` reports on ``host``: releases, unit, health (read
+    through nsenter, so the check logs in nowhere)."""
+    return json.loads(fleet.inside(host, "/opt/sglfleet/bin/sglfleet-release state").stdout)
 
 
 def fleet_state(fleet) -> dict[str, dict]:
@@ -74,6 +76,16 @@ def sshd_connections(fleet, host: str, since: float, logins: bool = False) -> in
     entries = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
     return len({e["_PID"] for e in entries if e.get("SYSLOG_IDENTIFIER") == "sshd" and e.get("_PID") != main
                 and (not logins or str(e.get("MESSAGE", "")).startswith("Accepted "))})
+
+
+def ssh_logins(fleet, host: str, since: float) -> list[tuple[str, str]]:
+    """
+    ``(user, address)`` of every SSH login on ``host`` since ``since`` (epoch
+    seconds), from sshd's "Accepted ..." journal lines, read through nsenter.
+    """
+    log = fleet.inside(host, f"journalctl -u ssh -o cat --no-pager --since @{since:.6f}").stdout
+    return [(words[words.index("for") + 1], words[words.index("from") + 1])
+            for words in (line.split() for line in log.splitlines()) if words[:1] == ["Accepted"]]
 
 
 def changed_operations(output: str) -> list[str]:

@@ -29,7 +29,7 @@ from sglfleet.devfleet.network import (
 from sglfleet.devfleet.processes import (
     _alive, _cgroups, _leader_of, _locked, _proc_start_time, _remove_tree, _run,
 )
-from sglfleet.devfleet.rootfs import ROOTFS, build_rootfs
+from sglfleet.devfleet.rootfs import LOGIN_USERS, ROOTFS, build_rootfs
 from sglfleet.devfleet.ssh import keygen, write_ssh_files
 
 FLEET_DIR = Path(os.environ.get("SGLFLEET_FLEET_DIR", PROJECT_ROOT / ".fleet"))
@@ -149,6 +149,32 @@ class Fleet:
         return subprocess.run(self.ssh_argv(host) + ["--", cmd], check=check, text=True,
                               capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
+    def inside(self, host: str, cmd: str, check: bool = True, timeout: float | None = 60,
+               ) -> subprocess.CompletedProcess:
+        """
+        Run a shell command on ``host`` as root through its namespaces (nsenter), not SSH.
+
+        Nothing logs in, so a test can act on hosts while it checks who logged in.
+
+        + host: node1..nodeN
+        + cmd: a shell command line, run by the host's ``sh`` as root
+        + check: raise CalledProcessError on a non-zero exit
+        + timeout: seconds before giving up
+
+        **Example:**
+
+        .. code:: python
+
+            fleet.inside("node1", "readlink /opt/sglfleet/current").stdout
+        """
+        record = self._host(host)
+        if not _alive(record.get("leader_pid"), record.get("leader_start")):
+            raise DevFleetError(f"{host}: not running; run: sglfleet devfleet up")
+        return subprocess.run(
+            ["nsenter", "-t", str(record["leader_pid"]), "--all", "env", "-i",
+             "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "sh", "-c", cmd],
+            check=check, text=True, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
     def system_state(self, host: str) -> str:
         """What ``systemctl is-system-running`` answers, or ``unreachable``."""
         try:
@@ -172,12 +198,13 @@ class Fleet:
 
             fleet.fault("node2", "unready")
         """
+        # Through nsenter, as a hand on the host would: no login shows in its logs.
         if mode == "clear":
-            self.exec(host, f"rm -f {FAULT_FILE}")
+            self.inside(host, f"rm -f {FAULT_FILE}")
         elif mode in FAULT_MODES:
             # The release serving now is spared: the fault hits the next release
             # started on the host, and a rollback to this one serves again.
-            self.exec(host, f"mkdir -p {os.path.dirname(FAULT_FILE)} && echo {mode} > {FAULT_FILE} && "
+            self.inside(host, f"mkdir -p {os.path.dirname(FAULT_FILE)} && echo {mode} > {FAULT_FILE} && "
                             f"if r=$(readlink /opt/sglfleet/current); then echo spare ${{r##*/}} >> {FAULT_FILE}; fi; "
                             f"chmod 644 {FAULT_FILE}")
         else:
@@ -287,6 +314,8 @@ class Fleet:
                 self._clean_host(state["hosts"].pop(name))
         to_start = [h for h in wanted if h not in state["hosts"]]
         if not to_start:
+            if state["hosts"]:  # files of this version of sglfleet, for a fleet an older one booted
+                write_ssh_files(state["hosts"], self.ssh_key, self.known_hosts, self.ssh_config)
             self._save(state)
             return changes
 
@@ -358,6 +387,11 @@ class Fleet:
         keygen(key, f"root@{name}")
         shutil.copy(self.ssh_key.with_suffix(".pub"), upper / "root/.ssh/authorized_keys")
         (upper / "root/.ssh/authorized_keys").chmod(0o600)
+        # Root-owned keys for the login users (sshd's AuthorizedKeysFile), so the
+        # shared rootfs need not know the fleet's key or chown per host.
+        (etc / "ssh/authorized_keys").mkdir()
+        for user in LOGIN_USERS:
+            shutil.copy(self.ssh_key.with_suffix(".pub"), etc / "ssh/authorized_keys" / user)
         # Overrides the container default (DHCP on host0) with a fixed address.
         (etc / "systemd/network/80-container-host0.network").write_text(
             f"[Match]\nName=host0\n\n[Network]\nAddress={address}/{net.prefixlen}\n"

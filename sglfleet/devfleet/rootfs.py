@@ -8,6 +8,7 @@ here is shared by all hosts and must hold nothing per host (keys, machine-id).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -20,24 +21,42 @@ from sglfleet.devfleet.errors import DevFleetError
 from sglfleet.devfleet.processes import _locked, _remove_tree, _run, _unmount_all
 
 CACHE = Path(os.environ.get("SGLFLEET_CACHE", PROJECT_ROOT / ".cache"))
-ROOTFS = CACHE / "rootfs"
 
 SUITE = "bookworm"
 # systemd-sysv gives /sbin/init; util-linux (flock) is Essential, so always in;
-# systemd ships systemd-analyze in bookworm; iputils-ping for link checks.
+# systemd ships systemd-analyze in bookworm; iputils-ping for link checks; sudo
+# for the production connection (a user with sudo, not root); aria2 fetches
+# files from peer hosts.
 PACKAGES = [
     "systemd", "systemd-sysv", "dbus", "openssh-server", "python3",
-    "python3-venv", "iproute2", "procps", "iputils-ping",
+    "python3-venv", "iproute2", "procps", "iputils-ping", "sudo", "aria2",
 ]
 
 SSHD_CONFIG = """\
-# sglfleet local fleet: root by key only, one per-host ed25519 host key.
+# sglfleet local fleet: by key only, one per-host ed25519 host key. Each host's
+# overlay holds the fleet's key for root and, in /etc/ssh/authorized_keys/, for
+# the login users below.
 HostKey /etc/ssh/ssh_host_ed25519_key
 PermitRootLogin prohibit-password
 PasswordAuthentication no
 KbdInteractiveAuthentication no
+AuthorizedKeysFile .ssh/authorized_keys /etc/ssh/authorized_keys/%u
 UseDNS no
 """
+
+# Login users with the fleet's key, and what sudo grants each. ``deploy`` is how
+# production hosts are reached; the other two are for the refusal tests.
+SUDOERS = {
+    "deploy": "deploy ALL=(ALL:ALL) NOPASSWD: ALL\n",
+    "pwsudo": "pwsudo ALL=(ALL:ALL) ALL\n",  # sudo asks for a password (pwsudo has none)
+    "nosudo": None,                          # not in sudoers: sudo refuses
+}
+LOGIN_USERS = tuple(SUDOERS)
+
+# A rootfs is named by what goes into it, so a change builds a new one beside the
+# old, which hosts still running keep using.
+_RECIPE = json.dumps([SUITE, PACKAGES, SSHD_CONFIG, SUDOERS, 1]).encode()
+ROOTFS = CACHE / f"rootfs-{hashlib.sha256(_RECIPE).hexdigest()[:12]}"
 
 
 def apt_mirror(etc_apt: Path = Path("/etc/apt")) -> str:
@@ -125,7 +144,7 @@ def build_rootfs(rootfs: Path = ROOTFS, log=print) -> Path:
 
 
 def _configure_rootfs(root: Path) -> None:
-    """What every host shares: sshd by key only, networkd, no per-host identity."""
+    """What every host shares: sshd by key only, the login users, networkd, no per-host identity."""
     (root / "etc/ssh/sshd_config.d").mkdir(parents=True, exist_ok=True)
     (root / "etc/ssh/sshd_config.d/sglfleet.conf").write_text(SSHD_CONFIG)
     # Host keys and machine-id are per host (written into each overlay), never shared.
@@ -134,6 +153,12 @@ def _configure_rootfs(root: Path) -> None:
     for name in ("etc/machine-id", "var/lib/dbus/machine-id", "etc/hostname"):
         with contextlib.suppress(FileNotFoundError):
             (root / name).unlink()
+    for user, rule in SUDOERS.items():
+        _run(["chroot", str(root), "useradd", "--create-home", "--shell", "/bin/bash", user])
+        if rule:
+            sudoers = root / "etc/sudoers.d" / f"sglfleet-{user}"
+            sudoers.write_text(rule)
+            sudoers.chmod(0o440)
     _run(["chroot", str(root), "systemctl", "enable", "ssh.service", "systemd-networkd.service"])
     # apt's timers would wake every host at once on a 2-core machine for nothing.
     _run(["chroot", str(root), "systemctl", "mask", "apt-daily.timer", "apt-daily-upgrade.timer"])

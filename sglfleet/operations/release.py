@@ -213,13 +213,24 @@ def rolled_back(step: WaveStep):
     yield _switch(step, "rollback")
 
 
+class HostFunctionCommand(FunctionCommand):
+    """
+    A ``FunctionCommand`` whose function also gets the operation's connector
+    arguments, so that what it runs on the host goes through pyinfra's sudo
+    (``_sudo``, ``_sudo_user``, ...) as the operation's other commands do.
+    """
+
+    def execute(self, state, host, connector_arguments):
+        return self.function(state, host, connector_arguments, *self.args, **self.kwargs)
+
+
 def _switch(step: WaveStep, *tool_args: str) -> FunctionCommand:
     # The tool's exit status tells a rolled-back host (1, serving) from a down one.
     command = StringCommand(RELEASE_TOOL, *step.gate_args, *tool_args, "; echo sglfleet-exit=$? >&2")
-    return FunctionCommand(_switch_in_wave, (step, command), {})
+    return HostFunctionCommand(_switch_in_wave, (step, command), {})
 
 
-def _switch_in_wave(state, host, step: WaveStep, command: StringCommand):
+def _switch_in_wave(state, host, connector_arguments, step: WaveStep, command: StringCommand):
     """
     Run ``command`` (the host-side switch and gate) once every earlier wave
     passed, keeping the router in step. Returns False to fail this host.
@@ -241,7 +252,7 @@ def _switch_in_wave(state, host, step: WaveStep, command: StringCommand):
     try:
         # Around the whole call: a link cut before the channel opens blocks in paramiko too.
         with gevent.Timeout(step.timeout_s, TimeoutError):
-            connected, output = host.run_shell_command(command)
+            connected, output = host.run_shell_command(command, **connector_arguments)
     except TimeoutError:  # a link that never came back
         return _log_error(state, host, f"{lost} (no answer within {step.timeout_s:g} s)")
     except Exception as error:  # the session died under paramiko (power cut, reset link)

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
-from io import StringIO
 
 from pyinfra import host, logger, state
-from pyinfra.api import FileUploadCommand, StringCommand, operation
+from pyinfra.api import StringCommand, operation
 
 from sglfleet.facts.files import FileDigests
 from sglfleet.operations.files import removed_leftovers
@@ -62,8 +61,9 @@ def secret_file(path: str, content: str, redacted: str):
             logger.info("    + %s", line)
 
     temporary = temporary_beside(path)
-    # Create the file 0600 before a byte of the secret reaches it.
+    # The secret travels on the command's stdin, not as an upload: under sudo,
+    # pyinfra uploads through a file of the SSH user's in /tmp. Written by root
+    # with umask 077, the file is 0600 root's before a byte of the secret reaches it.
     yield StringCommand("mkdir", "-p", posixpath.dirname(path))
-    yield StringCommand("install", "-m", "600", "-o", "root", "-g", "root", "/dev/null", temporary)
-    yield FileUploadCommand(StringIO(content), temporary)
-    yield StringCommand("mv", "-f", temporary, path)
+    yield StringCommand("umask", "077", "&&", "cat", ">", temporary, _stdin=content)
+    yield StringCommand("chown", "root:root", temporary, "&&", "mv", "-f", temporary, path)

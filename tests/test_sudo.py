@@ -1,0 +1,173 @@
+"""
+The production connection on the local fleet: a non-root SSH user (``deploy``)
+with passwordless sudo, as ``pyinfra inventory/prod.py deploy.py`` reaches GPU
+hosts. Root never logs in; secrets never sit in a file others can read; a user
+without sudo is refused before anything changes; a jump host works.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from deploying import SECRETS, deploy, host_state, pyinfra, ssh_logins, tree_digest
+from faulting import Run
+from sglfleet import PROJECT_ROOT
+
+pytestmark = pytest.mark.fleet
+
+AS_DEPLOY = ("--ssh-user", "deploy", "--sudo")
+CHANGE = ("--data", "speculative_num_steps=4", "--data", "speculative_eagle_topk=1",
+          "--data", "speculative_num_draft_tokens=5")
+OTHER = ("--data", "speculative_num_steps=5", "--data", "speculative_eagle_topk=1",
+         "--data", "speculative_num_draft_tokens=6")
+WATCHER = Path(__file__).parent / "data" / "secret_watch.py"
+
+
+def started(fleet, host: str) -> str:
+    return fleet.inside(host, "systemctl show sglang.service -p ActiveEnterTimestampMonotonic").stdout
+
+
+def currents(fleet) -> dict[str, str]:
+    return {host: host_state(fleet, host)["current"] for host in fleet.hosts}
+
+
+@pytest.fixture(scope="module")
+def converged(fleet):
+    for host in fleet.hosts:
+        fleet.fault(host, "clear")
+    done = deploy(*AS_DEPLOY)
+    assert done.returncode == 0, done.stdout[-3000:]
+    yield fleet
+    for host in fleet.hosts:
+        fleet.fault(host, "clear")
+
+
+def test_deploy_user_rolls_out_gates_and_rolls_back_without_root_logging_in(converged):
+    fleet = converged
+    since = time.time()
+    first = currents(fleet)
+
+    rollout = deploy(*AS_DEPLOY, *CHANGE)
+    assert rollout.returncode == 0, rollout.stdout[-3000:]
+    rolled = currents(fleet)
+    assert all(rolled[host] != first[host] for host in fleet.hosts)
+    starts = {host: started(fleet, host) for host in fleet.hosts}
+
+    again = deploy(*AS_DEPLOY, *CHANGE)
+    assert again.returncode == 0 and "Grand total" in again.stdout, again.stdout[-3000:]
+    assert re.search(r"Grand total\s+\d+\s+-\s+-", again.stdout), again.stdout[-2000:]  # no change
+    assert {host: started(fleet, host) for host in fleet.hosts} == starts  # no restart
+
+    before_dry = {host: tree_digest_inside(fleet, host) for host in fleet.hosts}
+    dry = pyinfra("deploy.py", "--dry", "--diff", *AS_DEPLOY, *OTHER)
+    assert dry.returncode == 0, dry.stdout[-3000:]
+    assert "+--speculative-num-steps 5" in dry.stdout
+    assert {host: tree_digest_inside(fleet, host) for host in fleet.hosts} == before_dry
+
+    status = subprocess.run([str(Path(sys.executable).with_name("sglfleet")), "status", "inventory/dev.py",
+                             "--ssh-user", "deploy", "--sudo", "--json"],
+                            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    assert status.returncode == 0, status.stdout + status.stderr
+    rows = {row["host"]: row for row in json.loads(status.stdout)}
+    assert {host: rows[host]["current"] for host in fleet.hosts} == rolled
+    assert all(rows[host]["stack"].startswith("dev-") and rows[host]["health"] == 200 for host in fleet.hosts)
+
+    back = pyinfra("rollback.py", "-y", *AS_DEPLOY)
+    assert back.returncode == 0, back.stdout[-3000:]
+    assert currents(fleet) == first
+
+    fleet.fault("node1", "crash")
+    failed = deploy(*AS_DEPLOY, *OTHER, "--data", "gate_warmup_s=30")
+    fleet.fault("node1", "clear")
+    assert failed.returncode != 0
+    assert re.search(r"\[node1\] gate failed on release \w+: unit: ", failed.stdout), failed.stdout[-3000:]
+    assert "wave1 not started: node1 of an earlier wave did not pass" in failed.stdout
+    assert currents(fleet) == first  # the canary serves its release again; the others were not touched
+
+    for host in fleet.hosts:
+        users = {user for user, _ in ssh_logins(fleet, host, since)}
+        assert users == {"deploy"}, (host, users)
+
+
+def tree_digest_inside(fleet, host: str) -> str:
+    return fleet.inside(host, "find /opt/sglfleet /etc -xdev -type f -print0 | sort -z | xargs -0 sha256sum").stdout
+
+
+def test_root_login_without_sudo_still_converges(converged):
+    since = time.time()
+    done = pyinfra("deploy.py", "-y", env={"SGLFLEET_DEVFLEET_USER": "root"})
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert re.search(r"Grand total\s+\d+\s+-\s+-", done.stdout), done.stdout[-2000:]
+    assert {user for user, _ in ssh_logins(converged, "node1", since)} == {"root"}
+
+
+def test_secrets_never_sit_in_a_file_others_can_read_during_a_converge(converged):
+    """Rotate the API key (a new env file and a rolling restart) while every host
+    watches /tmp, the login users' homes and /etc/sglfleet for the new key."""
+    fleet = converged
+    rotated = "sk-rotatedQ7pN3xV9"
+    stop = "/run/sglfleet-watch-stop"
+    folders = "/tmp /var/tmp /dev/shm /home /etc/sglfleet /opt/sglfleet"
+    watchers = {}
+    for host in fleet.hosts:
+        fleet.inside(host, f"rm -f {stop}")
+        record = fleet.state()["hosts"][host]
+        watchers[host] = subprocess.Popen(
+            ["nsenter", "-t", str(record["leader_pid"]), "--all", "python3", "-", rotated, stop, "300",
+             *folders.split()],
+            stdin=open(WATCHER), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert watchers[host].stdout.readline().strip() == "watching"
+    try:
+        # The positive control: the watcher sees a secret in a file deploy can read.
+        fleet.inside("node2", f"echo {rotated} > /tmp/planted && chown deploy /tmp/planted")
+        done = pyinfra("deploy.py", "-y", *AS_DEPLOY, env={"SGLFLEET_API_KEY": rotated})
+    finally:
+        for host in fleet.hosts:
+            fleet.inside(host, f"touch {stop}")
+        found = {host: [json.loads(line) for line in watcher.communicate(timeout=30)[0].splitlines()]
+                 for host, watcher in watchers.items()}
+        fleet.inside("node2", "rm -f /tmp/planted")
+        restored = deploy(*AS_DEPLOY)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert rotated not in done.stdout
+    assert restored.returncode == 0, restored.stdout[-3000:]
+    assert [entry["path"] for entry in found["node2"]] == ["/tmp/planted"], found
+    assert found["node1"] == found["node3"] == [], found
+    for host in fleet.hosts:  # and the key did reach the root-only env file
+        assert fleet.inside(host, "stat -c '%a %U' /etc/sglfleet/sglang.env").stdout.split() == ["600", "root"]
+
+
+@pytest.mark.parametrize("user, why", [
+    ("nosudo", "sudo refuses nosudo"),
+    ("pwsudo", "sudo asks pwsudo for a password"),
+])
+def test_user_without_passwordless_sudo_is_refused_before_anything_changes(converged, user, why):
+    fleet = converged
+    before = {host: tree_digest_inside(fleet, host) for host in fleet.hosts}
+    done = deploy("--ssh-user", user, "--sudo", *CHANGE, timeout=120)
+    assert done.returncode != 0
+    assert re.search(rf"node\d: the inventory asks for sudo, but {why} \(.*\); give {user} passwordless "
+                     rf"sudo on the host, e\.g\. the line '{user} ALL=\(ALL:ALL\) NOPASSWD: ALL'", done.stdout), \
+        done.stdout[-3000:]
+    assert "Nothing was changed." in done.stdout
+    assert {host: tree_digest_inside(fleet, host) for host in fleet.hosts} == before
+
+
+def test_hosts_behind_a_jump_host(converged):
+    """node1 is the bastion: the other hosts are reached through it (ProxyJump)."""
+    fleet = converged
+    since = time.time()
+    done = pyinfra("deploy.py", "-y", *AS_DEPLOY, env={"SGLFLEET_DEVFLEET_JUMP": "1"})
+    assert done.returncode == 0, done.stdout[-3000:]
+    bastion = fleet.address("node1")
+    for host in fleet.hosts[1:]:
+        logins = ssh_logins(fleet, host, since)
+        assert logins and all(login == ("deploy", bastion) for login in logins), (host, logins)
+    assert all(address != bastion for _, address in ssh_logins(fleet, "node1", since))
