@@ -12,9 +12,11 @@ REFUSED = ("is not in the sudoers file", "is not allowed to execute", "may not r
 class SudoAccess(FactBase):
     """
     Returns how ``sudo -n true`` ends for the SSH user: ``ok``, ``password``
-    (sudo asks for one), ``refused`` (not in sudoers), ``missing`` (no sudo),
-    or ``failed``, with sudo's own message. Ask it with ``_sudo=False``:
-    under sudo, the question answers itself.
+    (sudo asks for one), ``refused`` (sudo says so without asking), ``missing``
+    (no sudo), or ``failed``, with sudo's own message. sudo authenticates
+    before it reads sudoers, so a user outside sudoers usually gets
+    ``password`` too. Ask it with ``_sudo=False``: under sudo, the question
+    answers itself.
 
     .. code:: python
 
