@@ -2,14 +2,16 @@
 pyinfra's configuration for sglfleet deploys (loaded from the working directory).
 
 The inventory is validated as soon as pyinfra has built it, before any SSH
-connection: bad input gets one message per problem and touches no host. A
-Ctrl-C exits 130 and says what it left.
+connection: bad input gets one message per problem and touches no host. A dry
+run always shows its plan. A Ctrl-C exits 130 and says what it left.
 """
 
 from pyinfra import state
 
+from sglfleet.dryrun import plan_when_dry
 from sglfleet.interrupt import exit_130_on_interrupt
 from sglfleet.validation import validate_before_connecting
 
 validate_before_connecting(state)
+plan_when_dry(state)
 exit_130_on_interrupt()

@@ -25,8 +25,8 @@ import shlex
 import statistics
 
 from sglfleet.devfleet import Fleet
-from sglfleet.facts.stack import uv_path
-from sglfleet.stacks import HOST_WHEELHOUSE, load_stack
+from sglfleet.host.layout import LAYOUT
+from sglfleet.stacks import load_stack
 
 def timed(fleet, host, *steps):
     """Seconds each shell step took on ``host`` (host clock), run in one session."""
@@ -44,13 +44,13 @@ def main():
     fleet = Fleet(log=lambda line: None)
     host = args.host or fleet.hosts[0]
     stack = load_stack("dev")
-    uv = uv_path(stack.uv.version)
+    uv = LAYOUT.uv(stack.uv.version)
     work = "/tmp/sglfleet-bench"
     requirements = stack.requirements()
     fleet.exec(host, f"rm -rf {work} && mkdir -p {work} && printf %s {shlex.quote(requirements)} > {work}/req.txt"
-                     f" && test -x {uv} && ls {HOST_WHEELHOUSE}/{stack.uv.filename} >/dev/null"
+                     f" && test -x {uv} && ls {LAYOUT.wheelhouse}/{stack.uv.filename} >/dev/null"
                      " || { echo 'needs the dev stack converged on the host' >&2; exit 1; }")
-    common = f"--no-index --find-links {HOST_WHEELHOUSE} --require-hashes --no-deps -r {work}/req.txt"
+    common = f"--no-index --find-links {LAYOUT.wheelhouse} --require-hashes --no-deps -r {work}/req.txt"
     uv_steps = [
         f"rm -rf {work}/uv {work}/uvcache && {uv} venv -q --relocatable --python python{stack.python} {work}/uv",
         f"UV_CACHE_DIR={work}/uvcache {uv} pip install -q --python {work}/uv/bin/python --offline "

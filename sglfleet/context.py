@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
+import hashlib
+import zipfile
+from dataclasses import dataclass
 from functools import cache
 
 from pyinfra.api import Host, Inventory
 
-import hashlib
-import zipfile
-from dataclasses import dataclass
-
-from sglfleet.config import HostConfig, rollout_waves_of, validate_host_data
-from sglfleet import wheelhouse
+from sglfleet import FILES, PROJECT_ROOT, wheelhouse
+from sglfleet.host.layout import LAYOUT
 from sglfleet.patcher import PatchRefused, apply, load_patch
 from sglfleet.release import Release, render_release
+from sglfleet.schema import HostConfig, validate_host_data
 from sglfleet.secrets import load_secrets, render_env
 from sglfleet.stacks import Stack, load_stack
-from sglfleet.templates import render_unit
-from sglfleet.waves import Wave, limit_waves, plan_waves
+from sglfleet.templates import render, render_unit
+from sglfleet.waves import Wave, limit_waves, plan_waves, rollout_waves_of
 
 
 _configs: dict[str, HostConfig] = {}
@@ -112,6 +112,33 @@ def host_service_files(host: Host) -> ServiceFiles:
             env_redacted=render_env(secrets, redacted=True),
         )
     return _service_files[host.name]
+
+
+HOST_PACKAGE = PROJECT_ROOT / "sglfleet" / "host"
+# The stand-in and the two stdlib modules it imports from its own folder.
+STANDIN_FILES = {
+    "sglang_standin.py": FILES / "standin" / "sglang_standin.py",
+    "server_flags.py": PROJECT_ROOT / "sglfleet" / "server_flags.py",
+    "stub_import.py": PROJECT_ROOT / "sglfleet" / "stub_import.py",
+}
+
+
+@cache
+def host_tool_files(server: str) -> dict[str, tuple[bytes, str]]:
+    """
+    What the host tool is made of on a host (its entry script and the
+    ``sglfleet.host`` package as ``lib/sglfleet_host``), and the stand-in where
+    the host runs it: remote path -> (content, mode).
+
+    + server: the host's ``server`` ("sglang" or "standin")
+    """
+    tools = {LAYOUT.tool: (render("sglfleet-release.j2", FILES / "host", layout=LAYOUT).encode(), "755")}
+    tools.update({f"{LAYOUT.lib}/sglfleet_host/{path.name}": (path.read_bytes(), "644")
+                  for path in sorted(HOST_PACKAGE.glob("*.py"))})
+    if server == "standin":
+        tools.update({f"{LAYOUT.standin}/{name}": (source.read_bytes(), "644")
+                      for name, source in STANDIN_FILES.items()})
+    return tools
 
 
 def host_release(host: Host) -> Release:

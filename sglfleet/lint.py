@@ -22,7 +22,7 @@ from typing import Literal
 
 from packaging.version import Version
 
-from sglfleet.release import LAUNCH_KEYS, flag_of, launch_args
+from sglfleet.schema import LAUNCH_KEYS, LaunchSettings
 
 EAGLE_NUMBERS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 KIMI_K25 = re.compile(r"kimi[-_.]?k2[-_.]?5", re.I)
@@ -61,14 +61,14 @@ def _flag_findings(host: str, config, flagset, version: str) -> list[Finding]:
     findings = []
     options = flagset.options
     for key in LAUNCH_KEYS:
-        value = getattr(config, key)
-        if value is not None and value is not False and flag_of(key) not in options:
-            findings.append(Finding("error", host, key, f"{flag_of(key)} is not a flag of sglang {version}; "
+        value = getattr(config.launch, key)
+        if value is not None and value is not False and LaunchSettings.flag(key) not in options:
+            findings.append(Finding("error", host, key, f"{LaunchSettings.flag(key)} is not a flag of sglang {version}; "
                                     f"remove {key} or use a stack whose sglang has it"))
 
-    schema_flags = {flag_of(key): key for key in LAUNCH_KEYS}
-    dests = {options[flag_of(key)].dest: key for key in LAUNCH_KEYS if flag_of(key) in options}
-    tokens = list(config.extra_flags)
+    schema_flags = {LaunchSettings.flag(key): key for key in LAUNCH_KEYS}
+    dests = {options[LaunchSettings.flag(key)].dest: key for key in LAUNCH_KEYS if LaunchSettings.flag(key) in options}
+    tokens = list(config.launch.extra_flags)
     i = 0
     while i < len(tokens):
         token = tokens[i]
@@ -79,6 +79,13 @@ def _flag_findings(host: str, config, flagset, version: str) -> list[Finding]:
             continue
         name, has_inline, inline = token.partition("=")
         spec = options.get(name)
+        full = _unabbreviated(name, options) if spec is None else None
+        if full:
+            # sglang's parser has allow_abbrev on: it takes the prefix, and a release
+            # that adds a flag with the same prefix makes it ambiguous.
+            findings.append(Finding("error", host, "extra_flags", f"{name} is an abbreviation of {full}, which "
+                                    f"sglang {version} accepts; write {full} in full"))
+            spec = options[full]
         if spec is None:
             findings.append(Finding("error", host, "extra_flags", f"{name} is not a flag of sglang {version}; "
                                     f"{_suggest(name, options)}"))
@@ -113,6 +120,14 @@ def _flag_findings(host: str, config, flagset, version: str) -> list[Finding]:
     return findings
 
 
+def _unabbreviated(name: str, options) -> str | None:
+    """The one long option ``name`` abbreviates, as argparse's allow_abbrev finds it, else None."""
+    if not name.startswith("--"):
+        return None
+    matches = [option for option in options if option.startswith("--") and option.startswith(name)]
+    return matches[0] if len(matches) == 1 else None
+
+
 def _value_findings(host: str, name: str, spec, value: str) -> list[Finding]:
     if spec.choices is not None and value not in [str(choice) for choice in spec.choices]:
         shown = ", ".join(str(choice) for choice in spec.choices[:12]) + (", ..." if len(spec.choices) > 12 else "")
@@ -129,28 +144,28 @@ def _value_findings(host: str, name: str, spec, value: str) -> list[Finding]:
 
 def _speculative_findings(host: str, config) -> list[Finding]:
     findings = []
-    given = [key for key in EAGLE_NUMBERS if getattr(config, key) is not None]
+    given = [key for key in EAGLE_NUMBERS if getattr(config.launch, key) is not None]
     if given and len(given) < len(EAGLE_NUMBERS):
         missing = [key for key in EAGLE_NUMBERS if key not in given]
         findings.append(Finding("error", host, missing[0], f"{', '.join(given)} given without {', '.join(missing)}: "
                                 f"set all three or none (sglang then picks 3, 1, 4); "
                                 f"sglang 0.5.9 fails at start-up otherwise"))
-    steps, topk, draft = (getattr(config, key) for key in EAGLE_NUMBERS)
+    steps, topk, draft = (getattr(config.launch, key) for key in EAGLE_NUMBERS)
     if topk == 1 and steps is not None and draft is not None and draft != steps + 1:
         findings.append(Finding("error", host, "speculative_num_draft_tokens",
                                 f"= {draft}, but with speculative_eagle_topk = 1 sglang forces it to "
                                 f"speculative_num_steps + 1 = {steps + 1}; set speculative_num_draft_tokens = {steps + 1}"))
 
-    algorithm = config.speculative_algorithm
+    algorithm = config.launch.speculative_algorithm
     if algorithm is None:
-        stray = given + (["speculative_draft_model_path"] if config.speculative_draft_model_path else [])
+        stray = given + (["speculative_draft_model_path"] if config.launch.speculative_draft_model_path else [])
         if stray:
             findings.append(Finding("warning", host, stray[0], f"{', '.join(stray)} ignored without "
                                     f"speculative_algorithm; set speculative_algorithm = \"EAGLE3\" or remove them"))
         return findings
 
-    kimi = bool(KIMI_K25.search(config.model_path))
-    if config.speculative_draft_model_path is None and algorithm != "NGRAM":
+    kimi = bool(KIMI_K25.search(config.launch.model_path))
+    if config.launch.speculative_draft_model_path is None and algorithm != "NGRAM":
         if kimi:
             findings.append(Finding("error", host, "speculative_draft_model_path",
                                     f"KimiK25 has no built-in draft layers, so {algorithm} needs a draft model; "
@@ -165,16 +180,16 @@ def _speculative_findings(host: str, config) -> list[Finding]:
 def _architecture_findings(host: str, config, compute_caps: list[str] | None, version: str) -> list[Finding]:
     findings = []
     if compute_caps is None:
-        if not config.gpu_less and (config.enable_torch_symm_mem or config.enable_flashinfer_allreduce_fusion):
+        if not config.gpu_less and (config.launch.enable_torch_symm_mem or config.launch.enable_flashinfer_allreduce_fusion):
             findings.append(Finding("warning", host, "gpu_compute_cap", "unknown, so SM-specific rules were not "
                                     "checked; set gpu_compute_cap (e.g. \"12.0\") for this host"))
         return findings
-    if compute_caps and config.tp_size > len(compute_caps):
-        findings.append(Finding("error", host, "tp_size", f"= {config.tp_size}, but the host has "
+    if compute_caps and config.launch.tp_size > len(compute_caps):
+        findings.append(Finding("error", host, "tp_size", f"= {config.launch.tp_size}, but the host has "
                                 f"{len(compute_caps)} GPUs; set tp_size <= {len(compute_caps)}"))
     if 12 not in _majors(compute_caps):
         return findings
-    if config.enable_torch_symm_mem:
+    if config.launch.enable_torch_symm_mem:
         if Version(version) < SYMM_MEM_SM120_FIXED:
             findings.append(Finding("error", host, "enable_torch_symm_mem",
                                     f"sglang {version} on SM120 fails at start-up: its torch symmetric-memory "
@@ -184,7 +199,7 @@ def _architecture_findings(host: str, config, compute_caps: list[str] | None, ve
             findings.append(Finding("warning", host, "enable_torch_symm_mem",
                                     f"sglang {version} has no torch symmetric-memory all-reduce for SM120 and "
                                     f"skips it; set enable_torch_symm_mem = False"))
-    if config.enable_flashinfer_allreduce_fusion:
+    if config.launch.enable_flashinfer_allreduce_fusion:
         findings.append(Finding("warning", host, "enable_flashinfer_allreduce_fusion",
                                 "ignored on SM120: sglang applies FlashInfer all-reduce fusion only on SM90 and "
                                 "SM100; set enable_flashinfer_allreduce_fusion = False"))
@@ -199,16 +214,21 @@ def _fleet_findings(host: str, config) -> list[Finding]:
     if config.server == "standin" and not config.gpu_less:
         findings.append(Finding("warning", host, "server", "the stand-in serves no model; use it only on "
                                 "GPU-less local-fleet hosts (set gpu_less = True there)"))
+    if config.gate_bake_s > 0 and not config.launch.enable_metrics:
+        findings.append(Finding("error", host, "gate_bake_s", "the bake reads sglang's /metrics; "
+                                "set enable_metrics = True or gate_bake_s = 0"))
+    if config.gate_bake_s > 0 and not config.router_url:
+        findings.append(Finding("warning", host, "gate_bake_s", "no router_url: the bake judges whatever "
+                                "traffic reaches the host, and without any it is inconclusive "
+                                f"(gate_on_inconclusive = {config.gate_on_inconclusive!r})"))
     if config.gate_min_spec_accept_length is not None:
-        if not config.enable_metrics:
-            findings.append(Finding("error", host, "gate_min_spec_accept_length", "the gate reads "
-                                    "sglang:spec_accept_length from /metrics; set enable_metrics = True"))
-        if config.speculative_algorithm is None:
+        if config.launch.speculative_algorithm is None:
             findings.append(Finding("error", host, "gate_min_spec_accept_length", "no speculative decoding "
                                     "to measure; set speculative_algorithm or remove the threshold"))
-    if config.router_url and config.host in ("127.0.0.1", "localhost", "::1"):
-        findings.append(Finding("warning", host, "host", f"= {config.host} with router_url set: a router on "
-                                "another machine cannot reach it; set host = \"0.0.0.0\" or the host's address"))
+    if config.router_url and config.launch.listen_host in ("127.0.0.1", "localhost", "::1"):
+        findings.append(Finding("warning", host, "listen_host", f"= {config.launch.listen_host} with router_url set: "
+                                "a router on another machine cannot reach it; set listen_host = \"0.0.0.0\" or "
+                                "the host's address"))
     return findings
 
 
@@ -237,4 +257,3 @@ def lint(host_name: str, config, flagset, compute_caps: list[str] | None, sglang
     return sorted(findings, key=lambda finding: finding.severity != "error")
 
 
-__all__ = ["Finding", "lint", "launch_args"]

@@ -13,7 +13,8 @@ Each problem is one line naming the host, the thing and the fix, e.g.
 from __future__ import annotations
 
 from sglfleet.facts.gpu import Gpu
-from sglfleet.stacks import HOST_STACKS, Stack
+from sglfleet.host.layout import LAYOUT
+from sglfleet.stacks import Stack
 
 GIB = 1 << 30
 
@@ -61,7 +62,7 @@ def check(host: str, stack: Stack, gpus: list[Gpu], disk_free: int, gpu_less: bo
     needed = 2 * stack.size
     if not built and disk_free < needed:
         problems.append(
-            f"{host}: {gib(disk_free)} free under {HOST_STACKS} is too little for stack {stack.name} "
+            f"{host}: {gib(disk_free)} free under {LAYOUT.stacks} is too little for stack {stack.name} "
             f"(needs {gib(needed)}, twice its {gib(stack.size)}): free space or grow the filesystem"
         )
     return problems

@@ -22,59 +22,57 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from sglfleet.templates import ROOT, TEMPLATES, render
+from sglfleet.host.gate import GateSettings
+from sglfleet.host.layout import LAYOUT
+from sglfleet.schema import LAUNCH_KEYS, LaunchSettings
+from sglfleet.templates import TEMPLATES, render
 
-STANDIN_SCRIPT = f"{ROOT}/standin/sglang_standin.py"
-
-# HostConfig keys rendered as sglang flags, in this order; the flag is the key
-# with dashes (sglang's own naming). Booleans are store_true flags in 0.5.9.
-LAUNCH_KEYS = (
-    "model_path",
-    "served_model_name",
-    "trust_remote_code",
-    "tp_size",
-    "mem_fraction_static",
-    "cuda_graph_max_bs",
-    "speculative_algorithm",
-    "speculative_draft_model_path",
-    "speculative_num_steps",
-    "speculative_eagle_topk",
-    "speculative_num_draft_tokens",
-    "enable_flashinfer_allreduce_fusion",
-    "enable_torch_symm_mem",
-    "enable_metrics",
-    "host",
-    "port",
-)
+STANDIN_SCRIPT = f"{LAYOUT.standin}/sglang_standin.py"
 
 
-def flag_of(key: str) -> str:
-    """``"tp_size"`` -> ``"--tp-size"``."""
-    return "--" + key.replace("_", "-")
-
-
-def launch_args(config) -> list[str]:
+def launch_args(launch: LaunchSettings) -> list[str]:
     """
-    The sglang command-line arguments a config renders to (no secrets).
+    The sglang command-line arguments launch settings render to (no secrets).
 
-    + config: a ``HostConfig``
+    + launch: a host's ``HostConfig.launch``
 
     **Example:**
 
     .. code:: python
 
-        launch_args(config)  # ["--model-path", "moonshotai/Kimi-K2.5", ..., "--port", "30000"]
+        launch_args(config.launch)  # ["--model-path", "moonshotai/Kimi-K2.5", ..., "--port", "30000"]
     """
     args: list[str] = []
     for key in LAUNCH_KEYS:
-        value = getattr(config, key)
+        value = getattr(launch, key)
         if value is None or value is False:
             continue
-        if value is True:
-            args.append(flag_of(key))
+        if value is True:  # store_true flags in sglang
+            args.append(LaunchSettings.flag(key))
         else:
-            args += [flag_of(key), str(value)]
-    return args + list(config.extra_flags)
+            args += [LaunchSettings.flag(key), str(value)]
+    return args + list(launch.extra_flags)
+
+
+def gate_settings(config) -> GateSettings:
+    """
+    The thresholds the host tool judges this host's releases by (``gate.json``).
+
+    + config: the host's ``HostConfig``
+    """
+    return GateSettings(
+        warmup_s=config.gate_warmup_s,
+        prompts=tuple(config.gate_prompts),
+        max_new_tokens=config.gate_max_new_tokens,
+        min_spec_accept_length=config.gate_min_spec_accept_length,
+        bake_s=config.gate_bake_s,
+        interval_s=config.gate_interval_s,
+        max_regression=config.gate_max_regression,
+        on_inconclusive=config.gate_on_inconclusive,
+        max_ttft_p99_s=config.gate_max_ttft_p99_s,
+        max_itl_p99_s=config.gate_max_itl_p99_s,
+        max_error_rate=config.gate_max_error_rate,
+    )
 
 
 def arg_lines(args: list[str]) -> list[str]:
@@ -88,11 +86,6 @@ def arg_lines(args: list[str]) -> list[str]:
     return [" ".join(shlex.quote(part) for part in line) for line in lines]
 
 
-def stack_python(stack_id: str) -> str:
-    """The python of a stack's venv on a host."""
-    return f"{ROOT}/stacks/{stack_id}/venv/bin/python"
-
-
 @dataclass(frozen=True)
 class Release:
     """A rendered release: its id, launch arguments and the files of its directory."""
@@ -104,6 +97,7 @@ class Release:
     args: tuple[str, ...]
     launch_script: str
     release_json: str
+    gate_json: str
 
     @property
     def args_text(self) -> str:
@@ -112,12 +106,18 @@ class Release:
 
     @property
     def files(self) -> dict[str, tuple[str, int]]:
-        """File name -> (text, mode) of ``/opt/sglfleet/releases/<release_id>/``."""
+        """File name -> (text, mode) of ``releases/<release_id>/``: exactly what the id covers."""
         return {
             "launch": (self.launch_script, 0o755),
             "launch.args": (self.args_text, 0o644),
             "release.json": (self.release_json, 0o644),
         }
+
+    @property
+    def settings(self) -> dict[str, tuple[str, int]]:
+        """Files of the release its id does not cover: the gate's thresholds change
+        without a new release (and without restarting every host)."""
+        return {"gate.json": (self.gate_json, 0o644)}
 
 
 def release_id_of(stack_id: str, patch_digest: str, launch_script: str, service_digest: str = "") -> str:
@@ -151,11 +151,14 @@ def render_release(
         release = render_release(config, stack_id, patch_digest)
         release.release_id   # "9c41d0e2a7b35f18"
     """
-    args = launch_args(config)
-    python = stack_python(stack_id)
+    args = launch_args(config.launch)
+    python = LAYOUT.python(stack_id)
     if config.server == "standin":
         command = f"{python} {STANDIN_SCRIPT}"
         environment = [("SGLFLEET_STANDIN_WARMUP", shlex.quote(f"{config.standin_warmup_s:g}"))]
+        if config.standin_spec_accept_length is not None:
+            environment.append(("SGLFLEET_STANDIN_SPEC_ACCEPT_LENGTH",
+                                shlex.quote(f"{config.standin_spec_accept_length:g}")))
     else:
         command = f"{python} -m sglang.launch_server"
         environment = []
@@ -170,8 +173,7 @@ def render_release(
         command=command,
     )
     release_id = release_id_of(stack_id, patch_digest, script, service_digest)
-    launch = {key: getattr(config, key) for key in LAUNCH_KEYS}
-    launch["extra_flags"] = list(config.extra_flags)
+    launch = config.launch.model_dump()
     meta = {
         "release_id": release_id,
         "stack": stack_id,
@@ -189,4 +191,5 @@ def render_release(
         args=tuple(args),
         launch_script=script,
         release_json=json.dumps(meta, indent=2, sort_keys=True) + "\n",
+        gate_json=gate_settings(config).to_json(),
     )

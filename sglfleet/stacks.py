@@ -30,11 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sglfleet import FILES
+from sglfleet.host.layout import LAYOUT
 
+# $SGLFLEET_STACKS points a run at another folder of stack definitions (a test's).
 STACKS_DIR = Path(os.environ.get("SGLFLEET_STACKS", FILES / "stacks"))
-HOST_ROOT = "/opt/sglfleet"
-HOST_STACKS = f"{HOST_ROOT}/stacks"
-HOST_WHEELHOUSE = f"{HOST_ROOT}/wheelhouse"
 MARKER = "verified.json"
 
 
@@ -75,16 +74,16 @@ class Stack:
     @property
     def path(self) -> str:
         """The stack's folder on a host."""
-        return f"{HOST_STACKS}/{self.id}"
+        return LAYOUT.stack(self.id)
 
     @property
     def venv(self) -> str:
         """The stack's venv on a host (``<venv>/bin/python`` runs sglang)."""
-        return f"{self.path}/venv"
+        return LAYOUT.venv(self.id)
 
     @property
     def marker(self) -> str:
-        return f"{self.path}/{MARKER}"
+        return LAYOUT.stack(self.id, MARKER)
 
     @property
     def size(self) -> int:

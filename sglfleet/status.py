@@ -18,10 +18,11 @@ from pyinfra.api.connect import connect_all
 
 from sglfleet.context import fleet_waves
 from sglfleet.facts.sudo import SudoAccess
-from sglfleet.lint_cli import load_inventory
-from sglfleet.operations.release import RELEASE_TOOL
+from sglfleet.host.bake import describe
+from sglfleet.host.layout import LAYOUT
+from sglfleet.validation import load_inventory
 
-COLUMNS = ("host", "wave", "current", "previous", "stack", "unit", "health", "accept_len")
+COLUMNS = ("host", "wave", "current", "previous", "serving", "stack", "unit", "health", "gate", "bake")
 
 
 def fleet_status(inventory_path: str, data: dict | None = None) -> list[dict]:
@@ -69,19 +70,31 @@ def _host_state(state: State, host) -> dict:
         access = SudoAccess().process(output.stdout_lines)
         if access["status"] != "ok":
             return {"error": f"sudo: {access['message']}"}
-    ok, output = host.run_shell_command(f"{RELEASE_TOOL} state", **connector)
+    ok, output = host.run_shell_command(f"{LAYOUT.tool} state", **connector)
     if not ok:
         return {"error": output.stderr or "sglfleet-release is not installed"}
     return json.loads(output.stdout)
 
 
 def _cell(row: dict, column: str) -> str:
-    key = {"unit": "active_state", "accept_len": "spec_accept_length"}.get(column, column)
-    value = row.get(key)
-    if column in ("current", "previous") and value:
-        return value[:12]
     if column == "unit" and row.get("error"):
         return row["error"]
+    if column == "serving" and row.get("serving") and row.get("serving") != row.get("current"):
+        return f"{row['serving'][:12]} (not current!)"
+    if column == "gate":
+        startup = row.get("startup") or {}
+        figures = startup.get("figures") or {}
+        if not startup:
+            return "-"
+        if not startup.get("passed"):
+            return "failed"
+        return f"passed (accept {figures['spec_accept_length']:g})" if "spec_accept_length" in figures else "passed"
+    if column == "bake":
+        baked = row.get("bake") or {}
+        return f"{baked['verdict']}: {describe(baked.get('figures') or {})}" if baked else "-"
+    value = row.get({"unit": "active_state"}.get(column, column))
+    if column in ("current", "previous", "serving") and value:
+        return value[:12]
     return "-" if value is None else str(value)
 
 
@@ -91,7 +104,7 @@ def _cell(row: dict, column: str) -> str:
 @click.option("--ssh-user", help="Log in as this user, as pyinfra's --ssh-user does.")
 @click.option("--sudo", is_flag=True, default=None, help="Run through sudo, as pyinfra's --sudo does.")
 def status(inventory, as_json, ssh_user, sudo):
-    """Tabulate the hosts of INVENTORY: wave, releases, stack, unit state, health."""
+    """Tabulate the hosts of INVENTORY: wave, releases, what serves, stack, unit, health, gate and bake."""
     overrides = {"ssh_user": ssh_user, "_sudo": sudo}
     rows = fleet_status(inventory, {key: value for key, value in overrides.items() if value is not None})
     if as_json:

@@ -16,13 +16,10 @@ from pathlib import Path
 import jinja2
 
 from sglfleet import FILES
+from sglfleet.host.layout import LAYOUT, Layout
 
 # $SGLFLEET_TEMPLATES points a run at another copy (an operator's, or a test's).
 TEMPLATES = Path(os.environ.get("SGLFLEET_TEMPLATES", FILES / "templates"))
-ROOT = "/opt/sglfleet"
-ENV_FILE = "/etc/sglfleet/sglang.env"
-UNIT_FILE = "/etc/systemd/system/sglang.service"
-SERVICE_USER = "sglang"  # a system user the service runs as; tasks create it
 
 
 class TemplateRenderError(ValueError):
@@ -68,26 +65,28 @@ def render(name: str, templates: Path = TEMPLATES, **context) -> str:
         raise TemplateRenderError(f"{templates / name}: {error}; fix the template") from None
 
 
-def render_unit(config, templates: Path = TEMPLATES) -> str:
+def render_unit(config, templates: Path = TEMPLATES, layout: Layout = LAYOUT) -> str:
     """
     The text of ``sglang.service`` for one host.
 
     + config: the host's ``HostConfig``
     + templates: the templates directory
+    + layout: where things are on the host
 
     **Example:**
 
     .. code:: python
 
-        files.put(src=StringIO(render_unit(config)), dest=UNIT_FILE, mode="644")
+        files.put(src=StringIO(render_unit(config)), dest=LAYOUT.unit_file, mode="644")
     """
     warmup = int(config.gate_warmup_s)
     return render(
         "sglang.service.j2",
         templates,
-        user=SERVICE_USER,
-        root=ROOT,
-        env_file=ENV_FILE,
+        service=layout.service,
+        user=layout.service_user,
+        root=layout.root,
+        env_file=layout.env_file,
         # systemd must not kill a start the gate still waits for
         start_timeout_s=max(warmup, 60) + 300,
         stop_timeout_s=120,

@@ -1,18 +1,167 @@
-"""Validate and lint the whole inventory after pyinfra builds it and before it connects."""
+"""
+Check a whole inventory before anything connects: load it as pyinfra does,
+validate every host against the schema and the wave plan, load each host's
+stack, render its files and lint its launch flags.
+
+``sglfleet lint`` prints what ``check_inventory`` finds; ``config.py`` (pyinfra's
+hook) runs the same checks after pyinfra builds the inventory and before it
+connects, so bad input gets one line per problem and touches no host.
+
+**Example:**
+
+.. code:: python
+
+    inventory = load_inventory("inventory/prod.py")
+    for line in check_inventory(inventory):
+        print(line)   # gpu-canary-01: error: enable_torch_symm_mem: ...
+"""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
-from sglfleet.config import ConfigError
+from sglfleet.errors import ConfigError
+from sglfleet.schema import STACKS_DIR, HostConfig, validate_host_data
+from sglfleet.templates import TEMPLATES
+from sglfleet.waves import plan_waves, rollout_waves_of
+
+
+def load_inventory(inventory_file: str, data: dict | None = None):
+    """
+    Build a pyinfra inventory from a file as the CLI does, without connecting.
+
+    + inventory_file: a pyinfra inventory file
+    + data: ``--data`` overrides, already parsed as pyinfra parses them
+
+    Raises ``ConfigError`` when the file does not load.
+    """
+    from pyinfra.api import State
+    from pyinfra.context import ctx_state
+    from pyinfra_cli.inventory import make_inventory_from_files
+
+    try:
+        # exec'ing inventory and group data files needs a pyinfra state, as in the CLI
+        with ctx_state.use(State()):
+            return make_inventory_from_files(inventory_file, override_data=data or {})
+    except Exception as error:  # the inventory file is user code
+        cause = getattr(error, "exception", None) or error.__context__ or error
+        raise ConfigError([f"{inventory_file}: does not load: {type(cause).__name__}: {cause}; fix the file"]) from None
+
+
+def collapse(lines: list[str], host_names) -> list[str]:
+    """
+    Merge lines that differ only in their host (one bad group value, many hosts) into one.
+
+    + lines: ``"<host>: <problem>"`` lines, in order
+    + host_names: every host name (other lines pass through unchanged)
+
+    **Example:**
+
+    .. code:: python
+
+        collapse(["node1: x: bad", "node2: x: bad"], ["node1", "node2"])  # ["node1, node2: x: bad"]
+    """
+    hosts_of: dict[str, list[str]] = {}
+    for line in lines:
+        host, sep, rest = line.partition(": ")
+        key = rest if sep and host in host_names else "\0" + line
+        hosts_of.setdefault(key, []).append(host)
+    return [key[1:] if key.startswith("\0") else f"{', '.join(dict.fromkeys(hosts))}: {key}"
+            for key, hosts in hosts_of.items()]
+
+
+def validate_inventory(inventory, stacks_dir: Path = STACKS_DIR) -> dict[str, HostConfig]:
+    """
+    Validate every host of a pyinfra inventory and its wave plan, collecting all problems.
+
+    + inventory: a ``pyinfra.api.Inventory`` (nothing is connected)
+    + stacks_dir: where stack files live
+
+    Returns ``{host name: HostConfig}``; raises ``ConfigError`` listing every problem.
+
+    **Example:**
+
+    .. code:: python
+
+        configs = validate_inventory(state.inventory)
+    """
+    problems: list[str] = []
+    configs: dict[str, HostConfig] = {}
+    groups: dict[str, list[str]] = {}
+    for host in inventory:
+        groups[host.name] = list(host.groups)
+        try:
+            configs[host.name] = validate_host_data(host.name, host.data.dict(), stacks_dir)
+        except ConfigError as error:
+            problems += error.problems
+    if not problems:
+        try:
+            plan_waves(groups, rollout_waves_of(configs))
+        except ConfigError as error:
+            problems += error.problems
+    if problems:
+        raise ConfigError(collapse(problems, groups))
+    return configs
+
+
+def _compute_caps(config: HostConfig) -> list[str] | None:
+    if config.gpu_less or config.gpu_compute_cap is None:
+        return None
+    # GPU count unknown: assume tp_size GPUs, so only the architecture rules apply.
+    return [config.gpu_compute_cap] * (config.gpu_count or config.launch.tp_size)
+
+
+def check_inventory(inventory, templates: Path = TEMPLATES) -> list[str]:
+    """
+    Everything wrong with an inventory pyinfra has built, as lines; errors say ``error``.
+
+    + inventory: a ``pyinfra.api.Inventory`` (nothing is connected)
+    + templates: the templates directory
+
+    Raises ``ConfigError`` when the inventory does not validate.
+    """
+    from sglfleet.flagsets import flagset_for
+    from sglfleet.lint import Finding, lint
+    from sglfleet.release import render_release
+    from sglfleet.secrets import SecretsError, load_secrets, render_env
+    from sglfleet.stacks import StackError, load_stack
+    from sglfleet.templates import TemplateRenderError, render_unit
+
+    configs = validate_inventory(inventory)
+    findings: list[Finding] = []
+    for name, config in configs.items():
+        try:
+            stack = load_stack(config.stack, allow_unhashed=config.allow_unhashed_lock)
+            stack.require_complete()
+        except StackError as error:
+            findings.append(Finding("error", name, "stack", str(error)))
+            continue
+        try:
+            secrets = load_secrets(config.secrets_file)
+            render_env(secrets, redacted=True, templates=templates)
+            render_unit(config, templates)
+            render_release(config, stack.id, "", templates)
+        except SecretsError as error:
+            findings.append(Finding("error", name, "secrets_file", str(error)))
+        except TemplateRenderError as error:
+            findings.append(Finding("error", name, "templates", str(error)))
+        version = stack.sglang_version
+        if version is None:
+            findings.append(Finding("warning", name, "stack", f"{stack.name} names no sglang version; "
+                                    f"flags were not checked"))
+        findings += lint(name, config, flagset_for(version) if version else None, _compute_caps(config),
+                         version or "unknown")
+    findings.sort(key=lambda finding: finding.severity != "error")
+    return collapse([str(finding) for finding in findings], configs)
 
 
 def validate_before_connecting(state) -> None:
     """
-    Run the inventory schema, the wave plan and the lint once pyinfra's state
-    holds the inventory (with ``--data`` overrides applied), before any
-    connection: bad input gets one line per problem, exit 2, and no host is
-    touched. Lint warnings are printed and the run goes on.
+    Run ``check_inventory`` once pyinfra's state holds the inventory (with
+    ``--data`` overrides applied), before any connection: bad input gets one
+    line per problem, exit 2, and no host is touched. Warnings are printed and
+    the run goes on.
 
     pyinfra has no hook between building the inventory and connecting to it
     (callback handlers are created by ``State.init`` itself), so this wraps
@@ -32,10 +181,8 @@ def validate_before_connecting(state) -> None:
 
     def init_then_validate(inventory, *args, **kwargs):
         init(inventory, *args, **kwargs)
-        from sglfleet.lint_cli import lint_loaded
-
         try:
-            findings = lint_loaded(inventory)
+            findings = check_inventory(inventory)
         except ConfigError as error:
             findings = error.problems
         for line in findings:

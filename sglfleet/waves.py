@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from sglfleet.config import ConfigError
+from sglfleet.errors import ConfigError
 
 LEFTOVER = "leftover"
 NUMBERED = re.compile(r"^wave(\d+)$")
@@ -108,3 +108,21 @@ def limit_waves(waves: Iterable[Wave], targets: Iterable[str]) -> list[Wave]:
     """
     targets = list(targets)
     return [wave for wave in (wave.only(targets) for wave in waves) if wave.hosts]
+
+
+def rollout_waves_of(configs: Mapping[str, object]) -> Sequence[str] | None:
+    """
+    The fleet's one ``rollout_waves`` setting; hosts that disagree are a ``ConfigError``.
+
+    + configs: validated ``HostConfig`` by host name
+    """
+    settings = {name: config.rollout_waves for name, config in configs.items()}
+    first_name, first = next(iter(settings.items()), (None, None))
+    problems = [
+        f"{name}: rollout_waves = {waves!r} differs from {first_name}'s {first!r}; "
+        f"set it once for the fleet (group_data/all.py or the inventory's all group)"
+        for name, waves in settings.items() if waves != first
+    ]
+    if problems:
+        raise ConfigError(problems)
+    return first

@@ -10,12 +10,7 @@ from sglfleet.operations import release
 @deploy("Release")
 def stage_release():
     rendered = host_release(host)
-    release.staged(
-        name=f"Stage release {rendered.release_id}",
-        release_id=rendered.release_id,
-        files=rendered.files,
-        diff_against="launch.args",
-    )
+    release.staged(name=f"Stage release {rendered.release_id}", release=rendered)
 
 
 @deploy("Release")

@@ -1,6 +1,4 @@
-"""Roll out, or back, wave by wave: each wave starts only when the one before passed."""
-
-import shlex
+"""Roll out, or back, wave by wave: each wave starts only when the one before passed its gates and bake."""
 
 from pyinfra import host, inventory, state
 from pyinfra.api import deploy
@@ -9,16 +7,9 @@ from sglfleet.context import fleet_waves, host_config, host_release
 from sglfleet.operations import release
 
 
-def _gate_args(config):
-    args = ["--warmup-s", f"{config.gate_warmup_s:g}", "--prompt", shlex.quote(config.gate_generate_prompt)]
-    if config.gate_min_spec_accept_length is not None:
-        args += ["--min-spec-accept-length", f"{config.gate_min_spec_accept_length:g}"]
-    return args
-
-
-def _router(config):
-    worker = f"http://{host.data.get('ssh_hostname') or host.name}:{config.port}"
-    return {"router_url": config.router_url, "worker_url": worker if config.router_url else None}
+def _worker_url(config) -> str:
+    """This host's URL as the router knows it."""
+    return f"http://{host.data.get('ssh_hostname') or host.name}:{config.launch.listen_port}"
 
 
 def _steps(config):
@@ -28,13 +19,14 @@ def _steps(config):
         yield None if host.name not in wave.hosts else release.WaveStep(
             wave=wave.name,
             earlier_hosts=tuple(earlier),
-            gate_args=tuple(_gate_args(config)),
-            **_router(config),
-            # Another run's switch holds the lock through a gate and a rollback's gate.
-            lock_wait_s=2 * config.gate_warmup_s + 300,
+            bake_s=config.gate_bake_s,
+            router_url=config.router_url,
+            worker_url=_worker_url(config) if config.router_url else None,
+            # Another run's switch holds the lock through a gate, a bake and a rollback's gate.
+            lock_wait_s=2 * config.gate_warmup_s + config.gate_bake_s + 300,
             # The host tool may wait for that lock, then gate, then gate a rollback:
             # past that, the link is gone, not slow.
-            timeout_s=config.gate_answer_timeout_s or 4 * config.gate_warmup_s + 600,
+            timeout_s=config.gate_answer_timeout_s or 4 * config.gate_warmup_s + config.gate_bake_s + 600,
         )
         earlier += wave.hosts
 

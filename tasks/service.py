@@ -3,42 +3,25 @@
 from pyinfra import host
 from pyinfra.api import deploy
 
-from sglfleet import FILES, PROJECT_ROOT
-from sglfleet.context import host_config, host_service_files
+from sglfleet.context import host_config, host_service_files, host_tool_files
+from sglfleet.host.layout import LAYOUT
 from sglfleet.operations import files, secrets as secret_files, users
-from sglfleet.operations.release import RELEASE_TOOL
-from sglfleet.templates import ENV_FILE, ROOT, SERVICE_USER, UNIT_FILE
-
-# The stand-in and the two stdlib modules it imports from its own folder.
-STANDIN_FILES = {
-    "sglang_standin.py": FILES / "standin" / "sglang_standin.py",
-    "server_flags.py": PROJECT_ROOT / "sglfleet" / "server_flags.py",
-    "stub_import.py": PROJECT_ROOT / "sglfleet" / "stub_import.py",
-}
 
 
 @deploy("Service")
 def install_service():
     config = host_config(host)
     users.system_user(
-        name=f"System user {SERVICE_USER} for sglang.service",
-        user=SERVICE_USER, home=f"/var/lib/{SERVICE_USER}", shell="/usr/sbin/nologin",
+        name=f"System user {LAYOUT.service_user} for {LAYOUT.unit}",
+        user=LAYOUT.service_user, home=f"/var/lib/{LAYOUT.service_user}", shell="/usr/sbin/nologin",
     )
-
-    tools = {RELEASE_TOOL: ((FILES / "host" / "sglfleet_release.py").read_bytes(), "755")}
-    if config.server == "standin":
-        tools.update({
-            f"{ROOT}/standin/{name}": (source.read_bytes(), "644")
-            for name, source in STANDIN_FILES.items()
-        })
-
     service = host_service_files(host)
     secret_files.secret_file(
-        name="Secrets of sglang.service", path=ENV_FILE,
+        name=f"Secrets of {LAYOUT.unit}", path=LAYOUT.env_file,
         content=service.env, redacted=service.env_redacted,
     )
     # The unit and the env file take effect at the next restart: they are part of
     # the release id, so a change restarts hosts wave by wave, behind the gate.
     # One operation for the tools and the unit: one digest fact for all of them.
-    files.in_place(name="Host tools and sglang.service",
-                   files={**tools, UNIT_FILE: (service.unit.encode(), "644")})
+    files.in_place(name=f"Host tools and {LAYOUT.unit}",
+                   files={**host_tool_files(config.server), LAYOUT.unit_file: (service.unit.encode(), "644")})

@@ -8,9 +8,9 @@ from pyinfra.context import ctx_state
 from pyinfra_cli.inventory import make_inventory_from_files
 from pyinfra_cli.util import parse_cli_arg
 
-from sglfleet.config import (
-    DEFAULTS_FILE, SCHEMA_KEYS, ConfigError, defaults, validate_host_data, validate_inventory,
-)
+from sglfleet.errors import ConfigError
+from sglfleet.schema import DEFAULTS_FILE, LAUNCH_KEYS, SCHEMA_KEYS, LaunchSettings, defaults, validate_host_data
+from sglfleet.validation import validate_inventory
 
 BASE = {"stack": "dev", "model_path": "moonshotai/Kimi-K2.5",
         "speculative_draft_model_path": "lightseekorg/kimi-k2.5-eagle3"}
@@ -32,7 +32,7 @@ def test_defaults_live_in_group_data_all_with_a_comment_each():
 
 def test_defaults_apply_under_the_hosts_data():
     config = validate_host_data("node1", BASE)
-    assert config.port == 30000 and config.gate_warmup_s == 1800 and config.speculative_algorithm == "EAGLE3"
+    assert config.launch.listen_port == 30000 and config.gate_warmup_s == 1800 and config.launch.speculative_algorithm == "EAGLE3"
     assert config.allow_unhashed_lock is False
 
 
@@ -41,18 +41,33 @@ def test_data_overrides_are_coerced_as_pyinfra_parses_them():
            "rollout_waves": "canary,wave1", "extra_flags": "--max-running-requests 64",
            "gpu_compute_cap": "12.0", "speculative_num_steps": "null"}
     config = validate_host_data("node1", {**BASE, **{k: parse_cli_arg(v) for k, v in raw.items()}})
-    assert config.tp_size == 8 and config.mem_fraction_static == 0.85
-    assert config.enable_metrics is False and config.speculative_num_steps is None
+    assert config.launch.tp_size == 8 and config.launch.mem_fraction_static == 0.85
+    assert config.launch.enable_metrics is False and config.launch.speculative_num_steps is None
     assert config.rollout_waves == ["canary", "wave1"]
-    assert config.extra_flags == ["--max-running-requests", "64"]
+    assert config.launch.extra_flags == ["--max-running-requests", "64"]
     assert config.gpu_compute_cap == "12.0"
     # From the Python API, plain strings coerce the same way.
-    assert validate_host_data("node1", {**BASE, "tp_size": "8", "trust_remote_code": "yes"}).tp_size == 8
+    assert validate_host_data("node1", {**BASE, "tp_size": "8", "trust_remote_code": "yes"}).launch.tp_size == 8
 
 
 def test_a_bool_is_not_a_number():
     assert problems({"tp_size": True}) == [
         "node1: tp_size = True: Input should be a valid integer; set it to a whole number >= 1, e.g. 8"]
+
+
+def test_launch_settings_are_a_typed_sub_model_and_the_launch_keys_come_from_it():
+    config = validate_host_data("node1", {**BASE, "tp_size": "8", "listen_host": "0.0.0.0"})
+    assert isinstance(config.launch, LaunchSettings)
+    assert (config.launch.tp_size, config.launch.listen_host) == (8, "0.0.0.0")
+    assert LAUNCH_KEYS == tuple(key for key in LaunchSettings.model_fields if key != "extra_flags")
+    assert (LaunchSettings.flag("listen_host"), LaunchSettings.flag("listen_port"),
+            LaunchSettings.flag("tp_size"), LaunchSettings.flag("extra_flags")) == ("--host", "--port", "--tp-size", None)
+
+
+def test_the_old_host_and_port_keys_point_to_their_new_names():
+    assert problems({"host": "0.0.0.0", "port": 30001}) == [
+        "node1: host: unknown key; did you mean 'listen_host'?",
+        "node1: port: unknown key; did you mean 'listen_port'?"]
 
 
 def test_misspelt_key_gets_a_suggestion_and_pyinfra_keys_pass():
@@ -61,9 +76,9 @@ def test_misspelt_key_gets_a_suggestion_and_pyinfra_keys_pass():
 
 
 def test_every_problem_at_once_one_line_each_naming_host_key_fix():
-    lines = problems({"tp_size": "eight", "port": 0, "mem_fraction_static": 1.5, "model_path": None})
+    lines = problems({"tp_size": "eight", "listen_port": 0, "mem_fraction_static": 1.5, "model_path": None})
     assert len(lines) == 4
-    for line, key in zip(sorted(lines), ["mem_fraction_static", "model_path", "port", "tp_size"]):
+    for line, key in zip(sorted(lines), ["listen_port", "mem_fraction_static", "model_path", "tp_size"]):
         assert line.startswith(f"node1: {key}") and "set it to" in line
 
 

@@ -3,9 +3,10 @@
 import pytest
 
 from sglfleet import PROJECT_ROOT
-from sglfleet.config import validate_host_data
+from sglfleet.schema import validate_host_data
 from sglfleet.lint import Finding, lint
-from sglfleet.lint_cli import flagset_for, lint_inventory
+from sglfleet.flagsets import flagset_for
+from sglfleet.validation import check_inventory, load_inventory
 
 BASE = {"stack": "cu130-sglang-0.5.9", "model_path": "moonshotai/Kimi-K2.5", "trust_remote_code": True,
         "speculative_draft_model_path": "lightseekorg/kimi-k2.5-eagle3", "tp_size": 8}
@@ -26,8 +27,10 @@ def test_production_values_lint_clean(flags):
                     extra_flags=["--max-running-requests", "64", "--attention-backend", "triton"]) == []
 
 
-def test_example_production_inventory_lints_clean():
-    assert lint_inventory(str(PROJECT_ROOT / "inventory" / "prod.py")) == []
+def test_example_production_inventory_lints_clean_but_for_its_incomplete_lock():
+    found = check_inventory(load_inventory(str(PROJECT_ROOT / "inventory" / "prod.py")))
+    assert len(found) == 1 and ": error: stack: stack cu130-sglang-0.5.9: the lock is incomplete" in found[0], found
+    assert "run `sglfleet lock cu130-sglang-0.5.9` where download.pytorch.org" in found[0]
 
 
 def test_finding_names_host_severity_key_and_fix():
@@ -38,6 +41,20 @@ def test_finding_names_host_severity_key_and_fix():
 def test_misspelt_flag_gets_the_closest_real_one(flags):
     assert findings(flags, extra_flags=["--enable-metric"]) == [
         "gpu1: error: extra_flags: --enable-metric is not a flag of sglang 0.5.9; did you mean --enable-metrics?"]
+
+
+def test_an_abbreviated_flag_is_named_as_the_abbreviation_it_is(flags):
+    # sglang 0.5.9's parser has allow_abbrev on: it would take --max-running-req.
+    (line,) = findings(flags, extra_flags=["--max-running-req", "64"])
+    assert line == ("gpu1: error: extra_flags: --max-running-req is an abbreviation of --max-running-requests, "
+                    "which sglang 0.5.9 accepts; write --max-running-requests in full")
+    # An abbreviation of a flag a key owns is also that key's.
+    found = findings(flags, extra_flags=["--speculative-num-step", "3"])
+    assert any("--speculative-num-step is an abbreviation of --speculative-num-steps" in f for f in found), found
+    assert any("set through the key speculative_num_steps" in f for f in found), found
+    # Ambiguous prefixes are refused by argparse, and here as unknown flags.
+    (line,) = findings(flags, extra_flags=["--enable-", "1"])
+    assert "--enable- is not a flag of sglang 0.5.9" in line
 
 
 def test_extra_flag_values_are_checked_as_sglangs_parser_would(flags):
@@ -97,6 +114,13 @@ def test_unknown_architecture_says_what_was_not_checked(flags):
 def test_tp_size_beyond_the_hosts_gpus(flags):
     (line,) = findings(flags, ["12.0"] * 4)
     assert line == "gpu1: error: tp_size: = 8, but the host has 4 GPUs; set tp_size <= 4"
+
+
+def test_bake_needs_metrics_and_says_what_happens_without_a_router(flags):
+    (line,) = findings(flags, gate_bake_s=60, enable_metrics=False, router_url="http://r:1", listen_host="0.0.0.0")
+    assert line == "gpu1: error: gate_bake_s: the bake reads sglang's /metrics; set enable_metrics = True or gate_bake_s = 0"
+    (line,) = findings(flags, gate_bake_s=60)
+    assert line.startswith("gpu1: warning: gate_bake_s: no router_url: the bake judges whatever traffic")
 
 
 def test_server_must_fit_the_host(flags):

@@ -4,7 +4,7 @@ import json
 import os
 import subprocess
 
-from sglfleet.config import validate_host_data
+from sglfleet.schema import validate_host_data
 from sglfleet.release import launch_args, render_release
 
 BASE = {"stack": "dev", "model_path": "moonshotai/Kimi-K2.5", "trust_remote_code": True,
@@ -18,7 +18,7 @@ def config(**data):
 
 
 def test_launch_args_are_sglang_flags_in_a_fixed_order():
-    assert launch_args(config()) == [
+    assert launch_args(config().launch) == [
         "--model-path", "moonshotai/Kimi-K2.5", "--trust-remote-code", "--tp-size", "8",
         "--speculative-algorithm", "EAGLE3",
         "--speculative-draft-model-path", "lightseekorg/kimi-k2.5-eagle3",
@@ -41,26 +41,46 @@ def test_release_id_is_a_stable_content_hash_of_stack_patch_and_launch():
     assert release.release_id not in changed and len(changed) == 4
 
 
-def test_gate_and_housekeeping_keys_do_not_change_the_release():
+def test_gate_and_housekeeping_keys_do_not_change_the_release_id():
     one = render_release(config(), "s", "p")
     other = render_release(config(gate_warmup_s=60, router_url="http://r:1", releases_keep=9,
-                                  gate_min_spec_accept_length=2.0), "s", "p")
-    assert one == other
+                                  gate_min_spec_accept_length=2.0, gate_bake_s=300), "s", "p")
+    assert (one.release_id, one.files) == (other.release_id, other.files)
+    # The thresholds travel in the release, outside what its id covers.
+    gate = json.loads(other.settings["gate.json"][0])
+    assert (gate["warmup_s"], gate["min_spec_accept_length"], gate["bake_s"]) == (60, 2.0, 300)
+    assert json.loads(one.settings["gate.json"][0])["min_spec_accept_length"] is None
+
+
+def test_gate_json_is_what_the_host_tool_loads(tmp_path):
+    from sglfleet.host.gate import GateSettings
+    from sglfleet.host.layout import Layout
+
+    release = render_release(config(gate_prompts=["one", "two"], gate_max_new_tokens=32,
+                                    gate_on_inconclusive="pass"), "s", "p")
+    layout = Layout(root=str(tmp_path))
+    (tmp_path / "releases" / release.release_id).mkdir(parents=True)
+    (tmp_path / "releases" / release.release_id / "gate.json").write_text(release.settings["gate.json"][0])
+    loaded = GateSettings.load(release.release_id, layout)
+    assert (loaded.prompts, loaded.max_new_tokens, loaded.on_inconclusive) == (("one", "two"), 32, "pass")
 
 
 def test_release_json_holds_what_the_host_tool_reads():
-    release = render_release(config(host="0.0.0.0"), "dev-0123456789ab", "p1")
+    release = render_release(config(listen_host="0.0.0.0"), "dev-0123456789ab", "p1")
     meta = json.loads(release.release_json)
     assert meta["release_id"] == release.release_id and meta["stack"] == "dev-0123456789ab"
-    assert meta["launch"]["host"] == "0.0.0.0" and meta["launch"]["port"] == 30000
+    assert meta["launch"]["listen_host"] == "0.0.0.0" and meta["launch"]["listen_port"] == 30000
+    assert meta["launch"]["speculative_algorithm"] == "EAGLE3" and meta["launch"]["enable_metrics"] is True
     assert set(release.files) == {"launch", "launch.args", "release.json"}
     assert release.files["launch"][1] == 0o755
     assert "--speculative-num-steps 3\n" in release.args_text
 
 
 def test_standin_release_runs_the_standin_with_its_warmup():
-    script = render_release(config(server="standin", gpu_less=True, standin_warmup_s=2), "s", "p").launch_script
+    script = render_release(config(server="standin", gpu_less=True, standin_warmup_s=2,
+                                   standin_spec_accept_length=1.2), "s", "p").launch_script
     assert "export SGLFLEET_STANDIN_WARMUP=2\n" in script
+    assert "export SGLFLEET_STANDIN_SPEC_ACCEPT_LENGTH=1.2\n" in script
     assert "exec /opt/sglfleet/stacks/s/venv/bin/python /opt/sglfleet/standin/sglang_standin.py" in script
 
 
@@ -87,3 +107,18 @@ def test_launch_script_passes_the_api_key_in_a_private_file_not_in_argv(tmp_path
     assert (tmp_path / "secrets.yaml").read_text() == "api-key: 'k3y-with-''quote'\n"
     assert oct((tmp_path / "secrets.yaml").stat().st_mode & 0o777) == "0o600"
     assert "SGLANG_API_KEY" not in (tmp_path / "env").read_text()
+
+
+def test_launch_script_exports_the_release_it_was_started_from(tmp_path):
+    probe = tmp_path / "probe"
+    probe.write_text("#!/bin/bash\necho \"$SGLFLEET_RELEASE\" > \"$RUNTIME_DIRECTORY/release\"\n")
+    probe.chmod(0o755)
+    script = render_release(config(), "s", "p").launch_script
+    script = script.replace("/opt/sglfleet/stacks/s/venv/bin/python -m sglang.launch_server", str(probe))
+    (tmp_path / "releases" / "abc123").mkdir(parents=True)
+    (tmp_path / "releases" / "abc123" / "launch").write_text(script)
+    (tmp_path / "releases" / "abc123" / "launch").chmod(0o755)
+    (tmp_path / "current").symlink_to("releases/abc123")
+    env = {"PATH": os.environ["PATH"], "RUNTIME_DIRECTORY": str(tmp_path)}
+    subprocess.run([str(tmp_path / "current" / "launch")], env=env, check=True, timeout=30)
+    assert (tmp_path / "release").read_text() == "abc123\n"

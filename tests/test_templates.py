@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sglfleet.config import validate_host_data
+from sglfleet.schema import validate_host_data
 from sglfleet.secrets import SecretsError, load_secrets, redact, render_env
 from sglfleet.templates import TemplateRenderError, render_unit
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from sglfleet.config import ConfigError
+from sglfleet.errors import ConfigError
 from sglfleet.waves import Wave, limit_waves, plan_waves
 
 FLEET = {

@@ -22,19 +22,39 @@ enable_flashinfer_allreduce_fusion = False  # applied on SM90/SM100 only (ignore
 enable_torch_symm_mem = False             # breaks sglang < 0.5.14 on SM120 at start-up
 trust_remote_code = False                 # Kimi K2.5 needs True (custom tokenizer code)
 served_model_name = None                  # None: the model path
-host = "127.0.0.1"                        # listen address; 0.0.0.0 behind a router
-port = 30000                              # sglang's default port
-enable_metrics = True                     # /metrics feeds the gate's thresholds and status
+listen_host = "127.0.0.1"                 # --host: listen address; 0.0.0.0 behind a router
+listen_port = 30000                       # --port: sglang's default port
+enable_metrics = True                     # /metrics feeds the bake and status
 extra_flags = []                          # more sglang flags, e.g. ["--max-running-requests", "64"]
 
 # --- rollout ---
 rollout_waves = None              # group names in order; None: canary, wave1, wave2, ..., then the rest
 router_url = None                 # sglang-router to drain hosts through, e.g. "http://router:30080"
+
+# --- the start-up gate, after each restart (thresholds travel in releases/<id>/gate.json) ---
 gate_warmup_s = 1800              # /health budget after a restart: model load + CUDA graphs take minutes
-gate_min_spec_accept_length = None  # e.g. 2.0: fail the gate below this sglang:spec_accept_length
-gate_answer_timeout_s = None      # controller's wait for a host's switch; None: 4 warm-ups + 600 s
-gate_generate_prompt = "The capital of France is"  # the gate's real generation request
-standin_warmup_s = 10.0           # stand-in only: seconds /health answers 503 after start
+gate_prompts = [                  # the gate's real generations, greedy, max_new_tokens each
+    "The capital of France is",
+    "Write a Python function that reverses a string.",
+    "Explain in two sentences why the sky is blue.",
+    "List the first ten prime numbers:",
+]
+gate_max_new_tokens = 64          # tokens per gate prompt (ignore_eos): 4 x 64 = 256 tokens measured
+gate_min_spec_accept_length = None  # e.g. 2.0: fail below this accept length (from the generations' meta_info)
+gate_answer_timeout_s = None      # controller's wait for a host's switch; None: 4 warm-ups + bake + 600 s
+
+# --- the bake: the wave's hosts judged on their traffic before the next wave starts ---
+gate_bake_s = 0                   # seconds of /metrics sampling after the gate; 0: no bake (prod: 900)
+gate_interval_s = 30              # seconds between samples
+gate_max_regression = 0.10        # a figure may be 10 % worse than under the release served before
+gate_on_inconclusive = "fail"     # no traffic during the bake: "fail" (roll back) or "pass"
+gate_max_ttft_p99_s = None        # e.g. 2.0: absolute limit on time-to-first-token p99
+gate_max_itl_p99_s = None         # e.g. 0.1: absolute limit on inter-token latency p99
+gate_max_error_rate = 0.01        # share of 5xx answers and aborted requests that fails the bake
+
+# --- the local fleet's SGLang stand-in (server = "standin") ---
+standin_warmup_s = 10.0           # seconds the stand-in "loads the model" before it listens
+standin_spec_accept_length = None  # e.g. 1.2: the accept length it produces; None: its default (2.8)
 
 # --- housekeeping and safety ---
 releases_keep = 3                 # old releases kept besides current and previous

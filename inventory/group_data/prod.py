@@ -20,11 +20,15 @@ speculative_eagle_topk = 1
 speculative_num_draft_tokens = 4
 cuda_graph_max_bs = 64            # matches --max-running-requests below
 extra_flags = ["--max-running-requests", "64"]  # sglang forces 48 with speculative decoding otherwise
-host = "0.0.0.0"                  # the router reaches hosts over the network
-port = 30000
+listen_host = "0.0.0.0"           # the router reaches hosts over the network
+listen_port = 30000
 enable_metrics = True
 
 # --- rollout ---
 router_url = "http://router.example.internal:30080"  # an example sglang-router
 gate_warmup_s = 1800              # loading ~600 GB of weights and capturing CUDA graphs
 gate_min_spec_accept_length = 2.0  # EAGLE-3 that accepts under 2 tokens a step is not worth serving
+gate_bake_s = 900                 # each wave serves 15 minutes of real traffic before the next starts
+gate_interval_s = 30
+gate_max_ttft_p99_s = 10.0        # Kimi K2.5 prefill of long prompts on 8 GPUs; tune to your traffic
+gate_max_itl_p99_s = 0.2

@@ -31,11 +31,12 @@ from sglfleet.devfleet.processes import (
 )
 from sglfleet.devfleet.rootfs import LOGIN_USERS, ROOTFS, build_rootfs
 from sglfleet.devfleet.ssh import keygen, write_ssh_files
+from sglfleet.host.layout import LAYOUT
 
 FLEET_DIR = Path(os.environ.get("SGLFLEET_FLEET_DIR", PROJECT_ROOT / ".fleet"))
 INVENTORY = PROJECT_ROOT / "inventory" / "dev.py"
 BOOT_TIMEOUT = 120.0
-FAULT_FILE = "/etc/sglfleet/standin-fault"
+FAULT_FILE = LAYOUT.fault_file
 FAULT_MODES = ("crash", "hang", "unready", "slow")
 
 
@@ -205,7 +206,7 @@ class Fleet:
             # The release serving now is spared: the fault hits the next release
             # started on the host, and a rollback to this one serves again.
             self.inside(host, f"mkdir -p {os.path.dirname(FAULT_FILE)} && echo {mode} > {FAULT_FILE} && "
-                            f"if r=$(readlink /opt/sglfleet/current); then echo spare ${{r##*/}} >> {FAULT_FILE}; fi; "
+                            f"if r=$(readlink {LAYOUT.current}); then echo spare ${{r##*/}} >> {FAULT_FILE}; fi; "
                             f"chmod 644 {FAULT_FILE}")
         else:
             raise DevFleetError(f"{host}: unknown fault {mode!r}; use one of "

@@ -1,53 +1,111 @@
-"""Facts about a host's releases: which one serves, which came before, the unit state."""
+"""Facts about a host's releases: which one serves, which came before, the unit, the files."""
 
+from __future__ import annotations
+
+import json
 import posixpath
+import shlex
+from dataclasses import dataclass, field
 
 from pyinfra.api import FactBase
 
-ROOT = "/opt/sglfleet"
+from sglfleet.host.layout import LAYOUT
 
 
-class ReleaseState(FactBase):
+@dataclass
+class ReleaseHostState:
     """
-    Returns the current and previous release ids, the staged releases, the
-    state of ``sglang.service`` and whether another run holds the host lock
-    (``busy``: a switch or gate in progress), in one round trip. With
-    ``wait_lock_s``, first waits up to that long for such a run to end.
+    What a host holds and serves of its releases.
+
+    + current, previous: the releases the links point at
+    + serving: the release the running process was started from (its environment), or None
+    + releases: every staged release
+    + active_state, active_since, n_restarts: the unit's
+    + busy: another run holds the host lock (a switch, gate or bake in progress)
+    + verdict: the current release's ``verdict.json`` (start-up gate and bake)
+    + files: ``{name: sha256}`` of the asked release's files, None when it is not staged
+    """
+
+    current: str | None = None
+    previous: str | None = None
+    serving: str | None = None
+    releases: list[str] = field(default_factory=list)
+    active_state: str | None = None
+    active_since: str | None = None
+    n_restarts: int = 0
+    busy: bool = False
+    verdict: dict = field(default_factory=dict)
+    files: dict[str, str] | None = None
+
+
+class ReleaseState(FactBase[ReleaseHostState]):
+    """
+    Returns a host's releases, the unit's state, the release its process serves,
+    the current release's verdict and (with ``release_id``) the sha256 of that
+    release's files, in one round trip. With ``wait_lock_s``, first waits up to
+    that long for another run holding the host lock.
 
     .. code:: python
 
-        {
-            "current": "3f2a...", "previous": "9c1d...",
-            "releases": ["3f2a...", "9c1d..."],
-            "active_state": "active", "active_since": "Sun 2026-11-29 14:20:01 UTC",
-            "n_restarts": 0, "busy": False,
-        }
+        ReleaseHostState(current="3f2a...", previous="9c1d...", serving="3f2a...",
+                         releases=["3f2a...", "9c1d..."], active_state="active",
+                         files={"launch": "b5e1...", "release.json": "07aa..."}, ...)
+
+    **Example:**
+
+    .. code:: python
+
+        state = host.get_fact(ReleaseState, release_id="3f2a9c1d0b7e6a55")
     """
 
-    default = dict
+    default = ReleaseHostState
 
-    def command(self, wait_lock_s: float = 0) -> str:
+    def command(self, release_id: str | None = None, wait_lock_s: float = 0) -> str:
+        lock = shlex.quote(LAYOUT.lock)
         # Another run's switch holds the lock through its gate: wait that long at most.
-        wait = f"[ ! -e {ROOT}/.lock ] || flock -w {wait_lock_s:g} {ROOT}/.lock true; " if wait_lock_s else ""
-        return wait + (
-            # Few processes: this runs three times per host in every converge.
-            f"echo current=$(readlink {ROOT}/current 2>/dev/null); "
-            f"echo previous=$(readlink {ROOT}/previous 2>/dev/null); "
-            f"echo releases=$(ls {ROOT}/releases 2>/dev/null); "  # no dot-folders (staging) without -a
-            # sglfleet-release holds the lock for a whole switch, gate and rollback.
-            f"if [ -e {ROOT}/.lock ] && ! flock -n {ROOT}/.lock true; then echo busy=1; fi; "
-            "systemctl show sglang.service -p ActiveState -p ActiveEnterTimestamp -p NRestarts"
-            " 2>/dev/null || true"
+        wait = f"[ ! -e {lock} ] || flock -w {wait_lock_s:g} {lock} true; " if wait_lock_s else ""
+        files = ""
+        if release_id:
+            folder = shlex.quote(LAYOUT.release(release_id))
+            files = (f"if [ -d {folder} ]; then echo staged=1; "
+                     f"(cd {folder} && sha256sum -- * 2>/dev/null | sed 's/^/file /'); fi; ")
+        # Few processes: this runs on every host at every converge.
+        return wait + files + (
+            f"echo current=$(readlink {shlex.quote(LAYOUT.current)} 2>/dev/null); "
+            f"echo previous=$(readlink {shlex.quote(LAYOUT.previous)} 2>/dev/null); "
+            f"echo releases=$(ls {shlex.quote(LAYOUT.releases)} 2>/dev/null); "  # no staging dot-folders
+            f"if [ -e {lock} ] && ! flock -n {lock} true; then echo busy=1; fi; "
+            f"echo verdict=$(tr -d '\\n' < {shlex.quote(LAYOUT.current)}/verdict.json 2>/dev/null); "
+            f"s=$(systemctl show {LAYOUT.unit} -p ActiveState -p ActiveEnterTimestamp -p NRestarts -p MainPID "
+            "2>/dev/null); echo \"$s\"; "
+            # What the process was started from, read back from its environment (launch.sh exports it).
+            "p=$(echo \"$s\" | sed -n 's/^MainPID=//p'); "
+            "[ \"${p:-0}\" = 0 ] || tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null "
+            "| sed -n 's/^SGLFLEET_RELEASE=/serving=/p'; true"
         )
 
-    def process(self, output):
-        raw = dict(line.split("=", 1) for line in output if "=" in line)
-        return {
-            "current": posixpath.basename(raw.get("current", "")) or None,
-            "previous": posixpath.basename(raw.get("previous", "")) or None,
-            "releases": raw.get("releases", "").split(),
-            "active_state": raw.get("ActiveState") or None,
-            "active_since": raw.get("ActiveEnterTimestamp") or None,
-            "n_restarts": int(raw.get("NRestarts") or 0),
-            "busy": raw.get("busy") == "1",
-        }
+    def process(self, output) -> ReleaseHostState:
+        raw, files = {}, {}
+        for line in output:
+            if line.startswith("file "):
+                digest, _, name = line[5:].partition("  ")
+                files[name] = digest
+            elif "=" in line:
+                key, _, value = line.partition("=")
+                raw[key] = value
+        try:
+            verdict = json.loads(raw.get("verdict") or "{}")
+        except ValueError:
+            verdict = {}
+        return ReleaseHostState(
+            current=posixpath.basename(raw.get("current", "")) or None,
+            previous=posixpath.basename(raw.get("previous", "")) or None,
+            serving=raw.get("serving") or None,
+            releases=raw.get("releases", "").split(),
+            active_state=raw.get("ActiveState") or None,
+            active_since=raw.get("ActiveEnterTimestamp") or None,
+            n_restarts=int(raw.get("NRestarts") or 0),
+            busy=raw.get("busy") == "1",
+            verdict=verdict if isinstance(verdict, dict) else {},
+            files=files if raw.get("staged") == "1" else None,
+        )

@@ -17,12 +17,8 @@ from dataclasses import dataclass, field
 
 from pyinfra.api import FactBase
 
-from sglfleet.stacks import HOST_ROOT, HOST_STACKS, HOST_WHEELHOUSE, MARKER
-
-
-def uv_path(version: str) -> str:
-    """Where hosts keep the uv binary extracted from its wheel."""
-    return f"{HOST_ROOT}/tools/uv-{version}/uv"
+from sglfleet.host.layout import LAYOUT
+from sglfleet.stacks import MARKER
 
 
 @dataclass
@@ -64,28 +60,28 @@ class StackState(FactBase):
     """
 
     def command(self, stack_id: str, python: str, uv_version: str, hash_wheels: bool = True) -> str:
-        stack = f"{HOST_STACKS}/{stack_id}"
+        stack = f"{LAYOUT.stacks}/{stack_id}"
         marker = shlex.quote(f"{stack}/{MARKER}")
         venv_python = shlex.quote(f"{stack}/venv/bin/python")
-        releases = " ".join(f"{HOST_ROOT}/{name}" for name in ("current", "previous"))
+        releases = f"{LAYOUT.current} {LAYOUT.previous}"
         return "\n".join([
             f"echo '## id'; echo {shlex.quote(stack_id)}",
             f"echo '## marker'; cat {marker} 2>/dev/null; echo",
             f"echo '## venv'; [ -x {venv_python} ] && echo yes",
             # `-V` answers before the interpreter initialises: 1 ms instead of 12 for `-c`.
             f"echo '## python'; python{python} -V 2>/dev/null",
-            f"echo '## uv'; [ -x {uv_path(uv_version)} ] && echo yes",
-            f"echo '## disk'; d={HOST_STACKS}; while [ ! -d \"$d\" ]; do d=$(dirname \"$d\"); done; "
+            f"echo '## uv'; [ -x {LAYOUT.uv(uv_version)} ] && echo yes",
+            f"echo '## disk'; d={LAYOUT.stacks}; while [ ! -d \"$d\" ]; do d=$(dirname \"$d\"); done; "
             "df -Pk \"$d\" | tail -n 1",
-            f"echo '## stacks'; ls -1t {HOST_STACKS} 2>/dev/null",
+            f"echo '## stacks'; ls -1t {LAYOUT.stacks} 2>/dev/null",
             # Build leftovers an hour old: killed builds, never one in progress.
-            f"echo '## stale'; find {HOST_STACKS} -mindepth 1 -maxdepth 1 \\( -name '.build-*' -o -name '.old-*' \\) "
+            f"echo '## stale'; find {LAYOUT.stacks} -mindepth 1 -maxdepth 1 \\( -name '.build-*' -o -name '.old-*' \\) "
             "-mmin +60 -printf '%f\\n' 2>/dev/null",
             f"echo '## releases'; for r in {releases}; do printf '%s\\t' \"$r\"; "
             "tr -d '\\n' < \"$r/release.json\" 2>/dev/null; echo; done",
             # Hashing the wheelhouse costs seconds for a CUDA stack: only when it may be needed.
             f"echo '## wheels'; if {'false' if hash_wheels else 'true'} || grep -qs '\"ok\": true' {marker} && [ -x {venv_python} ]; then echo skipped; "
-            f"elif [ -d {HOST_WHEELHOUSE} ]; then cd {HOST_WHEELHOUSE} && find . -maxdepth 1 -name '*.whl' "
+            f"elif [ -d {LAYOUT.wheelhouse} ]; then cd {LAYOUT.wheelhouse} && find . -maxdepth 1 -name '*.whl' "
             "-type f -exec sha256sum {} +; fi",
             "true",
         ])
@@ -133,7 +129,7 @@ class WheelhouseFiles(FactBase):
         return {}
 
     def command(self) -> str:
-        return (f"[ -d {HOST_WHEELHOUSE} ] && cd {HOST_WHEELHOUSE} && "
+        return (f"[ -d {LAYOUT.wheelhouse} ] && cd {LAYOUT.wheelhouse} && "
                 "find . -maxdepth 1 -name '*.whl' -type f -exec sha256sum {} + || true")
 
     def process(self, output: list[str]) -> dict[str, str]:

@@ -10,7 +10,6 @@ finds the temporaries that killed runs left, and they are removed.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import posixpath
 from io import BytesIO
@@ -18,6 +17,7 @@ from io import BytesIO
 from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, StringCommand, operation
 
+from sglfleet.diffs import show_diff, wants_diff
 from sglfleet.facts.files import FileBytes, FileDigests
 from sglfleet.temporaries import temporary_beside
 
@@ -56,8 +56,10 @@ def in_place(files: dict[str, tuple[bytes, str]], owner: str = "root", group: st
 
     for path in stale:
         content, mode = files[path]
-        if state.config.DIFF and not state.is_executing:
-            _log_diff(path, digests.get(path), content)
+        if wants_diff():
+            old = (host.get_fact(FileBytes, path=path) or b"") if digests.get(path) else b""
+            show_diff(f"Will {'update' if digests.get(path) else 'create'} {path}",
+                      old.decode(errors="replace"), content.decode(errors="replace"))
         temporary = temporary_beside(path)
         yield StringCommand("mkdir", "-p", posixpath.dirname(path))
         yield FileUploadCommand(BytesIO(content), temporary)
@@ -73,16 +75,3 @@ def removed_leftovers(leftovers: list[str]):
     if not state.is_executing or not state.should_check_for_changes():
         host.log(f"Will remove what killed runs left: {', '.join(leftovers)}", logger.info)
     yield StringCommand("rm", "-f", "--", *leftovers)
-
-
-def _log_diff(path: str, digest: dict | None, content: bytes) -> None:
-    old = b""
-    if digest is not None:
-        old = host.get_fact(FileBytes, path=path) or b""
-    host.log(f"Will {'create' if digest is None else 'update'} {path}", logger.info)
-    for line in difflib.unified_diff(
-        old.decode(errors="replace").splitlines(),
-        content.decode(errors="replace").splitlines(),
-        path if digest else "/dev/null", path, lineterm="",
-    ):
-        logger.info("    %s", line)

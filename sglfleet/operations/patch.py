@@ -15,8 +15,9 @@ from io import BytesIO
 from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, FunctionCommand, StringCommand, operation
 
+from sglfleet.diffs import show_diff, wants_diff
 from sglfleet.facts.files import FileBytesUnlessKnown
-from sglfleet.patcher import PatchRefused, apply, load_patch, unified_diff
+from sglfleet.patcher import PatchRefused, apply, load_patch
 from sglfleet.temporaries import temporary_beside
 
 
@@ -67,12 +68,9 @@ def eagle3_methods(path: str, patch_path: str | None = None, done_digests: list[
         host.noop(f"class {the_patch.target} in {path} has the methods")
         return
 
-    # The body runs again to execute; show the diff once, while planning.
-    if state.config.DIFF and (not state.is_executing or not state.should_check_for_changes()):
-        host.log(f"Will patch {path} (class {the_patch.target})", logger.info)
-        for line in unified_diff(source, new, path).splitlines():
-            logger.info("    %s", line)
-        logger.info("")
+    if wants_diff():
+        show_diff(f"Will patch {path} (class {the_patch.target})",
+                  source.decode(errors="replace"), new.decode(errors="replace"))
 
     # This run's own temporary file: a concurrent run never renames a half-written one.
     temporary = temporary_beside(path)

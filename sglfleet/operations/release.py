@@ -1,18 +1,19 @@
 """
-Operations on releases: stage one, collect old ones, switch a host to one
-behind its gate, and switch back.
+Operations on releases: stage one (and repair it), collect old ones, switch a
+host to one behind its gate and bake, and switch back.
 
-A release is a directory ``/opt/sglfleet/releases/<release-id>/`` whose id is a
-content hash, so a staged release is never changed: staging is a no-op when the
-directory exists. Switching happens on the host, under its lock, through
-``/opt/sglfleet/bin/sglfleet-release`` (files/host/sglfleet_release.py).
+A release is a folder ``releases/<release-id>/`` whose id is a content hash of
+its files, so staging an unchanged configuration changes nothing, and a file
+that no longer matches its id was changed on the host and is put back.
+Switching happens on the host, under its lock, through the host tool
+(``sglfleet-release``, ``sglfleet.host``).
 """
 
 from __future__ import annotations
 
-import difflib
+import hashlib
+import json
 import math
-import shlex
 from dataclasses import dataclass
 from io import StringIO
 
@@ -21,62 +22,82 @@ from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, FunctionCommand, StringCommand, operation
 
 from sglfleet import router
+from sglfleet.diffs import show_diff, wants_diff
 from sglfleet.facts.files import FileBytes
-from sglfleet.facts.release import ROOT, ReleaseState
-from sglfleet.temporaries import RUN_TOKEN
+from sglfleet.facts.release import ReleaseState
+from sglfleet.host.bake import describe
+from sglfleet.host.layout import LAYOUT
+from sglfleet.release import Release
+from sglfleet.temporaries import RUN_TOKEN, STALE_MINUTES, temporary_beside
 
-RELEASE_TOOL = f"{ROOT}/bin/sglfleet-release"
+RESULT = "sglfleet-result "
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 @operation()
-def staged(release_id: str, files: dict[str, tuple[str, int]], diff_against: str = "launch"):
+def staged(release: Release, diff_against: str = "launch.args"):
     """
-    Stage a release: write its files into a temporary directory, then rename it
-    into ``/opt/sglfleet/releases/<release_id>``.
+    Stage a release: its files into a temporary folder, renamed into
+    ``releases/<release_id>``; or, when it is staged, put back any file that
+    no longer matches the release's id, and refresh its gate settings.
 
-    + release_id: the content hash that names the release
-    + files: file name -> (text, mode) for each file of the release
-    + diff_against: the file whose change from the current release ``--diff`` shows
+    + release: the rendered release (``sglfleet.release.render_release``)
+    + diff_against: the file whose change from the serving release ``--diff`` shows
 
     **Example:**
 
     .. code:: python
 
-        staged(
-            name="Stage the release",
-            release_id="3f2a9c1d0b7e6a55",
-            files={"launch": (script, 0o755), "release.json": (meta, 0o644)},
-        )
+        staged(name="Stage the release", release=render_release(config, stack_id, patch))
     """
-    releases = host.get_fact(ReleaseState)
-    current = releases["current"]
-    # Show what changes for the service, also when the release was staged by an earlier run.
-    if state.config.DIFF and not state.is_executing and current != release_id:
+    found = host.get_fact(ReleaseState, release_id=release.release_id)
+    current = found.current
+    if wants_diff() and current != release.release_id:
         old = b""
         if current:
-            old = host.get_fact(FileBytes, path=f"{ROOT}/releases/{current}/{diff_against}") or b""
-        host.log(f"Release {release_id} differs from the serving {current or 'none'}:", logger.info)
-        for line in difflib.unified_diff(
-            old.decode(errors="replace").splitlines(),
-            files[diff_against][0].splitlines(),
-            f"releases/{current}/{diff_against}" if current else "/dev/null",
-            f"releases/{release_id}/{diff_against}",
-            lineterm="",
-        ):
-            logger.info("    %s", line)
+            old = host.get_fact(FileBytes, path=LAYOUT.release(current, diff_against)) or b""
+        show_diff(f"Release {release.release_id} differs from the serving {current or 'none'}:",
+                  old.decode(errors="replace"), release.files[diff_against][0])
 
-    if release_id in releases["releases"]:
-        host.noop(f"release {release_id} is already staged")
+    final = LAYOUT.release(release.release_id)
+    if found.files is None:
+        yield from _stage(release, final)
         return
 
+    drifted = sorted(name for name, (text, _) in release.files.items() if found.files.get(name) != _sha256(text))
+    settings = sorted(name for name, (text, _) in release.settings.items()
+                      if found.files.get(name) != _sha256(text))
+    if not drifted and not settings:
+        host.noop(f"release {release.release_id} is staged and matches its id")
+        return
+    if drifted:
+        serving = found.serving == release.release_id
+        host.log(f"Release {release.release_id}: {', '.join(drifted)} changed on the host and no longer "
+                 f"match{'es' if len(drifted) == 1 else ''} the release's id; putting back the controller's "
+                 + ("rendering (the running process loaded it at start: no restart needed)"
+                    if serving else "rendering"), logger.warning)
+    for name in drifted + settings:
+        text, mode = {**release.files, **release.settings}[name]
+        yield from _write(f"{final}/{name}", text, mode)
+
+
+def _write(path: str, text: str, mode: int):
+    temporary = temporary_beside(path)
+    yield FileUploadCommand(StringIO(text), temporary)
+    yield StringCommand("chmod", f"{mode:o}", temporary, "&&", "mv", "-f", temporary, path)
+
+
+def _stage(release: Release, final: str):
     # One folder per run: two runs staging the same release at once never share it.
-    temporary = f"{ROOT}/releases/.{release_id}.partial-{RUN_TOKEN}"
-    final = f"{ROOT}/releases/{release_id}"
+    temporary = f"{LAYOUT.releases}/.{release.release_id}.partial-{RUN_TOKEN}"
     # Runs killed while staging leave their folders; clear those over an hour old.
-    yield StringCommand("find", f"{ROOT}/releases", "-maxdepth", "1", "-name", "'.*.partial-*'",
-                        "-mmin", "+60", "-exec", "rm", "-rf", "{}", "+", "2>/dev/null", ";",
+    yield StringCommand("find", LAYOUT.releases, "-maxdepth", "1", "-name", "'.*.partial-*'",
+                        "-mmin", f"+{STALE_MINUTES}", "-exec", "rm", "-rf", "{}", "+", "2>/dev/null", ";",
                         "mkdir", "-p", temporary)
-    for name, (text, mode) in sorted(files.items()):
+    for name, (text, mode) in sorted({**release.files, **release.settings}.items()):
         yield FileUploadCommand(StringIO(text), f"{temporary}/{name}")
         yield StringCommand("chmod", f"{mode:o}", f"{temporary}/{name}")
     # A release is immutable: when another run renamed it into place first, keep that one.
@@ -100,15 +121,15 @@ def collected(keep: int):
 
         collected(name="Collect old releases", keep=3)
     """
-    releases = host.get_fact(ReleaseState)
-    pinned = {releases["current"], releases["previous"]}
-    # Release ids are hashes, so age comes from the directories' mtimes on the host.
-    candidates = [r for r in releases["releases"] if r not in pinned]
+    found = host.get_fact(ReleaseState)
+    pinned = {found.current, found.previous}
+    # Release ids are hashes, so age comes from the folders' mtimes on the host.
+    candidates = [r for r in found.releases if r not in pinned]
     if len(candidates) <= keep:
         host.noop(f"{len(candidates)} old releases, keeping up to {keep}")
         return
-    paths = " ".join(shlex.quote(f"{ROOT}/releases/{r}") for r in candidates)
-    yield f"ls -1dt {paths} | tail -n +{keep + 1} | xargs -r rm -rf --"
+    paths = [LAYOUT.release(r) for r in candidates]
+    yield StringCommand("ls", "-1dt", *paths, "|", "tail", "-n", f"+{keep + 1}", "|", "xargs", "-r", "rm", "-rf", "--")
 
 
 @dataclass(frozen=True)
@@ -118,32 +139,37 @@ class WaveStep:
 
     + wave: the wave's name, for messages
     + earlier_hosts: hosts of the earlier waves, which must all have passed
-    + gate_args: arguments for ``sglfleet-release`` (warm-up budget, prompt, thresholds)
+    + bake_s: how long the wave bakes once its hosts pass their start-up gates (0: no bake)
     + router_url: the sglang-router in front of the fleet, if any
     + worker_url: this host's URL as the router knows it
-    + timeout_s: how long the controller waits for the host's answer before it
-      reports the host lost (a link that never comes back); None waits forever
+    + timeout_s: how long the controller waits for the host's answer to a switch
+      before it reports the host lost (a link that never comes back); None waits forever
     + lock_wait_s: how long to wait for another run that holds the host's lock
     """
 
     wave: str
     earlier_hosts: tuple[str, ...]
-    gate_args: tuple[str, ...]
+    bake_s: float = 0.0
     router_url: str | None = None
     worker_url: str | None = None
     timeout_s: float | None = None
     lock_wait_s: float = 300
 
 
+def _baked(verdict: dict) -> bool:
+    return bool((verdict.get("bake") or {}).get("passed"))
+
+
 @operation(is_idempotent=False)
 def activated(release_id: str, step: WaveStep):
     """
-    Switch the host to ``release_id`` behind its gate, unless it already serves it.
+    Make the host serve ``release_id`` behind its start-up gate and bake, unless it does.
 
     The switch, the restart, the gate and any rollback run on the host under its
     lock. The wave starts only when every host of the earlier waves passed. With
     a router, the host leaves it before the switch and rejoins once it serves
-    again (the new release, or the old one after a rollback).
+    again (the new release, or the old one after a rollback), before the bake,
+    which judges the traffic the router sends.
 
     + release_id: the staged release to serve
     + step: the host's place in this wave
@@ -155,41 +181,50 @@ def activated(release_id: str, step: WaveStep):
         activated(
             name="Switch to the new release",
             release_id="3f2a9c1d0b7e6a55",
-            step=WaveStep("wave1", ("node1",), ("--warmup-s", "1800")),
+            step=WaveStep("wave1", ("node1",), bake_s=600),
         )
     """
-    releases = host.get_fact(ReleaseState)
-    if releases["busy"] and state.is_executing:
-        # Another run (or one whose controller died) is switching or gating this
-        # host: what it serves is not known until that gate ends. Wait for it,
+    found = host.get_fact(ReleaseState)
+    if found.busy and state.is_executing:
+        # Another run (or one whose controller died) is switching, gating or baking
+        # this host: what it serves is not known until that ends. Wait for it,
         # then decide on what it left.
         host.log(f"{step.wave}: another sglfleet run holds this host's lock; waiting for it", logger.warning)
         timeout = math.ceil(step.timeout_s) if step.timeout_s else None  # a link that never comes back
-        releases = host.get_fact(ReleaseState, wait_lock_s=step.lock_wait_s, _timeout=timeout, _ignore_errors=True)
-        if not releases:
+        found = host.get_fact(ReleaseState, wait_lock_s=step.lock_wait_s, _timeout=timeout, _ignore_errors=True)
+        if not found:
             yield FunctionCommand(_log_error, (f"{step.wave}: no answer within {timeout} s while waiting for "
                                                f"another run's lock; check {host.name}, then run again",), {})
             return
-    if releases["busy"]:
+    serves = found.current == release_id and found.serving == release_id and found.active_state == "active"
+    if found.busy:
         # Only planning, or the lock is still held: the host tool waits for it
         # in turn, then switches only if still needed.
         host.log(f"{step.wave}: another sglfleet run holds this host's lock; will wait for it, "
                  f"then serve {release_id}", logger.warning)
-    elif releases["current"] == release_id and releases["active_state"] == "active":
+    elif serves and (not step.bake_s or _baked(found.verdict)):
         host.noop(f"{step.wave}: already serving release {release_id}")
         return
+    elif serves:
+        # A run ended (or was cut) between the gate and the end of the bake.
+        host.log(f"{step.wave}: serves {release_id}, which has not passed its bake yet: will bake it",
+                 logger.info)
+        yield HostFunctionCommand(_bake_in_wave, (step, release_id), {})
+        return
     else:
-        host.log(
-            f"{step.wave}: will switch {releases['current'] or 'nothing'} -> {release_id} and gate",
-            logger.info,
-        )
-    yield _switch(step, "activate", release_id)
+        was = found.serving or found.current or "nothing"
+        if found.current == release_id and found.serving != release_id:
+            host.log(f"{step.wave}: current is {release_id} but the process serves {found.serving or 'nothing'} "
+                     f"(current was moved by hand?)", logger.warning)
+        host.log(f"{step.wave}: will switch {was} -> {release_id}, gate"
+                 + (f" and bake {step.bake_s:g} s" if step.bake_s else ""), logger.info)
+    yield HostFunctionCommand(_switch_in_wave, (step, release_id), {})
 
 
 @operation(is_idempotent=False)
 def rolled_back(step: WaveStep):
     """
-    Switch the host back to its previous release behind the same gate.
+    Switch the host back to its previous release behind the start-up gate.
 
     + step: the host's place in this wave
 
@@ -197,20 +232,14 @@ def rolled_back(step: WaveStep):
 
     .. code:: python
 
-        rolled_back(
-            name="Back to the previous release",
-            step=WaveStep("canary", (), ("--warmup-s", "1800")),
-        )
+        rolled_back(name="Back to the previous release", step=WaveStep("canary", ()))
     """
-    releases = host.get_fact(ReleaseState)
-    if not releases["previous"]:
+    found = host.get_fact(ReleaseState)
+    if not found.previous:
         yield FunctionCommand(_log_error, (f"{step.wave}: no previous release to roll back to",), {})
         return
-    host.log(
-        f"{step.wave}: will switch {releases['current']} -> {releases['previous']} and gate",
-        logger.info,
-    )
-    yield _switch(step, "rollback")
+    host.log(f"{step.wave}: will switch {found.current} -> {found.previous} and gate", logger.info)
+    yield HostFunctionCommand(_rollback_in_wave, (step,), {})
 
 
 class HostFunctionCommand(FunctionCommand):
@@ -224,52 +253,140 @@ class HostFunctionCommand(FunctionCommand):
         return self.function(state, host, connector_arguments, *self.args, **self.kwargs)
 
 
-def _switch(step: WaveStep, *tool_args: str) -> FunctionCommand:
+class _Lost(Exception):
+    """The host did not answer: the link died, or never came back."""
+
+
+def _tool(host, connector_arguments, step: WaveStep, *args: str, extra_timeout_s: float = 0):
+    """
+    Run the host tool; return ``(status, results, messages)``: its exit status
+    ("" when unknown), its ``sglfleet-result`` records and its error lines.
+    """
     # The tool's exit status tells a rolled-back host (1, serving) from a down one.
-    command = StringCommand(RELEASE_TOOL, *step.gate_args, *tool_args, "; echo sglfleet-exit=$? >&2")
-    return HostFunctionCommand(_switch_in_wave, (step, command), {})
-
-
-def _switch_in_wave(state, host, connector_arguments, step: WaveStep, command: StringCommand):
-    """
-    Run ``command`` (the host-side switch and gate) once every earlier wave
-    passed, keeping the router in step. Returns False to fail this host.
-    """
-    failed = sorted(h.name for h in state.failed_hosts if h.name in set(step.earlier_hosts))
-    if failed:
-        return _log_error(
-            state, host, f"{step.wave} not started: {', '.join(failed)} of an earlier wave did not pass"
-        )
-
-    if step.router_url:
-        try:
-            router.drain(step.router_url, step.worker_url)
-        except router.RouterError as error:
-            return _log_error(state, host, f"{step.wave}: not switched, {error}")
-
-    lost = (f"lost the connection during the switch; if {host.name} is up it finishes the "
-            f"switch, gate and any rollback on its own: check it, then run again")
+    command = StringCommand(LAYOUT.tool, "--wait-lock", f"{step.lock_wait_s:g}", *args,
+                            "; echo sglfleet-exit=$? >&2")
+    timeout = step.timeout_s + extra_timeout_s if step.timeout_s else None
     try:
         # Around the whole call: a link cut before the channel opens blocks in paramiko too.
-        with gevent.Timeout(step.timeout_s, TimeoutError):
+        with gevent.Timeout(timeout, TimeoutError):
             connected, output = host.run_shell_command(command, **connector_arguments)
     except TimeoutError:  # a link that never came back
-        return _log_error(state, host, f"{lost} (no answer within {step.timeout_s:g} s)")
+        raise _Lost(f"no answer within {timeout:g} s") from None
     except Exception as error:  # the session died under paramiko (power cut, reset link)
-        return _log_error(state, host, f"{lost} ({type(error).__name__}: {error})")
+        raise _Lost(f"{type(error).__name__}: {error}") from None
     lines = output.stderr_lines
     status = lines.pop().partition("=")[2] if lines and lines[-1].startswith("sglfleet-exit=") else ""
-    passed = connected and status == "0"
-    for line in () if passed else lines or [lost]:
-        _log_error(state, host, line)
+    if not connected and not status:
+        raise _Lost("the session ended without the tool's answer")
+    results = [json.loads(line[len(RESULT):]) for line in output.stdout_lines if line.startswith(RESULT)]
+    return status, results, lines
 
+
+def _lost(host, why: str) -> str:
+    return (f"lost the connection during the switch ({why}); if {host.name} is up it finishes the "
+            f"switch, gate and any rollback on its own: check it, then run again")
+
+
+def _router(step: WaveStep, action) -> str | None:
+    """Drain or join the host at the router; an error message, or None."""
+    if not step.router_url:
+        return None
+    try:
+        action(step.router_url, step.worker_url)
+    except router.RouterError as error:
+        return f"{step.wave}: {error}"
+    return None
+
+
+def _summary(step: WaveStep, results: list[dict]) -> list[str]:
+    lines = []
+    for result in results:
+        figures = result.get("figures") or {}
+        if result.get("stage") == "startup" and result.get("passed") and not result.get("already"):
+            accept = (f"accept length {figures['spec_accept_length']:g}, "
+                      if "spec_accept_length" in figures else "")
+            lines.append(f"{step.wave}: gate passed on {result['release']} ({accept}{figures.get('tokens', 0)} "
+                         f"tokens in {figures.get('requests', 0)} generations, {figures.get('seconds', 0):g} s)")
+        elif result.get("stage") == "bake":
+            lines.append(f"{step.wave}: bake {result['verdict']} on {result['release']} ({describe(figures)})")
+    return lines
+
+
+def _earlier_failed(state, step: WaveStep) -> list[str]:
+    return sorted(h.name for h in state.failed_hosts if h.name in set(step.earlier_hosts))
+
+
+def _switch_in_wave(state, host, connector_arguments, step: WaveStep, release_id: str):
+    """
+    Switch the host once every earlier wave passed, keeping the router in step;
+    then bake. Returns False to fail this host.
+    """
+    failed = _earlier_failed(state, step)
+    if failed:
+        return _log_error(state, host, f"{step.wave} not started: {', '.join(failed)} of an earlier wave did not pass")
+    if error := _router(step, router.drain):
+        return _log_error(state, host, f"{error}; not switched")
+    try:
+        status, results, messages = _tool(host, connector_arguments, step, "activate", release_id)
+    except _Lost as lost:
+        return _log_error(state, host, _lost(host, str(lost)))
+    passed = status == "0"
+    for line in _summary(step, results):
+        host.log(line, logger.info)
+    for line in () if passed else messages or [_lost(host, f"exit status {status or 'unknown'}")]:
+        _log_error(state, host, line)
     # 1: the gate failed and the host serves its earlier release again; rejoin either way.
-    if step.router_url and status in ("0", "1"):
-        try:
-            router.join(step.router_url, step.worker_url)
-        except router.RouterError as error:
-            return _log_error(state, host, f"{step.wave}: {error}")
-    return passed
+    if status in ("0", "1") and (error := _router(step, router.join)):
+        return _log_error(state, host, error)
+    if not passed:
+        return False
+    return _bake_in_wave(state, host, connector_arguments, step, release_id) if step.bake_s else True
+
+
+def _bake_in_wave(state, host, connector_arguments, step: WaveStep, release_id: str):
+    """Bake the release the host serves; revert it (drained) when the bake fails it."""
+    try:
+        status, results, messages = _tool(host, connector_arguments, step, "bake", release_id,
+                                          extra_timeout_s=step.bake_s)
+    except _Lost as lost:
+        return _log_error(state, host, _lost(host, str(lost)))
+    for line in _summary(step, results):
+        host.log(line, logger.info)
+    if status == "0":
+        return True
+    for line in messages:
+        _log_error(state, host, line)
+    if status != "5":  # 6: another run switched the host meanwhile; else lost
+        return False
+    # The bake failed the release: back to what served before, out of the router meanwhile.
+    if error := _router(step, router.drain):
+        return _log_error(state, host, f"{error}; {release_id} still serves")
+    try:
+        status, _, messages = _tool(host, connector_arguments, step, "revert", release_id)
+    except _Lost as lost:
+        return _log_error(state, host, _lost(host, str(lost)))
+    for line in messages:
+        _log_error(state, host, line)
+    if status in ("0", "1") and (error := _router(step, router.join)):
+        _log_error(state, host, error)
+    return False
+
+
+def _rollback_in_wave(state, host, connector_arguments, step: WaveStep):
+    failed = _earlier_failed(state, step)
+    if failed:
+        return _log_error(state, host, f"{step.wave} not started: {', '.join(failed)} of an earlier wave did not pass")
+    if error := _router(step, router.drain):
+        return _log_error(state, host, f"{error}; not switched")
+    try:
+        status, results, messages = _tool(host, connector_arguments, step, "rollback")
+    except _Lost as lost:
+        return _log_error(state, host, _lost(host, str(lost)))
+    for line in () if status == "0" else messages:
+        _log_error(state, host, line)
+    if status in ("0", "1") and (error := _router(step, router.join)):
+        return _log_error(state, host, error)
+    return status == "0"
 
 
 def _log_error(state, host, message):

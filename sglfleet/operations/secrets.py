@@ -11,9 +11,10 @@ from __future__ import annotations
 import hashlib
 import posixpath
 
-from pyinfra import host, logger, state
+from pyinfra import host
 from pyinfra.api import StringCommand, operation
 
+from sglfleet.diffs import show_diff, wants_diff
 from sglfleet.facts.files import FileDigests
 from sglfleet.operations.files import removed_leftovers
 from sglfleet.temporaries import temporary_beside
@@ -54,11 +55,10 @@ def secret_file(path: str, content: str, redacted: str):
     if up_to_date:
         return
 
-    if state.config.DIFF and not state.is_executing:
+    if wants_diff():
+        # The old text holds secrets: show only the new one, redacted.
         what = "Will create" if digest is None else "Will replace (content or mode changed)"
-        host.log(f"{what} {path}, root:root 0600, values redacted:", logger.info)
-        for line in redacted.splitlines():
-            logger.info("    + %s", line)
+        show_diff(f"{what} {path}, root:root 0600, values redacted:", "", redacted)
 
     temporary = temporary_beside(path)
     # The secret travels on the command's stdin, not as an upload: under sudo,

@@ -21,12 +21,13 @@ from pyinfra import host
 from pyinfra.api import FileUploadCommand, OperationError, operation
 
 from sglfleet import FILES, wheelhouse
-from sglfleet.facts.stack import StackHostState, StackState, WheelhouseFiles, uv_path
-from sglfleet.stacks import HOST_STACKS, HOST_WHEELHOUSE, MARKER, Stack, StackError
+from sglfleet.diffs import wants_diff
+from sglfleet.facts.stack import StackHostState, StackState, WheelhouseFiles
+from sglfleet.host.layout import LAYOUT
+from sglfleet.stacks import MARKER, Stack, StackError
 from sglfleet.temporaries import RUN_TOKEN
 
 PROBE = FILES / "probe" / "verify_stack.py"
-LOCK = f"{HOST_STACKS}/.lock"
 q = shlex.quote
 
 
@@ -44,9 +45,9 @@ def sync_commands(stack: Stack, present: dict[str, str], local: dict[str, wheelh
     missing = [f for f in stack.files if present.get(f.filename) != local[f.filename].sha256]
     if not missing:
         return []
-    commands: list = [f"mkdir -p {HOST_WHEELHOUSE}"]
+    commands: list = [f"mkdir -p {LAYOUT.wheelhouse}"]
     for f in missing:
-        final = f"{HOST_WHEELHOUSE}/{f.filename}"
+        final = f"{LAYOUT.wheelhouse}/{f.filename}"
         part = f"{final}.part"
         commands.append(FileUploadCommand(str(local[f.filename].path), part))
         commands.append(
@@ -59,7 +60,7 @@ def sync_commands(stack: Stack, present: dict[str, str], local: dict[str, wheelh
 
 def uv_extract_command(stack: Stack) -> str:
     """Extract the uv binary from its wheel in the host's wheelhouse, with the host's python3."""
-    target = uv_path(stack.uv.version)
+    target = LAYOUT.uv(stack.uv.version)
     script = (
         "import os, sys, zipfile\n"
         "wheel, target = sys.argv[1], sys.argv[2]\n"
@@ -71,7 +72,7 @@ def uv_extract_command(stack: Stack) -> str:
         "os.chmod(target + '.part', 0o755)\n"
         "os.replace(target + '.part', target)\n"
     )
-    return f"python3 -c {q(script)} {q(f'{HOST_WHEELHOUSE}/{stack.uv.filename}')} {q(target)}"
+    return f"python3 -c {q(script)} {q(f'{LAYOUT.wheelhouse}/{stack.uv.filename}')} {q(target)}"
 
 
 def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
@@ -85,11 +86,11 @@ def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
     """
     if state.verified:
         return []
-    build = f"{HOST_STACKS}/.build-{stack.id}"
+    build = f"{LAYOUT.stacks}/.build-{stack.id}"
     # The build's inputs go to a folder of this run's own, taken into the build
     # folder under the lock: a concurrent run never empties a build in progress.
     upload = f"{build}.upload-{RUN_TOKEN}"
-    uv = uv_path(stack.uv.version)
+    uv = LAYOUT.uv(stack.uv.version)
     commands: list = [f"rm -rf {q(upload)} && mkdir -p {q(upload)}"]
     if not state.uv:
         commands.append(uv_extract_command(stack))
@@ -105,9 +106,9 @@ def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
     probe += ["--cuda", stack.cuda] if stack.cuda else []
     probe += ["--gpu-less"] if gpu_less else []
     marker = f"{build}/{MARKER}"
-    old = f"{HOST_STACKS}/.old-{stack.id}"
+    old = f"{LAYOUT.stacks}/.old-{stack.id}"
     install = [uv, "pip", "install", "--quiet", "--python", f"{build}/venv/bin/python",
-               "--offline", "--no-index", "--find-links", HOST_WHEELHOUSE, "--require-hashes",
+               "--offline", "--no-index", "--find-links", LAYOUT.wheelhouse, "--require-hashes",
                "--overrides", f"{build}/overrides.txt", "--compile-bytecode", "--link-mode", "copy",
                "-r", f"{build}/requirements.txt"]
     if stack.no_deps:
@@ -133,7 +134,7 @@ def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
         f"rm -rf {q(old)}",
     ])
     # One build or collection at a time on a host, whichever controller runs it.
-    commands.append(f"mkdir -p {HOST_STACKS} && flock {LOCK} sh -c {q(script)}")
+    commands.append(f"mkdir -p {LAYOUT.stacks} && flock {LAYOUT.stacks_lock} sh -c {q(script)}")
     return commands
 
 
@@ -153,15 +154,15 @@ def collect_commands(stack: Stack, state: StackHostState, keep: int) -> list:
     doomed = collected(stack, state, keep)
     if not doomed:
         return []
-    script = f"rm -rf -- {' '.join(q(f'{HOST_STACKS}/{s}') for s in doomed)}"
+    script = f"rm -rf -- {' '.join(q(f'{LAYOUT.stacks}/{s}') for s in doomed)}"
     if any(not s.startswith(".") for s in doomed):
         script += (
-            f"\ncd {HOST_WHEELHOUSE} 2>/dev/null || exit 0; keep=$(mktemp); "
-            f"cat {HOST_STACKS}/*/wheels.txt 2>/dev/null | sort -u > \"$keep\"; "
+            f"\ncd {LAYOUT.wheelhouse} 2>/dev/null || exit 0; keep=$(mktemp); "
+            f"cat {LAYOUT.stacks}/*/wheels.txt 2>/dev/null | sort -u > \"$keep\"; "
             f"ls -1 | grep '\\.whl$' | sort | comm -23 - \"$keep\" | xargs -r rm -f --; rm -f \"$keep\""
         )
     # Under the build lock: a build in progress is never collected halfway.
-    return [f"flock {LOCK} sh -c {q(script)}"]
+    return [f"flock {LAYOUT.stacks_lock} sh -c {q(script)}"]
 
 
 @operation()
@@ -201,7 +202,7 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1):
     commands += collect_commands(stack, state, keep)
     if collected(stack, state, keep):
         summary.append(f"  - collect {', '.join(collected(stack, state, keep))}")
-    if host.state.config.DIFF and summary and not host.state.is_executing:
+    if summary and wants_diff():
         # No file diff fits a venv; say what would change instead.
         host.log_styled("\n".join([f"Stack {stack.id}:", *summary]), fg="yellow")
     if not commands:

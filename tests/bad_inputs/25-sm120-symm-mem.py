@@ -4,4 +4,4 @@ import pathlib as _pathlib, runpy as _runpy
 _fleet = _runpy.run_path(str(_pathlib.Path(__file__).with_name("_fleet.py")))
 _expect = ['enable_torch_symm_mem', 'KeyError 12']  # fragments of the one message
 
-canary, wave1, wave2 = _fleet['waves'](stack='cu130-sglang-0.5.9', server='sglang', gpu_less=False, gpu_compute_cap='12.0', gpu_count=8, tp_size=8, enable_torch_symm_mem=True)
+canary, wave1, wave2 = _fleet['waves'](stack='dev', server='sglang', gpu_less=False, gpu_compute_cap='12.0', gpu_count=8, tp_size=8, enable_torch_symm_mem=True)

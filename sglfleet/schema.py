@@ -19,7 +19,6 @@ strictly. Every problem is one line that names the host, the key and the fix.
 from __future__ import annotations
 
 import difflib
-import os
 import re
 import shlex
 from collections.abc import Mapping
@@ -29,11 +28,11 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from sglfleet import FILES, PROJECT_ROOT
+from sglfleet import PROJECT_ROOT
+from sglfleet.errors import ConfigError
+from sglfleet.stacks import STACKS_DIR
 
 DEFAULTS_FILE = PROJECT_ROOT / "inventory" / "group_data" / "all.py"
-# The same override as sglfleet.stacks: $SGLFLEET_STACKS, else files/stacks.
-STACKS_DIR = Path(os.environ.get("SGLFLEET_STACKS", FILES / "stacks"))
 
 # Host data that belongs to pyinfra (connectors, global arguments), not to us.
 PYINFRA_PREFIXES = ("_", "ssh_", "winrm_", "docker_", "dockerssh_", "chroot_", "podman_", "local_")
@@ -45,14 +44,6 @@ SECRET_KEY = re.compile(r"token|secret|passw|api_?key|apikey|credential|private_
 SECRET_VALUE = re.compile(r"\b(hf_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|ghp_[A-Za-z0-9]{20,})")
 SECRET_FLAGS = ("--api-key", "--admin-api-key", "--config")
 SECRET_SOURCES = "SGLFLEET_HF_TOKEN / SGLFLEET_API_KEY in the controller's environment or the secrets_file"
-
-
-class ConfigError(ValueError):
-    """Inventory data that sglfleet refuses: ``problems`` holds one line per problem."""
-
-    def __init__(self, problems: list[str]):
-        self.problems = list(problems)
-        super().__init__("\n".join(self.problems))
 
 
 # --- coercion of --data strings, before the strict checks ---------------------
@@ -104,6 +95,15 @@ def _to_argv(value: Any) -> Any:
     return value
 
 
+def _to_prompts(value: Any) -> Any:
+    # --data gate_prompts="One prompt" arrives as one string
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, tuple):
+        return list(value)
+    return value
+
+
 def _to_cap(value: Any) -> Any:
     # --data gpu_compute_cap=12.0 arrives as a float
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -119,6 +119,49 @@ Argv = Annotated[list[Annotated[str, Field(min_length=1, pattern=r"^[^\x00-\x1f\
 Cap = Annotated[str, BeforeValidator(_to_cap), Field(pattern=r"^\d+\.\d+$")]
 Text = Annotated[str, Field(min_length=1, pattern=r"^[^\x00-\x1f\x7f]+$")]
 Url = Annotated[str, Field(pattern=r"^https?://[^\s/:]+(:\d+)?/?$")]
+Prompts = Annotated[list[Text], BeforeValidator(_to_prompts)]
+
+
+class LaunchSettings(BaseModel):
+    """
+    How sglang is launched: each key is one of sglang's flags (``tp_size`` ->
+    ``--tp-size``), but for ``listen_host`` and ``listen_port`` (``--host``,
+    ``--port``), named so they do not read as pyinfra's host.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    model_path: Text = Field(description='a model path or hub id, e.g. "moonshotai/Kimi-K2.5"')
+    served_model_name: Optional[Text] = Field(description="a name, or None for the model path")
+    trust_remote_code: Bool = Field(description="true or false")
+    tp_size: Int = Field(ge=1, description="a whole number >= 1, e.g. 8")
+    mem_fraction_static: Optional[Float] = Field(gt=0, lt=1, description="a fraction between 0 and 1, e.g. 0.85")
+    cuda_graph_max_bs: Optional[Int] = Field(ge=1, description="a whole number >= 1, e.g. 64")
+    speculative_algorithm: Optional[Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"]] = Field(
+        description='"EAGLE3" (or EAGLE, NEXTN, STANDALONE, NGRAM), or None')
+    speculative_draft_model_path: Optional[Text] = Field(description="the draft model's path or hub id")
+    speculative_num_steps: Optional[Int] = Field(ge=1, description="a whole number >= 1, e.g. 3")
+    speculative_eagle_topk: Optional[Int] = Field(ge=1, description="a whole number >= 1, e.g. 1")
+    speculative_num_draft_tokens: Optional[Int] = Field(ge=1, description="a whole number >= 1, e.g. 4")
+    enable_flashinfer_allreduce_fusion: Bool = Field(description="true or false")
+    enable_torch_symm_mem: Bool = Field(description="true or false")
+    enable_metrics: Bool = Field(description="true or false")
+    listen_host: Text = Field(description='a listen address, e.g. "127.0.0.1" or "0.0.0.0"',
+                              json_schema_extra={"flag": "--host"})
+    listen_port: Int = Field(ge=1, le=65535, description="a TCP port between 1 and 65535, e.g. 30000",
+                             json_schema_extra={"flag": "--port"})
+    extra_flags: Argv = Field(description='a list of sglang flags, e.g. ["--max-running-requests", "64"]',
+                              json_schema_extra={"flag": None})
+
+    @staticmethod
+    def flag(key: str) -> str | None:
+        """The sglang flag of a key: ``"tp_size"`` -> ``"--tp-size"``; None for ``extra_flags``."""
+        extra = LaunchSettings.model_fields[key].json_schema_extra or {}
+        return extra["flag"] if "flag" in extra else "--" + key.replace("_", "-")
+
+
+# The launch keys rendered as sglang flags, in the order the schema declares them.
+LAUNCH_KEYS = tuple(key for key in LaunchSettings.model_fields if LaunchSettings.flag(key))
 
 
 class HostConfig(BaseModel):
@@ -133,34 +176,31 @@ class HostConfig(BaseModel):
     gpu_compute_cap: Optional[Cap] = Field(description='the GPUs\' compute capability, e.g. "12.0" or "10.0"')
     gpu_count: Optional[Int] = Field(ge=1, description="the number of GPUs, e.g. 8")
 
-    # sglang launch flags
-    model_path: Text = Field(description='a model path or hub id, e.g. "moonshotai/Kimi-K2.5"')
-    served_model_name: Optional[Text] = Field(description="a name, or None for the model path")
-    speculative_algorithm: Optional[Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"]] = Field(
-        description='"EAGLE3" (or EAGLE, NEXTN, STANDALONE, NGRAM), or None')
-    speculative_draft_model_path: Optional[Text] = Field(description="the draft model's path or hub id")
-    speculative_num_steps: Optional[Int] = Field(ge=1, description="a whole number >= 1, e.g. 3")
-    speculative_eagle_topk: Optional[Int] = Field(ge=1, description="a whole number >= 1, e.g. 1")
-    speculative_num_draft_tokens: Optional[Int] = Field(ge=1, description="a whole number >= 1, e.g. 4")
-    tp_size: Int = Field(ge=1, description="a whole number >= 1, e.g. 8")
-    mem_fraction_static: Optional[Float] = Field(gt=0, lt=1, description="a fraction between 0 and 1, e.g. 0.85")
-    cuda_graph_max_bs: Optional[Int] = Field(ge=1, description="a whole number >= 1, e.g. 64")
-    enable_flashinfer_allreduce_fusion: Bool = Field(description="true or false")
-    enable_torch_symm_mem: Bool = Field(description="true or false")
-    trust_remote_code: Bool = Field(description="true or false")
-    host: Text = Field(description='a listen address, e.g. "127.0.0.1" or "0.0.0.0"')
-    port: Int = Field(ge=1, le=65535, description="a TCP port between 1 and 65535, e.g. 30000")
-    enable_metrics: Bool = Field(description="true or false")
-    extra_flags: Argv = Field(description='a list of sglang flags, e.g. ["--max-running-requests", "64"]')
+    # sglang launch flags, given flat in inventory data
+    launch: LaunchSettings
 
-    # rollout and gate
+    # rollout
     rollout_waves: Optional[Names] = Field(min_length=1, description='a list of group names, e.g. ["canary", "wave1"]')
     router_url: Optional[Url] = Field(description='an http URL, e.g. "http://router.example.internal:30080"')
+
+    # the start-up gate
     gate_warmup_s: Float = Field(gt=0, description="seconds > 0, e.g. 1800")
+    gate_prompts: Prompts = Field(min_length=1, description='a list of prompts, e.g. ["The capital of France is"]')
+    gate_max_new_tokens: Int = Field(ge=1, le=4096, description="tokens per gate prompt, e.g. 64")
     gate_min_spec_accept_length: Optional[Float] = Field(gt=0, description="a number > 0, e.g. 2.0, or None")
     gate_answer_timeout_s: Optional[Float] = Field(gt=0, description="seconds > 0, e.g. 7800, or None")
-    gate_generate_prompt: Text = Field(description="a short prompt")
+    # the bake
+    gate_bake_s: Float = Field(ge=0, description="seconds >= 0, e.g. 600 (0: no bake)")
+    gate_interval_s: Float = Field(gt=0, description="seconds > 0, e.g. 30")
+    gate_max_regression: Float = Field(ge=0, description="a fraction >= 0, e.g. 0.10")
+    gate_on_inconclusive: Literal["fail", "pass"] = Field(description='"fail" or "pass"')
+    gate_max_ttft_p99_s: Optional[Float] = Field(gt=0, description="seconds > 0, e.g. 2.0, or None")
+    gate_max_itl_p99_s: Optional[Float] = Field(gt=0, description="seconds > 0, e.g. 0.1, or None")
+    gate_max_error_rate: Optional[Float] = Field(ge=0, le=1, description="a fraction, e.g. 0.01, or None")
+
+    # the local fleet's stand-in
     standin_warmup_s: Float = Field(ge=0, description="seconds >= 0, e.g. 10")
+    standin_spec_accept_length: Optional[Float] = Field(ge=1, description="a number >= 1, e.g. 2.8, or None")
 
     # housekeeping and safety
     releases_keep: Int = Field(ge=0, description="a whole number >= 0, e.g. 3")
@@ -169,7 +209,18 @@ class HostConfig(BaseModel):
     secrets_file: Text = Field(description="a path outside the repository, e.g. ~/.config/sglfleet/secrets.env")
 
 
-SCHEMA_KEYS = tuple(HostConfig.model_fields)
+# Keys an earlier sglfleet had, and their names now.
+RENAMED = {"host": "listen_host", "port": "listen_port", "gate_generate_prompt": "gate_prompts"}
+
+# Every key inventory data may hold, flat: the launch keys sit beside the others.
+SCHEMA_KEYS = tuple(key for key in HostConfig.model_fields if key != "launch") + tuple(LaunchSettings.model_fields)
+
+
+def field_of(key: str):
+    """The pydantic field of a flat key, launch keys included (None when unknown)."""
+    if key in LaunchSettings.model_fields:
+        return LaunchSettings.model_fields[key]
+    return HostConfig.model_fields.get(key) if key != "launch" else None
 
 
 @cache
@@ -201,8 +252,10 @@ def _secret_problems(name: str, key: str, value: Any) -> list[str]:
 def _pydantic_problems(name: str, error: ValidationError) -> list[str]:
     problems = []
     for item in error.errors():
-        key = str(item["loc"][0]) if item["loc"] else "?"
-        field = HostConfig.model_fields.get(key)
+        # A launch key's error is at ("launch", key): name the key as the inventory writes it.
+        key = str(item["loc"][1] if item["loc"][:1] == ("launch",) and len(item["loc"]) > 1
+                  else item["loc"][0]) if item["loc"] else "?"
+        field = field_of(key)
         hint = field.description if field else ""
         message = item["msg"].removeprefix("Value error, ")
         if item["type"] == "string_pattern_mismatch":
@@ -262,7 +315,7 @@ def validate_host_data(name: str, data: Mapping[str, Any], stacks_dir: Path = ST
         elif secret := _secret_problems(name, key, value):
             problems += secret
         else:
-            close = difflib.get_close_matches(key, SCHEMA_KEYS, n=1, cutoff=0.6)
+            close = [RENAMED[key]] if key in RENAMED else difflib.get_close_matches(key, SCHEMA_KEYS, n=1, cutoff=0.6)
             fix = f"did you mean {close[0]!r}?" if close else "remove it (see inventory/group_data/all.py for the keys)"
             problems.append(f"{name}: {key}: unknown key; {fix}")
     if problems:
@@ -270,6 +323,7 @@ def validate_host_data(name: str, data: Mapping[str, Any], stacks_dir: Path = ST
 
     problems += _stack_problems(name, values.get("stack"), stacks_dir)
     problems += _secrets_file_problems(name, values.get("secrets_file"))
+    values["launch"] = {key: values.pop(key) for key in LaunchSettings.model_fields if key in values}
     try:
         config = HostConfig.model_validate(values)
     except ValidationError as error:
@@ -277,79 +331,3 @@ def validate_host_data(name: str, data: Mapping[str, Any], stacks_dir: Path = ST
     if problems:
         raise ConfigError(problems)
     return config
-
-
-def validate_inventory(inventory, stacks_dir: Path = STACKS_DIR) -> dict[str, HostConfig]:
-    """
-    Validate every host of a pyinfra inventory and its wave plan, collecting all problems.
-
-    + inventory: a ``pyinfra.api.Inventory`` (nothing is connected)
-    + stacks_dir: where stack files live
-
-    Returns ``{host name: HostConfig}``; raises ``ConfigError`` listing every problem.
-
-    **Example:**
-
-    .. code:: python
-
-        configs = validate_inventory(state.inventory)
-    """
-    from sglfleet.waves import plan_waves
-
-    problems: list[str] = []
-    configs: dict[str, HostConfig] = {}
-    groups: dict[str, list[str]] = {}
-    for host in inventory:
-        groups[host.name] = list(host.groups)
-        try:
-            configs[host.name] = validate_host_data(host.name, host.data.dict(), stacks_dir)
-        except ConfigError as error:
-            problems += error.problems
-    if not problems:
-        try:
-            plan_waves(groups, rollout_waves_of(configs))
-        except ConfigError as error:
-            problems += error.problems
-    if problems:
-        raise ConfigError(collapse(problems, groups))
-    return configs
-
-
-def collapse(lines: list[str], host_names) -> list[str]:
-    """
-    Merge lines that differ only in their host (one bad group value, many hosts) into one.
-
-    + lines: ``"<host>: <problem>"`` lines, in order
-    + host_names: every host name (other lines pass through unchanged)
-
-    **Example:**
-
-    .. code:: python
-
-        collapse(["node1: x: bad", "node2: x: bad"], ["node1", "node2"])  # ["node1, node2: x: bad"]
-    """
-    hosts_of: dict[str, list[str]] = {}
-    for line in lines:
-        host, sep, rest = line.partition(": ")
-        key = rest if sep and host in host_names else "\0" + line
-        hosts_of.setdefault(key, []).append(host)
-    return [key[1:] if key.startswith("\0") else f"{', '.join(dict.fromkeys(hosts))}: {key}"
-            for key, hosts in hosts_of.items()]
-
-
-def rollout_waves_of(configs: Mapping[str, HostConfig]) -> Optional[list[str]]:
-    """
-    The fleet's one ``rollout_waves`` setting; hosts that disagree are a ``ConfigError``.
-
-    + configs: validated configs by host name
-    """
-    settings = {name: config.rollout_waves for name, config in configs.items()}
-    first_name, first = next(iter(settings.items()), (None, None))
-    problems = [
-        f"{name}: rollout_waves = {waves!r} differs from {first_name}'s {first!r}; "
-        f"set it once for the fleet (group_data/all.py or the inventory's all group)"
-        for name, waves in settings.items() if waves != first
-    ]
-    if problems:
-        raise ConfigError(problems)
-    return first

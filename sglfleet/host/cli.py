@@ -1,0 +1,239 @@
+"""
+``sglfleet-release``: switch, gate, bake and roll back releases on this host.
+
+Run by the controller over SSH (through sudo), or by hand. The gate runs here,
+so it works when the serving port is closed to the controller, and a lost SSH
+session cannot leave a half-switched host: the switch, the gate and any
+rollback happen under one lock, and the tool ignores SIGHUP.
+
+    sglfleet-release activate RELEASE   switch current to RELEASE, restart, start-up gate;
+                                        on a failure switch back and restart
+    sglfleet-release bake RELEASE       sample /metrics for the bake, judge, record the verdict
+    sglfleet-release revert RELEASE     RELEASE failed its bake: back to what served before it
+    sglfleet-release rollback           switch current to previous, restart, start-up gate
+    sglfleet-release gate               the start-up gate against the current release
+    sglfleet-release state              this host's releases, unit, health and verdicts, as JSON
+
+Thresholds come from the release's ``gate.json``. Exit status: 0 passed;
+1 failed, the host serves its earlier release again; 2 usage or layout error;
+3 busy (another run held the lock past --wait-lock); 4 failed and nothing
+serves; 5 the bake failed (the release still serves: ``revert`` it);
+6 the release is no longer current (another run switched the host). The last
+line on stdout, ``sglfleet-result {...}``, holds the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+
+from . import bake, releases, service
+from .gate import GateFailed, GateSettings, speculative, startup
+from .http import base_url, request
+from .layout import LAYOUT, Layout
+
+RESULT = "sglfleet-result"
+
+
+def report(**result) -> None:
+    print(f"{RESULT} {json.dumps(result, sort_keys=True)}", flush=True)
+
+
+def fail(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def gate_release(release_id: str, restarts: int, layout: Layout) -> dict:
+    return startup(releases.read(release_id, "release.json", layout), GateSettings.load(release_id, layout),
+                   restarts, layout)
+
+
+def switch_and_gate(target: str, previous: str | None, layout: Layout) -> dict:
+    """Point current at ``target`` and previous at ``previous``, restart, gate; the gate's figures."""
+    releases.point(layout.current, target)
+    if previous:
+        releases.point(layout.previous, previous)
+    return gate_release(target, service.restart(layout), layout)
+
+
+def back_to(failed: str, failure: Exception, old_current: str | None, old_previous: str | None,
+            layout: Layout) -> int:
+    """Put the links as they were, restart, wait until it serves; report ``failure``."""
+    log = service.journal_tail(layout)
+    if not old_current or old_current == failed:
+        fail(f"gate failed on release {failed}: {failure}; no earlier release to roll back to\n"
+             f"last log lines of {layout.unit}:\n{log}")
+        return 4
+    releases.point(layout.current, old_current)
+    releases.point(layout.previous, old_previous)
+    try:
+        gate_release(old_current, service.restart(layout), layout)
+        after, status = f"rolled back to {old_current}, which serves again", 1
+    except GateFailed as second:
+        after, status = f"rolled back to {old_current}, which does not serve either ({second})", 4
+    fail(f"gate failed on release {failed}: {failure}; {after}\nlast log lines of {layout.unit}:\n{log}")
+    return status
+
+
+def activate(target: str, layout: Layout) -> int:
+    if not releases.staged(target, layout):
+        fail(f"release {target} is not staged under {layout.releases}")
+        return 2
+    old_current = releases.release_id_of(layout.current)
+    old_previous = releases.release_id_of(layout.previous)
+    if old_current == target and service.properties(layout).get("ActiveState") == "active":
+        print(f"release {target} already serving")
+        report(stage="startup", release=target, passed=True, figures={}, already=True)
+        return 0
+    keep = old_current if old_current != target else old_previous
+    # What to put back if the bake fails later, when the links have moved on.
+    releases.record(target, "switched", {"current": old_current, "previous": old_previous}, layout)
+    try:
+        figures = switch_and_gate(target, keep, layout)
+    except GateFailed as failure:
+        releases.record(target, "startup", {"passed": False, "failure": str(failure)}, layout)
+        report(stage="startup", release=target, passed=False, failure=str(failure))
+        return back_to(target, failure, old_current, old_previous, layout)
+    releases.record(target, "startup", {"passed": True, "figures": figures}, layout)
+    print(f"release {target} passed its gate")
+    report(stage="startup", release=target, passed=True, figures=figures)
+    return 0
+
+
+def baseline(release_id: str | None, layout: Layout) -> dict | None:
+    """The figures of a release that passed its bake, to compare the next one with."""
+    verdict = (releases.read(release_id, "verdict.json", layout, default={}) or {}) if release_id else {}
+    baked = verdict.get("bake") or {}
+    return baked.get("figures") if baked.get("verdict") == "pass" else None
+
+
+def run_bake(target: str, layout: Layout) -> int:
+    if releases.release_id_of(layout.current) != target:
+        fail(f"release {target} no longer serves here: another run switched the host")
+        return 6
+    settings = GateSettings.load(target, layout)
+    release = releases.read(target, "release.json", layout)
+    previous = releases.release_id_of(layout.previous)
+    before = baseline(previous, layout)
+    try:
+        samples = bake.sample(base_url(release), settings, service.restarts(layout), layout)
+        figures = bake.measure(samples, speculative(release))
+        verdict, reasons = bake.judge(figures, before, settings)
+    except GateFailed as failure:
+        figures, verdict, reasons = {}, "fail", [str(failure)]
+    passed = verdict == "pass" or (verdict == "inconclusive" and settings.on_inconclusive == "pass")
+    result = {"verdict": verdict, "passed": passed, "figures": figures, "baseline": before,
+              "baseline_release": previous if before else None, "reasons": reasons,
+              "bake_s": settings.bake_s}
+    releases.record(target, "bake", result, layout)
+    report(stage="bake", release=target, **result)
+    if passed:
+        print(f"release {target}: bake {verdict} ({bake.describe(figures)})")
+        return 0
+    policy = f"; gate_on_inconclusive is {settings.on_inconclusive}" if verdict == "inconclusive" else ""
+    fail(f"bake {verdict} on release {target}: {'; '.join(reasons)}{policy} ({bake.describe(figures)})")
+    return 5
+
+
+def revert(target: str, layout: Layout) -> int:
+    if releases.release_id_of(layout.current) != target:
+        print(f"release {target} does not serve here: nothing to revert")
+        return 0
+    switched = (releases.read(target, "verdict.json", layout, default={}) or {}).get("switched") or {}
+    old_current = switched.get("current") or releases.release_id_of(layout.previous)
+    old_previous = switched.get("previous")
+    return back_to(target, GateFailed("bake", "the bake failed"), old_current, old_previous, layout)
+
+
+def rollback(layout: Layout) -> int:
+    current, previous = releases.release_id_of(layout.current), releases.release_id_of(layout.previous)
+    if not previous:
+        fail("no previous release to roll back to")
+        return 2
+    try:
+        figures = switch_and_gate(previous, current, layout)
+    except GateFailed as failure:
+        return back_to(previous, failure, current, previous, layout)
+    print(f"rolled back to {previous}, which passed its gate")
+    report(stage="startup", release=previous, passed=True, figures=figures)
+    return 0
+
+
+def gate(layout: Layout) -> int:
+    current = releases.release_id_of(layout.current)
+    if not current:
+        fail("no current release")
+        return 2
+    try:
+        figures = gate_release(current, service.restarts(layout), layout)
+    except GateFailed as failure:
+        fail(f"gate failed on release {current}: {failure}")
+        return 1
+    print(f"release {current} passes its gate")
+    report(stage="startup", release=current, passed=True, figures=figures)
+    return 0
+
+
+def state(layout: Layout) -> int:
+    """This host's releases, unit state, health and verdicts, as one JSON object."""
+    unit = service.properties(layout)
+    current = releases.release_id_of(layout.current)
+    release = releases.read(current, "release.json", layout) if current else None
+    health = None
+    if release:
+        status, _ = request(f"{base_url(release)}/health", timeout=25.0)
+        health = status or None
+    verdict = (releases.read(current, "verdict.json", layout, default={}) or {}) if current else {}
+    served = service.main_pid_environ(layout).get("SGLFLEET_RELEASE")
+    print(json.dumps({
+        "current": current,
+        "previous": releases.release_id_of(layout.previous),
+        "serving": served,
+        "stack": (release or {}).get("stack"),
+        "active_state": unit.get("ActiveState"),
+        "active_since": unit.get("ActiveEnterTimestamp"),
+        "health": health,
+        "startup": verdict.get("startup"),
+        "bake": verdict.get("bake"),
+        "releases": sorted(r for r in os.listdir(layout.releases) if not r.startswith("."))
+        if os.path.isdir(layout.releases) else [],
+    }))
+    return 0
+
+
+def main(argv=None, layout: Layout = LAYOUT) -> int:
+    parser = argparse.ArgumentParser(prog="sglfleet-release", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("activate", "bake", "revert"):
+        sub.add_parser(name).add_argument("release_id")
+    for name in ("rollback", "gate", "state"):
+        sub.add_parser(name)
+    parser.add_argument("--wait-lock", type=float, default=None,
+                        help="seconds to wait for another run's lock (default: long enough for its "
+                             "gate, bake and rollback)")
+    args = parser.parse_args(argv)
+    if args.command == "state":
+        return state(layout)
+
+    # The controller's SSH session may end mid-switch (Ctrl-C, a cut link): finish
+    # the switch, the gate and any rollback regardless.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    current = releases.release_id_of(layout.current)
+    settings = GateSettings.load(getattr(args, "release_id", None) or current or "", layout)
+    wait = args.wait_lock if args.wait_lock is not None else 2 * settings.warmup_s + settings.bake_s + 300
+    commands = {
+        "activate": lambda: activate(args.release_id, layout),
+        "bake": lambda: run_bake(args.release_id, layout),
+        "revert": lambda: revert(args.release_id, layout),
+        "rollback": lambda: rollback(layout),
+        "gate": lambda: gate(layout),
+    }
+    try:
+        with releases.locked(wait, layout):
+            return commands[args.command]()
+    except releases.Busy as busy:
+        fail(str(busy))
+        return 3

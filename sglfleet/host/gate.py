@@ -1,0 +1,201 @@
+"""
+The start-up gate: after a restart, is the release serving as it should?
+
+It passes only when, in order:
+
+1. the unit is active and has not crashed (a crash fails at once, not at the
+   end of the budget);
+2. ``/health`` answers 200 within the warm-up budget. SGLang 0.5.9 opens its
+   port only once the model is loaded (``srt/entrypoints/http_server.py:1893-1974``:
+   ``_launch_subprocesses`` returns before ``uvicorn.run``), so a refused
+   connection means "still loading"; then ``/health`` is 503 while
+   ``server_status`` is ``Starting``, until its own warm-up generation is done
+   (http_server.py:478-479, 1759-1769), and once up each ``/health`` runs a
+   one-token generation and takes 1 to 20 s (http_server.py:487-540, ``HEALTH_CHECK_TIMEOUT`` 20);
+3. real generations succeed: every prompt of the gate, ``max_new_tokens`` each
+   with ``ignore_eos``, answers 200 with text;
+4. with speculative decoding, the accept length of those generations, summed
+   from each answer's ``meta_info`` (``completion_tokens / spec_verify_ct``,
+   ``srt/managers/tokenizer_manager.py:1840-1857``), is at least the minimum.
+   The ``sglang:spec_accept_length`` gauge is no use here: it is published as
+   0.0 by the first prefill and set for real only every ``decode_log_interval``
+   (40) decode passes (``srt/managers/scheduler_metrics_mixin.py:300, 369-436``;
+   ``scheduler_output_processor_mixin.py:532-536``);
+5. with ``--enable-metrics``, ``/metrics`` answers and its
+   ``sglang:generation_tokens_total`` counts the gate's tokens: the tokenizer's
+   counters are set when a request finishes (``tokenizer_manager.py:1945-2006``),
+   so they are there by then.
+
+**Example:**
+
+.. code:: python
+
+    figures = startup(release, GateSettings.load(release_id), restarts_at_start)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field, fields
+
+from . import prometheus, releases, service
+from .http import api_key, base_url, request
+from .layout import LAYOUT, Layout
+
+# 0.5.9's /health waits up to HEALTH_CHECK_TIMEOUT (20 s) for its generation.
+HEALTH_TIMEOUT_S = 25.0
+GENERATE_TIMEOUT_S = 120.0
+DEFAULT_PROMPTS = (
+    "The capital of France is",
+    "Write a Python function that reverses a string.",
+    "Explain in two sentences why the sky is blue.",
+    "List the first ten prime numbers:",
+)
+
+
+class GateFailed(Exception):
+    """A check failed: ``check`` names it, the message says what was seen."""
+
+    def __init__(self, check: str, detail: str):
+        super().__init__(f"{check}: {detail}")
+        self.check = check
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """
+    The fleet's thresholds, rendered by the controller into ``releases/<id>/gate.json``,
+    so a gate run by hand on a host judges as the rollout does.
+
+    + warmup_s: how long ``/health`` may take to turn 200 after a restart
+    + prompts, max_new_tokens: the gate's generations (4 x 64 = 256 tokens by default)
+    + min_spec_accept_length: the lowest accept length that passes, or None
+    + bake_s, interval_s: how long the bake samples ``/metrics``, and how often
+    + max_regression: how much worse than under the previous release a figure may be (0.10: 10 %)
+    + on_inconclusive: "fail" or "pass", when the bake has no data
+    + max_ttft_p99_s, max_itl_p99_s, max_error_rate: absolute limits, or None
+    """
+
+    warmup_s: float = 1800.0
+    prompts: tuple = DEFAULT_PROMPTS
+    max_new_tokens: int = 64
+    min_spec_accept_length: float | None = None
+    bake_s: float = 0.0
+    interval_s: float = 10.0
+    max_regression: float = 0.10
+    on_inconclusive: str = "fail"
+    max_ttft_p99_s: float | None = None
+    max_itl_p99_s: float | None = None
+    max_error_rate: float | None = 0.01
+    extra: dict = field(default_factory=dict, compare=False)  # keys of a newer controller
+
+    @classmethod
+    def load(cls, release_id: str, layout: Layout = LAYOUT) -> "GateSettings":
+        """The release's ``gate.json``; the defaults for a release that has none."""
+        data = releases.read(release_id, "gate.json", layout, default={}) or {}
+        known = {f.name for f in fields(cls)} - {"extra"}
+        settings = {key: value for key, value in data.items() if key in known}
+        if "prompts" in settings:
+            settings["prompts"] = tuple(settings["prompts"])
+        return cls(**settings, extra={key: value for key, value in data.items() if key not in known})
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data.pop("extra")
+        data["prompts"] = list(self.prompts)
+        return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
+def speculative(release: dict) -> bool:
+    return bool(release.get("launch", {}).get("speculative_algorithm"))
+
+
+def metrics_enabled(release: dict) -> bool:
+    return bool(release.get("launch", {}).get("enable_metrics"))
+
+
+def wait_until_healthy(base: str, settings: GateSettings, restarts_at_start: int, layout: Layout) -> None:
+    deadline = time.monotonic() + settings.warmup_s
+    last = "no answer yet"
+    while True:
+        unit = service.properties(layout)
+        if unit.get("ActiveState") == "failed":
+            raise GateFailed("unit", f"{layout.unit} failed ({unit.get('SubState')})")
+        if int(unit.get("NRestarts") or 0) > restarts_at_start:
+            raise GateFailed("unit", f"{layout.unit} crashed and was restarted by systemd")
+        if unit.get("ActiveState") == "active":
+            status, text = request(f"{base}/health", timeout=HEALTH_TIMEOUT_S)
+            if status == 200:
+                return
+            last = ("nothing listens yet: the model is loading" if status == 0 and "refused" in text
+                    else f"/health answered {status or text}")
+        else:
+            last = f"{layout.unit} is {unit.get('ActiveState')} ({unit.get('SubState')})"
+        if time.monotonic() >= deadline:
+            raise GateFailed("health", f"not ready within {settings.warmup_s:g} s warm-up ({last})")
+        time.sleep(1.0)
+
+
+def generate(base: str, settings: GateSettings, key: str | None) -> list[dict]:
+    """Each prompt's ``meta_info``; raises GateFailed on an error or an empty answer."""
+    metas = []
+    for prompt in settings.prompts:
+        body = {"text": prompt, "sampling_params": {
+            "max_new_tokens": settings.max_new_tokens, "temperature": 0, "ignore_eos": True}}
+        status, text = request(f"{base}/generate", body, timeout=GENERATE_TIMEOUT_S, key=key)
+        if status != 200:
+            raise GateFailed("generate", f"/generate answered {status or text[:200]}")
+        try:
+            answer = json.loads(text)
+            generated, meta = answer["text"], answer["meta_info"]
+        except (ValueError, KeyError, TypeError):
+            raise GateFailed("generate", f"/generate answered no text: {text[:200]}") from None
+        if not generated:
+            raise GateFailed("generate", "/generate returned an empty completion")
+        metas.append(meta)
+    return metas
+
+
+def startup(release: dict, settings: GateSettings, restarts_at_start: int, layout: Layout = LAYOUT) -> dict:
+    """
+    Run the start-up gate against ``release``; return its figures, or raise ``GateFailed``.
+
+    + release: the release's ``release.json``
+    + settings: its ``gate.json``
+    + restarts_at_start: the unit's restart count right after the restart, to tell a crash
+
+    **Example:**
+
+    .. code:: python
+
+        startup(releases.read(release_id, "release.json"), GateSettings.load(release_id), 0)
+        # {"requests": 4, "tokens": 256, "seconds": 3.1, "spec_accept_length": 2.8}
+    """
+    base = base_url(release)
+    wait_until_healthy(base, settings, restarts_at_start, layout)
+
+    started = time.monotonic()
+    metas = generate(base, settings, api_key(layout))
+    tokens = sum(int(meta.get("completion_tokens") or 0) for meta in metas)
+    figures = {"requests": len(metas), "tokens": tokens, "seconds": round(time.monotonic() - started, 3)}
+
+    if speculative(release):
+        verify = sum(int(meta.get("spec_verify_ct") or 0) for meta in metas)
+        if not verify:
+            raise GateFailed("generate", "meta_info holds no spec_verify_ct: speculative decoding is not running")
+        figures["spec_accept_length"] = round(tokens / verify, 3)
+        minimum = settings.min_spec_accept_length
+        if minimum is not None and tokens / verify < minimum:
+            raise GateFailed("accept length", f"{tokens / verify:.2f} over {tokens} tokens of "
+                                              f"{len(metas)} generations is below {minimum:g}")
+
+    if metrics_enabled(release):
+        status, text = request(f"{base}/metrics", timeout=10.0)
+        if status != 200:
+            raise GateFailed("metrics", f"/metrics answered {status or text[:200]}")
+        counted = prometheus.total(prometheus.parse(text), "sglang:generation_tokens_total")
+        if counted is None or counted < tokens:
+            raise GateFailed("metrics", f"sglang:generation_tokens_total is {counted}, "
+                                        f"below the gate's own {tokens} tokens")
+    return figures

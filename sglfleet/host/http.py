@@ -1,0 +1,60 @@
+"""Requests from a host to its own SGLang server, with the API key from the env file."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+from .layout import LAYOUT, Layout
+
+
+def api_key(layout: Layout = LAYOUT) -> str | None:
+    """The API key from the root-only env file, so requests pass ``--api-key``; never printed."""
+    try:
+        with open(layout.env_file) as handle:
+            for line in handle:
+                name, _, value = line.strip().partition("=")
+                if name == "SGLANG_API_KEY" and value:
+                    return value.strip('"')
+    except OSError:
+        pass
+    return None
+
+
+def request(url: str, body=None, timeout: float = 5.0, key: str | None = None) -> tuple[int, str]:
+    """
+    GET (or POST ``body`` as JSON) ``url``; return ``(status, text)``, status 0 when nothing answered.
+
+    + url: e.g. ``http://127.0.0.1:30000/health``
+    + body: a JSON-able request body, or None for a GET
+    + timeout: seconds for the whole answer
+    + key: the API key (``Authorization: Bearer``), or None
+
+    **Example:**
+
+    .. code:: python
+
+        status, text = request("http://127.0.0.1:30000/health", timeout=25)
+    """
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    data = json.dumps(body).encode() if body is not None else None
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data=data, headers=headers),
+                                    timeout=timeout) as response:
+            return response.status, response.read().decode(errors="replace")
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode(errors="replace")
+    except (OSError, ValueError) as error:
+        return 0, str(error)
+
+
+def base_url(release: dict) -> str:
+    """Where the host reaches its own server: a wildcard listen address means loopback."""
+    launch = release["launch"]
+    address = launch.get("listen_host") or launch.get("host") or "127.0.0.1"
+    if address in ("0.0.0.0", "::"):
+        address = "127.0.0.1"
+    return f"http://{address}:{launch.get('listen_port') or launch.get('port') or 30000}"

@@ -1,0 +1,152 @@
+"""
+Where sglfleet keeps things on a host, and the name of the service it runs.
+
+One ``Layout`` owns every path: the controller plans with it and the host tool
+(shipped with this module) acts with it, so the two never disagree. Standard
+library only: it runs on the hosts' own python3 (3.9 or newer).
+
+    /opt/sglfleet/stacks/<stack-id>/venv        a stack's venv, wheel list, marker
+    /opt/sglfleet/wheelhouse/                   the wheels stacks are built from
+    /opt/sglfleet/releases/<release-id>/        launch, launch.args, release.json, gate.json
+    /opt/sglfleet/current, previous             links to releases, switched with rename(2)
+    /opt/sglfleet/models/<repo>/<revision>/     staged model weights
+    /opt/sglfleet/bin/sglfleet-release          the host tool; its modules in lib/
+    /etc/systemd/system/sglang.service          runs current/launch
+    /etc/sglfleet/sglang.env                    secrets, root-only
+
+**Example:**
+
+.. code:: python
+
+    LAYOUT.release("3f2a9c1d0b7e6a55")   # "/opt/sglfleet/releases/3f2a9c1d0b7e6a55"
+    LAYOUT.venv("dev-0a24832cc36f")      # "/opt/sglfleet/stacks/dev-0a24832cc36f/venv"
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Layout:
+    """
+    The paths of one sglfleet service on a host.
+
+    + root: everything sglfleet owns but the unit and the env file
+    + service: the systemd service's name, without ``.service``
+    + etc: the folder of the env file (and the stand-in's fault file)
+    """
+
+    root: str = "/opt/sglfleet"
+    service: str = "sglang"
+    etc: str = "/etc/sglfleet"
+
+    # The service
+
+    @property
+    def unit(self) -> str:
+        return f"{self.service}.service"
+
+    @property
+    def unit_file(self) -> str:
+        return f"/etc/systemd/system/{self.unit}"
+
+    @property
+    def env_file(self) -> str:
+        return posixpath.join(self.etc, f"{self.service}.env")
+
+    @property
+    def service_user(self) -> str:
+        """The system user the service runs as."""
+        return self.service
+
+    # Switching
+
+    @property
+    def lock(self) -> str:
+        """Held by the host tool for a whole switch, gate and rollback."""
+        return posixpath.join(self.root, ".lock")
+
+    @property
+    def current(self) -> str:
+        return posixpath.join(self.root, "current")
+
+    @property
+    def previous(self) -> str:
+        return posixpath.join(self.root, "previous")
+
+    # Releases
+
+    @property
+    def releases(self) -> str:
+        return posixpath.join(self.root, "releases")
+
+    def release(self, release_id: str, name: str = "") -> str:
+        """A release's folder, or a file in it."""
+        return posixpath.join(self.releases, release_id, name) if name else posixpath.join(self.releases, release_id)
+
+    # Stacks
+
+    @property
+    def stacks(self) -> str:
+        return posixpath.join(self.root, "stacks")
+
+    @property
+    def stacks_lock(self) -> str:
+        """Held by one stack build or collection at a time."""
+        return posixpath.join(self.stacks, ".lock")
+
+    def stack(self, stack_id: str, name: str = "") -> str:
+        """A stack's folder, or a file in it."""
+        return posixpath.join(self.stacks, stack_id, name) if name else posixpath.join(self.stacks, stack_id)
+
+    def venv(self, stack_id: str) -> str:
+        return self.stack(stack_id, "venv")
+
+    def python(self, stack_id: str) -> str:
+        """The python of a stack's venv: it runs sglang (or the stand-in)."""
+        return self.stack(stack_id, "venv/bin/python")
+
+    @property
+    def wheelhouse(self) -> str:
+        return posixpath.join(self.root, "wheelhouse")
+
+    def uv(self, version: str) -> str:
+        """The uv binary hosts extract from its wheel."""
+        return posixpath.join(self.root, "tools", f"uv-{version}", "uv")
+
+    # Models
+
+    @property
+    def models(self) -> str:
+        return posixpath.join(self.root, "models")
+
+    # Tools shipped to the host
+
+    @property
+    def bin(self) -> str:
+        return posixpath.join(self.root, "bin")
+
+    @property
+    def tool(self) -> str:
+        """The host tool: switch, gate, bake, rollback, state."""
+        return posixpath.join(self.bin, "sglfleet-release")
+
+    @property
+    def lib(self) -> str:
+        """Where the host tool's modules live (``lib/sglfleet_host/``)."""
+        return posixpath.join(self.root, "lib")
+
+    @property
+    def standin(self) -> str:
+        """The SGLang stand-in's folder (local fleet only)."""
+        return posixpath.join(self.root, "standin")
+
+    @property
+    def fault_file(self) -> str:
+        """The stand-in's fault file (local fleet only)."""
+        return posixpath.join(self.etc, "standin-fault")
+
+
+LAYOUT = Layout()

@@ -1,0 +1,85 @@
+"""Releases on a host: the current and previous links, their records, and the host lock."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+
+from .layout import LAYOUT, Layout
+
+
+class Busy(Exception):
+    """Another run holds the host lock."""
+
+
+def release_id_of(link: str) -> str | None:
+    """The release a link points at, or None."""
+    try:
+        return os.path.basename(os.readlink(link))
+    except OSError:
+        return None
+
+
+def point(link: str, release_id: str | None) -> None:
+    """Point ``link`` at ``releases/<release_id>`` with rename(2): never rm + ln."""
+    if release_id is None:
+        if os.path.lexists(link):
+            os.unlink(link)
+        return
+    temporary = f"{link}.new"
+    if os.path.lexists(temporary):
+        os.unlink(temporary)
+    os.symlink(os.path.join("releases", release_id), temporary)
+    os.rename(temporary, link)
+
+
+def staged(release_id: str, layout: Layout = LAYOUT) -> bool:
+    return os.path.isfile(layout.release(release_id, "release.json"))
+
+
+def read(release_id: str, name: str, layout: Layout = LAYOUT, default=None):
+    """A JSON file of a release (``release.json``, ``gate.json``, ``verdict.json``), or ``default``."""
+    try:
+        with open(layout.release(release_id, name)) as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return default
+
+
+def write(release_id: str, name: str, data: dict, layout: Layout = LAYOUT) -> None:
+    """Write a JSON file of a release atomically (a temporary beside it, then rename)."""
+    path = layout.release(release_id, name)
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(temporary, "w") as handle:
+        json.dump(data, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+    os.chmod(temporary, 0o644)
+    os.rename(temporary, path)
+
+
+def record(release_id: str, stage: str, result: dict, layout: Layout = LAYOUT) -> None:
+    """Record a stage's result (``startup`` or ``bake``) in the release's ``verdict.json``."""
+    verdict = read(release_id, "verdict.json", layout, default={}) or {}
+    verdict[stage] = {**result, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    write(release_id, "verdict.json", verdict, layout)
+
+
+@contextlib.contextmanager
+def locked(wait_s: float, layout: Layout = LAYOUT):
+    """Hold the host lock, waiting up to ``wait_s`` for another run; raise ``Busy`` after that."""
+    os.makedirs(layout.root, exist_ok=True)
+    with open(layout.lock, "w") as lock:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise Busy(f"another sglfleet run holds {layout.lock} (waited {wait_s:g} s); "
+                               f"try again when it ends") from None
+                time.sleep(0.5)
+        yield
