@@ -6,6 +6,7 @@ wheelhouse, so the tests read the files hosts get, at the paths they get them.
 """
 
 import hashlib
+import json
 import os
 import signal
 import subprocess
@@ -117,3 +118,30 @@ def test_standin_runs_on_the_stack_with_eagle3(venv, tmp_path):
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=10)
+
+
+def probe(venv: Path, wheels: list[str], *args: str) -> tuple[int, dict]:
+    listing = venv.parent / "wheels.txt"
+    listing.write_text("\n".join(wheels) + "\n")
+    done = subprocess.run([str(venv / "bin/python"), str(FILES / "probe" / "verify_stack.py"), "--stack-id", "x",
+                           "--python", "3.11", "--sglang", "0.5.23", "--wheels", str(listing), *args],
+                          capture_output=True, text=True)
+    return done.returncode, json.loads(done.stdout)
+
+
+def test_probe_passes_the_built_stack_and_checks_each_version_against_the_lock(stack, venv):
+    wheels = [f.filename for f in stack.files]
+    code, result = probe(venv, wheels, "--not-installed=uv", "--gpu-less")
+    assert (code, result["ok"]) == (0, True), result
+    assert result["checks"]["dist_versions"] == {"ok": True, "value": 9, "mismatched": {}, "not_in_lock": []}
+    assert set(result["skipped"]) >= {"torch_cuda", "gpu_arch", "sgl_kernel_import", "kernel_cubins", "cuda_runtime"}
+
+    # uv is in the lock but never in the venv: without --not-installed it is reported missing.
+    code, result = probe(venv, wheels, "--gpu-less")
+    assert code == 1 and result["checks"]["dist_versions"]["mismatched"] == {
+        "uv": {"metadata": None, "wheel": "0.13.9"}}
+    # A lock that names another sglang than the one installed.
+    other = [w.replace("sglang-0.5.23-", "sglang-0.5.22-") for w in wheels]
+    code, result = probe(venv, other, "--not-installed=uv", "--gpu-less")
+    assert code == 1 and result["checks"]["dist_versions"]["mismatched"] == {
+        "sglang": {"metadata": ["0.5.23"], "wheel": "0.5.22"}}

@@ -213,6 +213,10 @@ def test_build_is_offline_hash_checked_verified_and_renamed_when_complete():
     for flag in ("--offline", "--no-index", "--find-links /opt/sglfleet/wheelhouse", "--require-hashes",
                  "--overrides", "--no-deps", "--relocatable", "--gpu-less", f"mv -T /opt/sglfleet/stacks/.build-{stack.id}"):
         assert flag in script
+    assert f"--wheels /opt/sglfleet/stacks/.build-{stack.id}/wheels.txt --not-installed=uv" in script
+    assert "--compute-caps" not in script  # dev has none
+    cu130 = load_stack("cu130-sglang-0.5.23")
+    assert "--cuda 13.0 --compute-caps 12.0,10.0,9.0 --wheels" in build_commands(cu130, state(cu130), False)[-1]
     assert any("zipfile" in c for c in commands if isinstance(c, str))  # uv from its own wheel
     assert script.index("verify_stack.py") < script.index("mv -T")  # verified before it is in place
 
