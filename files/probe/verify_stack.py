@@ -339,7 +339,9 @@ def explain(error, torch):
     """One line for the two failures users hit, with the cause and the fix; the error itself otherwise."""
     text = f"{type(error).__name__}: {error}"
     if "Could not load any common_ops" in text:
-        detail = next((line.strip("- ").strip() for line in text.splitlines() if "Error:" in line), "")
+        # sgl_kernel lists each attempt's error after this heading; the first names the cause
+        # (an undefined torch symbol, a missing libcudart.so.N).
+        detail = " ".join(text.partition("Error details from previous import attempts:")[2].split())[:400]
         return (f"sgl_kernel could not load any common_ops library: its build does not match torch "
                 f"{torch.__version__} (CUDA {torch.version.cuda}) or the CUDA runtime in this venv ({detail}); "
                 f"install the kernel wheel built for this torch")
