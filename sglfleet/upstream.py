@@ -42,6 +42,27 @@ def sglang_wheel(version: str) -> Path:
     return sorted(wheels.glob(f"sglang-{version}-*.whl"))[0]
 
 
+def wheel(name: str, version: str) -> Path:
+    """
+    Download the wheel of ``name==version`` for this machine (no dependencies) into the cache, once.
+
+    + name: a distribution on the package index, e.g. ``"nvidia-cuda-runtime-cu12"``
+    + version: its exact version
+    """
+    wheels = CACHE / "wheels"
+    stem = f"{name.replace('-', '_')}-{version}-"
+    found = sorted(p for p in wheels.glob("*.whl") if p.name.lower().startswith(stem.lower()))
+    if found:
+        return found[0]
+    wheels.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+         "--only-binary=:all:", "--dest", str(wheels), f"{name}=={version}"],
+        check=True,
+    )
+    return sorted(p for p in wheels.glob("*.whl") if p.name.lower().startswith(stem.lower()))[0]
+
+
 def sglang_file(version: str, member: str) -> Path:
     """
     Extract one file of the sglang wheel into the cache and return its path.

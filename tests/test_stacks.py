@@ -52,8 +52,27 @@ def test_cu130_stack_says_what_it_needs_and_refuses_until_completed():
         stack.require_complete()
 
 
+def test_cu130_0523_stack_is_complete_from_pypi_with_one_cuda_major():
+    stack = load_stack("cu130-sglang-0.5.23")
+    stack.require_complete()
+    assert (stack.cuda, stack.compute_caps, stack.min_driver, stack.python) == ("13.0", ("12.0", "10.0", "9.0"), 580, "3.11")
+    assert all(f.sha256 and f.size and f.url.startswith("https://files.pythonhosted.org/") for f in stack.files)
+    versions = {f.name: f.version for f in stack.files}
+    # sglang 0.5.23's own pins (its METADATA), unchanged: no override touches them.
+    assert {name: versions[name] for name in ("sglang", "torch", "sglang-kernel", "flashinfer-python", "transformers")} == {
+        "sglang": "0.5.23", "torch": "2.14.1", "sglang-kernel": "0.4.10", "flashinfer-python": "0.7.2",
+        "transformers": "5.19.0"}
+    assert int(versions["cuda-python"].split(".")[0]) >= 13
+    # The one override drops nvidia-cutlass-dsl's cu12 flavour; no other CUDA 12 package is left.
+    assert stack.overrides == ("nvidia-cutlass-dsl-libs-cu12; sys_platform == 'never'",)
+    assert "nvidia-cutlass-dsl-libs-cu13" in versions
+    assert not [name for name in versions if name.endswith("-cu12")]
+    assert len(stack.files) == 207 and 4.0e9 < stack.size < 4.5e9
+
+
 def test_unknown_stack_lists_the_available_ones():
-    with pytest.raises(StackError, match=r"no stack named 'nope' .*available: cu130-sglang-0.5.9, dev"):
+    with pytest.raises(StackError, match=r"no stack named 'nope' .*available: cu130-sglang-0.5.23, "
+                                         r"cu130-sglang-0.5.9, dev, dev-sglang-0.5.23\)"):
         load_stack("nope")
 
 
@@ -194,6 +213,10 @@ def test_build_is_offline_hash_checked_verified_and_renamed_when_complete():
     for flag in ("--offline", "--no-index", "--find-links /opt/sglfleet/wheelhouse", "--require-hashes",
                  "--overrides", "--no-deps", "--relocatable", "--gpu-less", f"mv -T /opt/sglfleet/stacks/.build-{stack.id}"):
         assert flag in script
+    assert f"--wheels /opt/sglfleet/stacks/.build-{stack.id}/wheels.txt --not-installed=uv" in script
+    assert "--compute-caps" not in script  # dev has none
+    cu130 = load_stack("cu130-sglang-0.5.23")
+    assert "--cuda 13.0 --compute-caps 12.0,10.0,9.0 --wheels" in build_commands(cu130, state(cu130), False)[-1]
     assert any("zipfile" in c for c in commands if isinstance(c, str))  # uv from its own wheel
     assert script.index("verify_stack.py") < script.index("mv -T")  # verified before it is in place
 

@@ -104,6 +104,9 @@ def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
              "--python", stack.python]
     probe += ["--sglang", stack.sglang_version] if stack.sglang_version else []
     probe += ["--cuda", stack.cuda] if stack.cuda else []
+    probe += ["--compute-caps", ",".join(stack.compute_caps)] if stack.compute_caps else []
+    # The installed versions are checked against the lock's file names; bootstrap wheels stay out of the venv.
+    probe += ["--wheels", f"{build}/wheels.txt", *(f"--not-installed={name}" for name in stack.bootstrap)]
     probe += ["--gpu-less"] if gpu_less else []
     marker = f"{build}/{MARKER}"
     old = f"{LAYOUT.stacks}/.old-{stack.id}"
