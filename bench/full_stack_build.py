@@ -40,7 +40,8 @@ import time
 from pathlib import Path
 
 from sglfleet import PROJECT_ROOT, wheelhouse
-from sglfleet.stacks import HOST_STACKS, HOST_WHEELHOUSE, load_stack
+from sglfleet.host.layout import LAYOUT
+from sglfleet.stacks import load_stack
 
 STACK = "cu130-sglang-0.5.23"
 DEPLOY = "bench/full_stack_deploy.py"
@@ -67,9 +68,9 @@ def controller(stack) -> dict:
 def host_disk(fleet, host: str, stack) -> dict:
     """Bytes of the host's wheelhouse, of the stack's folder, and free where stacks live."""
     out = fleet.exec(host, (
-        f"du -sb {HOST_WHEELHOUSE} 2>/dev/null | cut -f1 || echo 0; "
+        f"du -sb {LAYOUT.wheelhouse} 2>/dev/null | cut -f1 || echo 0; "
         f"du -sb {stack.path} 2>/dev/null | cut -f1 || echo 0; "
-        f"mkdir -p {HOST_STACKS} && df -B1 --output=avail {HOST_STACKS} | tail -n 1"
+        f"mkdir -p {LAYOUT.stacks} && df -B1 --output=avail {LAYOUT.stacks} | tail -n 1"
     )).stdout.split()
     wheels, built, free = (int(x) for x in (out + ["0", "0", "0"])[:3])
     return {"wheelhouse_bytes": wheels, "stack_bytes": built, "free_bytes": free}
@@ -95,7 +96,7 @@ def on_host(stack, host: str | None, clean: bool) -> dict:
     before = host_disk(fleet, host, stack)
     need = 3 * stack.size  # wheels + an installed venv about twice their size
     if before["free_bytes"] < need:
-        raise SystemExit(f"{host}: {before['free_bytes'] / 1e9:.1f} GB free under {HOST_STACKS}, "
+        raise SystemExit(f"{host}: {before['free_bytes'] / 1e9:.1f} GB free under {LAYOUT.stacks}, "
                          f"the build needs about {need / 1e9:.1f} GB: free space on the machine")
     seconds, done = converge(fleet, host)
     if done.returncode != 0:
@@ -117,7 +118,7 @@ def on_host(stack, host: str | None, clean: bool) -> dict:
         "probe": marker,
     }
     if clean:
-        fleet.exec(host, f"rm -rf {stack.path} {HOST_WHEELHOUSE}", check=False)
+        fleet.exec(host, f"rm -rf {stack.path} {LAYOUT.wheelhouse}", check=False)
     return report
 
 

@@ -3,7 +3,7 @@
 Two secrets exist: the Hugging Face token and the SGLang API key. The controller
 takes ``SGLFLEET_HF_TOKEN`` and ``SGLFLEET_API_KEY`` from its environment, or
 else from the ``secrets_file`` (``KEY=value`` lines, mode 0600, outside the
-repository). Inventory data never holds them (``sglfleet.config`` refuses).
+repository). Inventory data never holds them (``sglfleet.schema`` refuses).
 On a host they live only in ``/etc/sglfleet/sglang.env`` (root, 0600), as
 ``HF_TOKEN`` (read by huggingface_hub) and ``SGLANG_API_KEY`` (read by the
 launch script and the gate). Everything printed uses ``redacted=True``.
