@@ -62,9 +62,13 @@ def _flag_findings(host: str, config, flagset, version: str) -> list[Finding]:
     options = flagset.options
     for key in LAUNCH_KEYS:
         value = getattr(config.launch, key)
-        if value is not None and value is not False and LaunchSettings.flag(key) not in options:
-            findings.append(Finding("error", host, key, f"{LaunchSettings.flag(key)} is not a flag of sglang {version}; "
-                                    f"remove {key} or use a stack whose sglang has it"))
+        flag = LaunchSettings.flag(key)
+        if value is not None and value is not False and flag not in options:
+            close = difflib.get_close_matches(flag, list(options), n=1, cutoff=0.8)
+            instead = (f"set {key} = None and pass {close[0]} in extra_flags (its closest flag in "
+                       f"{version}), or use a stack whose sglang has {flag}") if close else \
+                f"remove {key} or use a stack whose sglang has it"
+            findings.append(Finding("error", host, key, f"{flag} is not a flag of sglang {version}; {instead}"))
 
     schema_flags = {LaunchSettings.flag(key): key for key in LAUNCH_KEYS}
     dests = {options[LaunchSettings.flag(key)].dest: key for key in LAUNCH_KEYS if LaunchSettings.flag(key) in options}
@@ -177,7 +181,8 @@ def _speculative_findings(host: str, config) -> list[Finding]:
     return findings
 
 
-def _architecture_findings(host: str, config, compute_caps: list[str] | None, version: str) -> list[Finding]:
+def _architecture_findings(host: str, config, compute_caps: list[str] | None, version: str,
+                           source: str) -> list[Finding]:
     findings = []
     if compute_caps is None:
         if not config.gpu_less and (config.launch.enable_torch_symm_mem or config.launch.enable_flashinfer_allreduce_fusion):
@@ -186,22 +191,22 @@ def _architecture_findings(host: str, config, compute_caps: list[str] | None, ve
         return findings
     if compute_caps and config.launch.tp_size > len(compute_caps):
         findings.append(Finding("error", host, "tp_size", f"= {config.launch.tp_size}, but the host has "
-                                f"{len(compute_caps)} GPUs; set tp_size <= {len(compute_caps)}"))
+                                f"{len(compute_caps)} GPUs ({source}); set tp_size <= {len(compute_caps)}"))
     if 12 not in _majors(compute_caps):
         return findings
     if config.launch.enable_torch_symm_mem:
         if Version(version) < SYMM_MEM_SM120_FIXED:
             findings.append(Finding("error", host, "enable_torch_symm_mem",
-                                    f"sglang {version} on SM120 fails at start-up: its torch symmetric-memory "
+                                    f"sglang {version} on SM120 ({source}) fails at start-up: its torch symmetric-memory "
                                     f"all-reduce sizes cover only SM90 and SM100, and the lookup raises KeyError 12 "
                                     f"(fixed in {SYMM_MEM_SM120_FIXED}); set enable_torch_symm_mem = False"))
         else:
             findings.append(Finding("warning", host, "enable_torch_symm_mem",
-                                    f"sglang {version} has no torch symmetric-memory all-reduce for SM120 and "
+                                    f"sglang {version} has no torch symmetric-memory all-reduce for SM120 ({source}) and "
                                     f"skips it; set enable_torch_symm_mem = False"))
     if config.launch.enable_flashinfer_allreduce_fusion:
         findings.append(Finding("warning", host, "enable_flashinfer_allreduce_fusion",
-                                "ignored on SM120: sglang applies FlashInfer all-reduce fusion only on SM90 and "
+                                f"ignored on SM120 ({source}): sglang applies FlashInfer all-reduce fusion only on SM90 and "
                                 "SM100; set enable_flashinfer_allreduce_fusion = False"))
     return findings
 
@@ -232,7 +237,8 @@ def _fleet_findings(host: str, config) -> list[Finding]:
     return findings
 
 
-def lint(host_name: str, config, flagset, compute_caps: list[str] | None, sglang_version: str) -> list[Finding]:
+def lint(host_name: str, config, flagset, compute_caps: list[str] | None, sglang_version: str,
+         caps_source: str = "declared") -> list[Finding]:
     """
     Check one host's launch configuration; errors first, then warnings.
 
@@ -241,6 +247,7 @@ def lint(host_name: str, config, flagset, compute_caps: list[str] | None, sglang
     + flagset: the stack's ``sglfleet.server_flags.FlagSet``, or None to skip flag checks
     + compute_caps: the compute capability of each GPU (``["12.0"] * 8``), or None when unknown
     + sglang_version: the stack's sglang version, e.g. ``"0.5.9"``
+    + caps_source: where ``compute_caps`` come from, named in the findings that depend on them
 
     **Example:**
 
@@ -252,7 +259,7 @@ def lint(host_name: str, config, flagset, compute_caps: list[str] | None, sglang
     if flagset is not None:
         findings += _flag_findings(host_name, config, flagset, sglang_version)
     findings += _speculative_findings(host_name, config)
-    findings += _architecture_findings(host_name, config, compute_caps, sglang_version)
+    findings += _architecture_findings(host_name, config, compute_caps, sglang_version, caps_source)
     findings += _fleet_findings(host_name, config)
     return sorted(findings, key=lambda finding: finding.severity != "error")
 

@@ -12,6 +12,8 @@ Each problem is one line naming the host, the thing and the fix, e.g.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from sglfleet.facts.gpu import Gpu
 from sglfleet.host.layout import LAYOUT
 from sglfleet.stacks import Stack
@@ -19,12 +21,20 @@ from sglfleet.stacks import Stack
 GIB = 1 << 30
 
 
+class Declared(NamedTuple):
+    """What the inventory says of a host's GPUs: checked against what nvidia-smi reports."""
+
+    compute_cap: str | None = None
+    count: int | None = None
+    tp_size: int = 1
+
+
 def gib(size: int) -> str:
     return f"{size / GIB:.1f} GiB"
 
 
 def check(host: str, stack: Stack, gpus: list[Gpu], disk_free: int, gpu_less: bool,
-          python: str | None, built: bool = False) -> list[str]:
+          python: str | None, built: bool = False, declared: Declared = Declared()) -> list[str]:
     """
     Every reason ``host`` cannot take ``stack``; empty when it fits.
 
@@ -35,8 +45,9 @@ def check(host: str, stack: Stack, gpus: list[Gpu], disk_free: int, gpu_less: bo
     + gpu_less: the inventory says the host has no GPU (local fleet, CI)
     + python: the version of the host's python<stack.python>, None when absent
     + built: the stack is already built and verified there (no disk needed)
+    + declared: the inventory's ``gpu_compute_cap``, ``gpu_count`` and ``tp_size``
     """
-    problems = []
+    problems = _declared_problems(host, gpus, declared) if gpus else []
     if python is None or ".".join(python.split(".")[:2]) != stack.python:
         problems.append(f"{host}: python{stack.python} is missing, stack {stack.name} needs it: "
                         f"install python{stack.python} (Debian: apt install python{stack.python})")
@@ -65,4 +76,23 @@ def check(host: str, stack: Stack, gpus: list[Gpu], disk_free: int, gpu_less: bo
             f"{host}: {gib(disk_free)} free under {LAYOUT.stacks} is too little for stack {stack.name} "
             f"(needs {gib(needed)}, twice its {gib(stack.size)}): free space or grow the filesystem"
         )
+    return problems
+
+
+def _declared_problems(host: str, gpus: list[Gpu], declared: Declared) -> list[str]:
+    """The inventory's word on the GPUs against nvidia-smi's: the lint judged flags by the former."""
+    problems = []
+    measured = sorted({gpu.compute_cap for gpu in gpus})
+    names = ", ".join(sorted({gpu.name for gpu in gpus}))
+    if declared.compute_cap and measured != [declared.compute_cap]:
+        problems.append(f"{host}: the inventory declares gpu_compute_cap {declared.compute_cap}, but nvidia-smi "
+                        f"reports {', '.join(measured)} ({len(gpus)} x {names}): put the host in the group of "
+                        f"its GPUs, or fix gpu_compute_cap")
+    if declared.count and len(gpus) != declared.count:
+        problems.append(f"{host}: the inventory declares gpu_count {declared.count}, but nvidia-smi reports "
+                        f"{len(gpus)} GPUs ({names}): fix gpu_count, or find the missing GPUs "
+                        f"(nvidia-smi -L; a GPU lost to an Xid error needs a reset or a reboot)")
+    if declared.tp_size > len(gpus):
+        problems.append(f"{host}: tp_size {declared.tp_size} needs {declared.tp_size} GPUs, but nvidia-smi "
+                        f"reports {len(gpus)}: set tp_size <= {len(gpus)} for this host")
     return problems

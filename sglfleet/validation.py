@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from sglfleet.errors import ConfigError
+from sglfleet.measured import measured_caps
 from sglfleet.schema import STACKS_DIR, HostConfig, validate_host_data
 from sglfleet.templates import TEMPLATES
 from sglfleet.waves import plan_waves, rollout_waves_of
@@ -105,11 +106,18 @@ def validate_inventory(inventory, stacks_dir: Path = STACKS_DIR) -> dict[str, Ho
     return configs
 
 
-def _compute_caps(config: HostConfig) -> list[str] | None:
-    if config.gpu_less or config.gpu_compute_cap is None:
-        return None
+def _compute_caps(name: str, config: HostConfig) -> tuple[list[str] | None, str]:
+    """Each GPU's compute capability, from the last preflight, else from the inventory; and which."""
+    if config.gpu_less:
+        return None, "none: gpu_less"
+    measured = measured_caps(name)
+    if measured:
+        return measured
+    if config.gpu_compute_cap is None:
+        return None, "unknown"
     # GPU count unknown: assume tp_size GPUs, so only the architecture rules apply.
-    return [config.gpu_compute_cap] * (config.gpu_count or config.launch.tp_size)
+    count = config.gpu_count or config.launch.tp_size
+    return [config.gpu_compute_cap] * count, f"declared: gpu_compute_cap {config.gpu_compute_cap}"
 
 
 def check_inventory(inventory, templates: Path = TEMPLATES) -> list[str]:
@@ -150,8 +158,9 @@ def check_inventory(inventory, templates: Path = TEMPLATES) -> list[str]:
         if version is None:
             findings.append(Finding("warning", name, "stack", f"{stack.name} names no sglang version; "
                                     f"flags were not checked"))
-        findings += lint(name, config, flagset_for(version) if version else None, _compute_caps(config),
-                         version or "unknown")
+        caps, source = _compute_caps(name, config)
+        findings += lint(name, config, flagset_for(version) if version else None, caps, version or "unknown",
+                         caps_source=source)
     findings.sort(key=lambda finding: finding.severity != "error")
     return collapse([str(finding) for finding in findings], configs)
 

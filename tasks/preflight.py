@@ -6,8 +6,9 @@ from pyinfra.api import deploy
 from sglfleet.context import host_config
 from sglfleet.facts.gpu import NvidiaGpus
 from sglfleet.facts.stack import StackState
+from sglfleet.measured import record
 from sglfleet.operations import stack as stack_ops
-from sglfleet.preflight import check
+from sglfleet.preflight import Declared, check
 from tasks.stack import stack_or_refuse
 
 
@@ -16,7 +17,10 @@ def preflight():
     config = host_config(host)
     stack = stack_or_refuse()
     gpus = host.get_fact(NvidiaGpus)
+    record(host.name, gpus)  # the lint judges the next run's flags by what was measured
     state = host.get_fact(StackState, stack_id=stack.id, python=stack.python, uv_version=stack.uv.version,
                            hash_wheels=False)
-    problems = check(host.name, stack, gpus, state.disk_free, config.gpu_less, state.python, built=state.verified)
+    declared = Declared(config.gpu_compute_cap, config.gpu_count, config.launch.tp_size)
+    problems = check(host.name, stack, gpus, state.disk_free, config.gpu_less, state.python,
+                     built=state.verified, declared=declared)
     stack_ops.fits(name=f"Preflight for stack {stack.name}", problems=problems)

@@ -103,7 +103,7 @@ def wait_serving(fleet, host: str, timeout: float = 60) -> str:
         time.sleep(0.5)
 
 
-SWITCH = re.compile(r"will switch \w+ -> (\w+) and gate")
+SWITCH = re.compile(r"will switch \w+ -> (\w+), gate")
 
 
 def new_release(output: str) -> str:

@@ -93,7 +93,7 @@ def test_kimi_k25_needs_a_draft_model(flags):
 
 def test_sm120_torch_symm_mem_by_version(flags):
     (line,) = findings(flags, SM120, enable_torch_symm_mem=True)
-    assert line.startswith("gpu1: error: enable_torch_symm_mem: sglang 0.5.9 on SM120 fails at start-up")
+    assert line.startswith("gpu1: error: enable_torch_symm_mem: sglang 0.5.9 on SM120 (declared) fails at start-up")
     assert "KeyError 12" in line and "set enable_torch_symm_mem = False" in line
     assert findings(flags, SM100, enable_torch_symm_mem=True) == []
     (later,) = findings(flags, SM120, "0.5.14", enable_torch_symm_mem=True)
@@ -113,7 +113,23 @@ def test_unknown_architecture_says_what_was_not_checked(flags):
 
 def test_tp_size_beyond_the_hosts_gpus(flags):
     (line,) = findings(flags, ["12.0"] * 4)
-    assert line == "gpu1: error: tp_size: = 8, but the host has 4 GPUs; set tp_size <= 4"
+    assert line == "gpu1: error: tp_size: = 8, but the host has 4 GPUs (declared); set tp_size <= 4"
+
+
+def test_the_lint_says_whether_a_capability_was_declared_or_measured(tmp_path, monkeypatch):
+    from sglfleet.facts.gpu import parse
+    from sglfleet.measured import measured_caps, record
+    from sglfleet.validation import _compute_caps
+
+    monkeypatch.setenv("SGLFLEET_CACHE", str(tmp_path))
+    config = validate_host_data("gpu1", {**BASE, "gpu_compute_cap": "12.0", "gpu_count": 8})
+    assert _compute_caps("gpu1", config) == (["12.0"] * 8, "declared: gpu_compute_cap 12.0")
+    # What preflight measured (a B200, whatever the inventory says) wins, and says so.
+    b200 = parse((PROJECT_ROOT / "tests" / "data" / "nvidia-smi" / "b200.csv").read_text().splitlines())
+    record("gpu1", b200)
+    caps, source = _compute_caps("gpu1", config)
+    assert caps == ["10.0"] * 8 and source.startswith("measured by preflight on ")
+    assert measured_caps("gpu2") is None
 
 
 def test_bake_needs_metrics_and_says_what_happens_without_a_router(flags):
@@ -128,3 +144,15 @@ def test_server_must_fit_the_host(flags):
     assert line.startswith("gpu1: error: server: SGLang needs GPUs")
     (line,) = findings(flags, server="standin")
     assert line.startswith("gpu1: warning: server: the stand-in serves no model")
+
+
+def test_the_lint_follows_the_stacks_sglang_version():
+    # 0.5.23 declares its flags as dataclass fields and renamed --cuda-graph-max-bs.
+    flags_0523 = flagset_for("0.5.23")
+    found = findings(flags_0523, version="0.5.23", stack="dev-sglang-0.5.23", cuda_graph_max_bs=64,
+                     speculative_num_steps=3, speculative_eagle_topk=1, speculative_num_draft_tokens=4)
+    assert found == ["gpu1: error: cuda_graph_max_bs: --cuda-graph-max-bs is not a flag of sglang 0.5.23; "
+                     "set cuda_graph_max_bs = None and pass --cuda-graph-max-bs-decode in extra_flags (its closest "
+                     "flag in 0.5.23), or use a stack whose sglang has --cuda-graph-max-bs"]
+    assert findings(flags_0523, version="0.5.23", stack="dev-sglang-0.5.23",
+                    extra_flags=["--cuda-graph-max-bs-decode", "64"]) == []

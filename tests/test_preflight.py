@@ -7,7 +7,7 @@ import pytest
 
 from sglfleet.facts.gpu import NvidiaGpus, parse
 from sglfleet.facts.stack import StackState
-from sglfleet.preflight import check
+from sglfleet.preflight import Declared, check
 from sglfleet.stacks import load_stack
 
 DATA = Path(__file__).parent / "data" / "nvidia-smi"
@@ -65,6 +65,24 @@ def test_architecture_outside_the_stack(cu130):
     (problem,) = check("node3", cu130, gpus("b300.csv"), 100 * GIB, False, "3.11.2")
     assert problem.startswith("node3: NVIDIA B300 SXM6 AC has compute capability 10.3")
     assert "supports 12.0, 10.0, 9.0" in problem
+
+
+def test_declared_gpus_are_checked_against_nvidia_smi(cu130):
+    # A B200 host in the RTX PRO 6000 group: the lint judged its flags as SM120.
+    problems = check("gpu-rtx-05", cu130, gpus("b200.csv"), 100 * GIB, False, "3.11.2",
+                     declared=Declared("12.0", 8, 8))
+    assert problems == ["gpu-rtx-05: the inventory declares gpu_compute_cap 12.0, but nvidia-smi reports 10.0 "
+                        "(8 x NVIDIA B200): put the host in the group of its GPUs, or fix gpu_compute_cap"]
+    # Four GPUs where tp_size is 8 (and the inventory says 8).
+    problems = check("gpu-rtx-06", cu130, gpus("rtx-pro-6000.csv")[:4], 100 * GIB, False, "3.11.2",
+                     declared=Declared("12.0", 8, 8))
+    assert problems == [
+        "gpu-rtx-06: the inventory declares gpu_count 8, but nvidia-smi reports 4 GPUs (NVIDIA RTX PRO 6000 "
+        "Blackwell Server Edition): fix gpu_count, or find the missing GPUs (nvidia-smi -L; a GPU lost to an Xid "
+        "error needs a reset or a reboot)",
+        "gpu-rtx-06: tp_size 8 needs 8 GPUs, but nvidia-smi reports 4: set tp_size <= 4 for this host"]
+    assert check("gpu-rtx-02", cu130, gpus("rtx-pro-6000.csv"), 100 * GIB, False, "3.11.2",
+                 declared=Declared("12.0", 8, 8)) == []
 
 
 def test_gpu_less_host_needs_the_inventory_to_say_so(dev, cu130):

@@ -81,10 +81,10 @@ def test_dry_run_prints_the_plan_and_changes_no_byte(converged):
     before = {host: tree_digest(converged, host, "/opt/sglfleet", "/etc") for host in converged.hosts}
     result = pyinfra("deploy.py", "--dry", "--diff", *EAGLE_CHANGE)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
-    assert "+--speculative-num-steps 4" in result.stdout
-    assert not re.search(r"^\s+---speculative-num-steps", result.stdout, re.M)  # none before
+    assert "+ --speculative-num-steps 4" in result.stdout
+    assert not re.search(r"^\s+- --speculative-num-steps", result.stdout, re.M)  # none before
     for wave, host in (("canary", "node1"), ("wave1", "node2"), ("wave2", "node3")):
-        assert re.search(rf"\[{host}\] {wave}: will switch \w+ -> \w+ and gate", result.stdout)
+        assert re.search(rf"\[{host}\] {wave}: will switch \w+ -> \w+, gate", result.stdout)
     after = {host: tree_digest(converged, host, "/opt/sglfleet", "/etc") for host in converged.hosts}
     assert after == before
 

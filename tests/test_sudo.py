@@ -68,7 +68,7 @@ def test_deploy_user_rolls_out_gates_and_rolls_back_without_root_logging_in(conv
     before_dry = {host: tree_digest_inside(fleet, host) for host in fleet.hosts}
     dry = pyinfra("deploy.py", "--dry", "--diff", *AS_DEPLOY, *OTHER)
     assert dry.returncode == 0, dry.stdout[-3000:]
-    assert "+--speculative-num-steps 5" in dry.stdout
+    assert "+ --speculative-num-steps 5" in dry.stdout
     assert {host: tree_digest_inside(fleet, host) for host in fleet.hosts} == before_dry
 
     status = subprocess.run([str(Path(sys.executable).with_name("sglfleet")), "status", "inventory/dev.py",
