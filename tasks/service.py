@@ -9,9 +9,11 @@ from sglfleet.operations import files, secrets as secret_files, users
 from sglfleet.operations.release import RELEASE_TOOL
 from sglfleet.templates import ENV_FILE, ROOT, SERVICE_USER, UNIT_FILE
 
-# The stand-in and the two stdlib modules it imports from its own folder.
+# The stand-in, its modules, and the two stdlib modules it imports from its own folder.
 STANDIN_FILES = {
-    "sglang_standin.py": FILES / "standin" / "sglang_standin.py",
+    **{name: FILES / "standin" / name for name in (
+        "sglang_standin.py", "standin_server_args.py", "standin_model.py", "standin_faults.py",
+        "standin_engine.py", "standin_metrics.py", "standin_http.py")},
     "server_flags.py": PROJECT_ROOT / "sglfleet" / "server_flags.py",
     "stub_import.py": PROJECT_ROOT / "sglfleet" / "stub_import.py",
 }
