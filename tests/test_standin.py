@@ -648,6 +648,39 @@ def test_fault_slow_stretches_loading_and_generation(launch, sglang_059):
     assert time.monotonic() - started >= 0.5
 
 
+def test_fault_slow_after_regresses_latency_once_up(launch, sglang_059):
+    step = 0.01
+    proc = launch(sglang_059, *KIMI_PATH, "--enable-metrics", "--skip-server-warmup",
+                  fault="slow-after 2 10", SGLFLEET_STANDIN_STEP_S=str(step))
+    wait_for(proc, "/model_info")
+    up = time.monotonic()
+
+    def streamed(tokens: int) -> tuple[float, float]:
+        """(TTFT, mean inter-token latency) of one streaming generation, from /metrics."""
+        before = samples(scrape(proc))
+        stream(proc, tokens)
+        after = samples(scrape(proc))
+
+        def delta(name):
+            key = (name, (("model_name", "/models/kimi"),))
+            return after[key] - before.get(key, 0.0)
+        return (delta("sglang:time_to_first_token_seconds_sum"),
+                delta("sglang:inter_token_latency_seconds_sum")
+                / delta("sglang:inter_token_latency_seconds_count"))
+
+    ttft, itl = streamed(20)
+    assert time.monotonic() - up < 2, "too slow a machine for this test"
+    assert itl < 5 * step
+    time.sleep(max(0.0, up + 2.2 - time.monotonic()))
+    slow_ttft, slow_itl = streamed(20)
+    assert slow_itl >= 8 * step and slow_ttft >= 8 * step
+    assert slow_ttft > ttft and slow_itl > itl
+    # Bounded: 300 tokens at 10x would add 27 s; a generation gains 5 s at most.
+    started = time.monotonic()
+    generate(proc, 300)
+    assert time.monotonic() - started < 5 + 300 * step + 3
+
+
 def test_fault_spares_the_release_that_served_when_it_was_set(launch, sglang_059, tmp_path):
     releases = tmp_path / "root" / "releases"
     (releases / "old").mkdir(parents=True)

@@ -50,8 +50,8 @@ Environment:
   are computed from the steps it gives, as 0.5.9 computes them.
 - ``SGLFLEET_STANDIN_FAULT_FILE``, ``SGLFLEET_ROOT``,
   ``SGLFLEET_STANDIN_SLOW_WARMUP``, ``SGLFLEET_STANDIN_SLOW_GENERATE``: faults,
-  see ``standin_faults`` (``crash``, ``hang``, ``unready``, ``slow``, each
-  optionally with ``spare <release-id>``).
+  see ``standin_faults`` (``crash``, ``hang``, ``unready``, ``slow``,
+  ``slow-after <seconds> [<factor>]``, each optionally ``spare <release-id>``).
 - sglang's own ``SGLANG_HEALTH_CHECK_TIMEOUT``,
   ``SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION``, ``SGLANG_ENABLE_SPEC_V2``,
   ``SGL_FORCE_SHUTDOWN`` act as in 0.5.9.
@@ -216,6 +216,9 @@ def main(argv: list[str]) -> int:
     def warm_up():
         if not standin.warmup():
             die_of(signal.SIGKILL)  # kill_process_tree(os.getpid())
+        if fault is not None and fault.mode == "slow-after":
+            engine.slow_factor = fault.factor
+            engine.slow_from = time.monotonic() + fault.after_s
 
     threading.Thread(target=warm_up, name="warmup", daemon=True).start()
 

@@ -66,6 +66,7 @@ logger = logging.getLogger("sglang.standin")
 DEFAULT_FORCE_STREAM_INTERVAL = 50  # scheduler_output_processor_mixin.py:38
 # The KV pool size depends on GPU memory; the stand-in reports a fixed notional one.
 MAX_TOTAL_NUM_TOKENS = 500_000
+SLOW_CAP_S = 5.0  # the most a slow-after fault adds to one generation
 WORDS = ("The", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog.")
 
 
@@ -81,6 +82,7 @@ class Req:
         self.spec_verify_ct = self.spec_accepted_tokens = 0
         self.spec_acceptance_histogram: list[int] = []
         self.accept_phase = 0.0  # drives the deterministic accept lengths
+        self.added_latency = 0.0  # by a slow-after fault, capped
         # Tokenizer side (ReqState, tokenizer_manager.py:127-150).
         self.created_time = time.time()
         self.sent_to_scheduler_ts = 0.0
@@ -123,6 +125,8 @@ class Engine:
             (args.get("speculative_num_steps") or 0) + 1)
         self.accept_length = min(max(accept_length, 1.0), float(self.draft_tokens))
         self.step_s, self.prefill_extra_s = step_s, prefill_extra_s
+        self.slow_from: float | None = None  # monotonic time a slow-after fault starts
+        self.slow_factor = 1.0
         self.interval = int(args.get("decode_log_interval") or 40)
         self.max_running = args.get("max_running_requests") or 1024
         self.cond = threading.Condition()
@@ -206,8 +210,14 @@ class Engine:
                 self.run_decode(batch)
 
     def forward(self, batch: list[Req], extra: float = 0.0) -> None:
-        """One forward pass."""
-        time.sleep(self.step_s + extra)
+        """One forward pass; a slow-after fault stretches it, up to SLOW_CAP_S per request."""
+        took = self.step_s
+        if self.slow_from is not None and time.monotonic() >= self.slow_from and all(
+                req.added_latency < SLOW_CAP_S for req in batch):
+            for req in batch:
+                req.added_latency += took * (self.slow_factor - 1)
+            took *= self.slow_factor
+        time.sleep(took + extra)
 
     def run_prefill(self, batch: list[Req], running_bs: int) -> None:
         entry = time.perf_counter()

@@ -15,12 +15,17 @@ spared, so a host fails on its new release and a rollback serves again.
   ``SGLFLEET_STANDIN_SLOW_WARMUP`` seconds) and every prefill pass takes
   ``SGLFLEET_STANDIN_SLOW_GENERATE`` seconds more (default 2), so each
   generation and each ``/health`` check is that much slower.
+- ``slow-after <seconds> [<factor>]``: from ``<seconds>`` after the server is
+  up (its warm-up done), every forward pass takes ``<factor>`` times as long
+  (default 20): time to first token and inter-token latency regress after a
+  start-up gate has passed. The slow-down added to one generation stops at
+  5 s, so requests still end.
 
 **Example:**
 
 .. code:: text
 
-    unready
+    slow-after 30 20
     spare 3f9c2a61d0
 """
 
@@ -34,14 +39,16 @@ from pathlib import Path
 logger = logging.getLogger("sglang.standin")
 
 DEFAULT_FAULT_FILE = "/etc/sglfleet/standin-fault"
-FAULTS = ("crash", "hang", "unready", "slow")
+FAULTS = ("crash", "hang", "unready", "slow", "slow-after")
 
 
 @dataclass(frozen=True)
 class Fault:
-    """A fault mode."""
+    """A fault mode and, for ``slow-after``, when it starts and how slow it makes passes."""
 
     mode: str
+    after_s: float = 0.0
+    factor: float = 20.0
 
 
 def serving_release() -> str | None:
@@ -59,11 +66,21 @@ def read_fault() -> Fault | None:
         return None
     if not lines:
         return None
-    word, rest = lines[0][0], [w for line in lines[1:] for w in line]
+    (word, *params), rest = lines[0], [w for line in lines[1:] for w in line]
     if rest[:1] == ["spare"] and rest[1:2] == [serving_release()]:
         return None
     if word not in FAULTS:
         logger.warning(f"stand-in: ignoring unknown fault {word!r} in {path} "
                        f"(one of {', '.join(FAULTS)})")
         return None
-    return Fault(word)
+    if word != "slow-after":
+        return Fault(word)
+    try:
+        numbers = [float(p) for p in params]
+        if not 1 <= len(numbers) <= 2 or numbers[0] < 0 or numbers[-1] < 1:
+            raise ValueError
+    except ValueError:
+        logger.warning(f"stand-in: ignoring {' '.join([word, *params])!r} in {path} "
+                       "(slow-after <seconds> [<factor of at least 1>])")
+        return None
+    return Fault(word, numbers[0], numbers[1] if len(numbers) == 2 else 20.0)
