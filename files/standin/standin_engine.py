@@ -46,8 +46,9 @@ Standard library only.
 
     engine = Engine(args, registry=None, step_s=0.005, accept_length=2.8)
     engine.start()
-    req = engine.submit(Req.make("Hello", {"max_new_tokens": 8}))
-    req.outputs.get()["meta_info"]["completion_tokens"]  # 8
+    req = Req.make("Hello", {"max_new_tokens": 8})
+    engine.submit(req)
+    req.outputs.get()["meta_info"]["completion_tokens"]  # 8 (a non-streaming request)
 """
 
 from __future__ import annotations
