@@ -56,6 +56,7 @@ from sglfleet import FILES, PROJECT_ROOT
 from sglfleet.devfleet import Fleet
 from sglfleet.stacks import load_stack
 from sglfleet.upstream import sglang_file
+from sglfleet.context import STANDIN_FILES
 
 BENCH = PROJECT_ROOT / "bench"
 CACHE = PROJECT_ROOT / ".cache" / "bench"
@@ -192,11 +193,8 @@ def write_ansible_inputs(fleet: Fleet) -> None:
         ),
         "methods": "\n".join(patch[patch.index("class KimiK25ForConditionalGeneration:") + 1:]).rstrip(),
         "wheelhouse": "/opt/sglfleet/wheelhouse",
-        "standin_files": [
-            {"name": "sglang_standin.py", "src": str(FILES / "standin" / "sglang_standin.py")},
-            {"name": "server_flags.py", "src": str(PROJECT_ROOT / "sglfleet" / "server_flags.py")},
-            {"name": "stub_import.py", "src": str(PROJECT_ROOT / "sglfleet" / "stub_import.py")},
-        ],
+        "standin_files": [{"name": name, "src": str(source)}
+                          for name, source in STANDIN_FILES.items()],
     }
     (CACHE / "ansible-vars.json").write_text(json.dumps(variables, indent=1))
 

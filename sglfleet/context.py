@@ -115,9 +115,9 @@ def host_service_files(host: Host) -> ServiceFiles:
 
 
 HOST_PACKAGE = PROJECT_ROOT / "sglfleet" / "host"
-# The stand-in and the two stdlib modules it imports from its own folder.
+# The stand-in, its modules, and the two stdlib modules it imports from its own folder.
 STANDIN_FILES = {
-    "sglang_standin.py": FILES / "standin" / "sglang_standin.py",
+    **{path.name: path for path in sorted((FILES / "standin").glob("*.py"))},
     "server_flags.py": PROJECT_ROOT / "sglfleet" / "server_flags.py",
     "stub_import.py": PROJECT_ROOT / "sglfleet" / "stub_import.py",
 }

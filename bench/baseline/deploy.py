@@ -19,8 +19,9 @@ from pathlib import Path
 from pyinfra import host
 from pyinfra.operations import files, pip, server, systemd
 
-from sglfleet import FILES, PROJECT_ROOT
+from sglfleet import FILES
 from sglfleet.stacks import load_stack
+from sglfleet.context import STANDIN_FILES
 
 HERE = Path(__file__).parent
 ROOT = "/opt/bench-baseline"
@@ -65,11 +66,7 @@ server.user(
     name="System user sglang",
     user="sglang", system=True, home="/var/lib/sglang", shell="/usr/sbin/nologin", create_home=False,
 )
-for name, source in {
-    "sglang_standin.py": FILES / "standin" / "sglang_standin.py",
-    "server_flags.py": PROJECT_ROOT / "sglfleet" / "server_flags.py",
-    "stub_import.py": PROJECT_ROOT / "sglfleet" / "stub_import.py",
-}.items():
+for name, source in STANDIN_FILES.items():
     files.put(name=f"Stand-in {name}", src=str(source), dest=f"{ROOT}/standin/{name}", mode="644")
 
 files.put(

@@ -37,7 +37,19 @@ FLEET_DIR = Path(os.environ.get("SGLFLEET_FLEET_DIR", PROJECT_ROOT / ".fleet"))
 INVENTORY = PROJECT_ROOT / "inventory" / "dev.py"
 BOOT_TIMEOUT = 120.0
 FAULT_FILE = LAYOUT.fault_file
-FAULT_MODES = ("crash", "hang", "unready", "slow")
+# "slow-after" takes arguments: "slow-after <seconds> [<factor>]" (files/standin/standin_faults.py).
+FAULT_MODES = ("crash", "hang", "unready", "slow", "slow-after")
+
+
+def _known_fault(mode: str) -> bool:
+    """A fault mode, with arguments only for slow-after (one or two numbers)."""
+    word, *params = mode.split() or [""]
+    if word != "slow-after":
+        return word in FAULT_MODES and not params
+    try:
+        return 1 <= len(params) <= 2 and all(float(p) >= 0 for p in params)
+    except ValueError:
+        return False
 
 
 @dataclass
@@ -191,7 +203,8 @@ class Fleet:
         Set the stand-in's fault mode on ``host`` for starts of any release but
         the one serving now.
 
-        + mode: crash, hang, unready, slow; or clear to remove the fault
+        + mode: crash, hang, unready, slow, slow-after <seconds> [<factor>]; or clear
+          to remove the fault
 
         **Example:**
 
@@ -202,7 +215,7 @@ class Fleet:
         # Through nsenter, as a hand on the host would: no login shows in its logs.
         if mode == "clear":
             self.inside(host, f"rm -f {FAULT_FILE}")
-        elif mode in FAULT_MODES:
+        elif _known_fault(mode):
             # The release serving now is spared: the fault hits the next release
             # started on the host, and a rollback to this one serves again.
             self.inside(host, f"mkdir -p {os.path.dirname(FAULT_FILE)} && echo {mode} > {FAULT_FILE} && "

@@ -1,0 +1,86 @@
+"""
+Faults the stand-in can be told to show, for the tests of the gate and of rollback.
+
+The fault file (``SGLFLEET_STANDIN_FAULT_FILE``, default
+``/etc/sglfleet/standin-fault``) is read once at start. Its first line is the
+fault, optionally followed by a line ``spare <release-id>``: starts of that
+release (``current`` under ``SGLFLEET_ROOT``, default ``/opt/sglfleet``) are
+spared, so a host fails on its new release and a rollback serves again.
+
+- ``crash``: exit 1 while "loading the model", as a CUDA error would.
+- ``hang``: the port accepts connections and never answers.
+- ``unready``: the server's own warm-up request never completes, so
+  ``/health`` stays 503 (``server_status`` stays ``Starting``).
+- ``slow``: loading takes ten times ``SGLFLEET_STANDIN_WARMUP`` (or
+  ``SGLFLEET_STANDIN_SLOW_WARMUP`` seconds) and every prefill pass takes
+  ``SGLFLEET_STANDIN_SLOW_GENERATE`` seconds more (default 2), so each
+  generation and each ``/health`` check is that much slower.
+- ``slow-after <seconds> [<factor>]``: from ``<seconds>`` after the server is
+  up (its warm-up done), every forward pass takes ``<factor>`` times as long
+  (default 20): time to first token and inter-token latency regress after a
+  start-up gate has passed. The slow-down added to one generation stops at
+  5 s, so requests still end.
+
+**Example:**
+
+.. code:: text
+
+    slow-after 30 20
+    spare 3f9c2a61d0
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+logger = logging.getLogger("sglang.standin")
+
+DEFAULT_FAULT_FILE = "/etc/sglfleet/standin-fault"
+FAULTS = ("crash", "hang", "unready", "slow", "slow-after")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A fault mode and, for ``slow-after``, when it starts and how slow it makes passes."""
+
+    mode: str
+    after_s: float = 0.0
+    factor: float = 20.0
+
+
+def serving_release() -> str | None:
+    """The release this start belongs to: sglang.service starts through /opt/sglfleet/current."""
+    current = Path(os.environ.get("SGLFLEET_ROOT", "/opt/sglfleet")) / "current"
+    return current.resolve().name if current.is_symlink() else None
+
+
+def read_fault() -> Fault | None:
+    """The fault of this start, or None (no file, spared, or not understood)."""
+    path = Path(os.environ.get("SGLFLEET_STANDIN_FAULT_FILE", DEFAULT_FAULT_FILE))
+    try:
+        lines = [line.split() for line in path.read_text().splitlines() if line.strip()]
+    except OSError:
+        return None
+    if not lines:
+        return None
+    (word, *params), rest = lines[0], [w for line in lines[1:] for w in line]
+    if rest[:1] == ["spare"] and rest[1:2] == [serving_release()]:
+        return None
+    if word not in FAULTS:
+        logger.warning(f"stand-in: ignoring unknown fault {word!r} in {path} "
+                       f"(one of {', '.join(FAULTS)})")
+        return None
+    if word != "slow-after":
+        return Fault(word)
+    try:
+        numbers = [float(p) for p in params]
+        if not 1 <= len(numbers) <= 2 or numbers[0] < 0 or numbers[-1] < 1:
+            raise ValueError
+    except ValueError:
+        logger.warning(f"stand-in: ignoring {' '.join([word, *params])!r} in {path} "
+                       "(slow-after <seconds> [<factor of at least 1>])")
+        return None
+    return Fault(word, numbers[0], numbers[1] if len(numbers) == 2 else 20.0)

@@ -1,0 +1,405 @@
+"""
+The stand-in's HTTP surface, as sglang 0.5.9's ``srt/entrypoints/http_server.py`` answers.
+
+- ``/health`` and ``/health_generate`` (http_server.py:463-540): 503 at once
+  while shutting down (``gracefully_exit``) or while ``server_status`` is
+  ``Starting``; otherwise a one-token generation (``HEALTH_CHECK_...``, not
+  counted in the tokenizer metrics, but a prefill, so it re-publishes the
+  scheduler gauges), then 200 as soon as any output reached the tokenizer
+  after the check began, looked at once a second (so never under ~1 s), or 503
+  and ``UnHealthy`` after ``SGLANG_HEALTH_CHECK_TIMEOUT`` (20) seconds.
+  ``SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=false`` makes ``/health`` answer
+  200 without generating (environ.py:462).
+- **The server's own warm-up** (``_wait_and_warmup``/``_execute_server_warmup``,
+  http_server.py:1667-1845): started as the listener opens; polls
+  ``/model_info`` once a second, then posts ``/generate`` with
+  ``"The capital city of France is"`` and ``max_new_tokens`` 8; its 200 sets
+  ``server_status`` to ``Up`` and logs "The server is fired up and ready to
+  roll!". A failed warm-up kills the process. The warm-up is an ordinary
+  request: it shows in the counters and histograms.
+- ``/generate`` (650-683) and ``/v1/completions`` serve whatever the status
+  (0.5.9 does not refuse generations while ``Starting``); a streaming
+  ``/generate`` sends one event per output (cumulative text). A client that
+  disconnects from a request in flight aborts it
+  (``num_aborted_requests_total``, tokenizer_manager.py:1100-1210, 1428-1440).
+- ``/model_info``, ``/server_info`` (and their ``/get_`` names), ``/v1/models``;
+  ``/metrics`` only with ``--enable-metrics`` (404 otherwise), with the HTTP
+  request/response counters of ``add_prometheus_track_response_middleware``.
+- With ``--api-key`` every path but ``/health*`` and ``/metrics*`` needs
+  ``Authorization: Bearer <key>`` (401 otherwise; ``srt/utils/auth.py``).
+
+**Example:**
+
+.. code:: python
+
+    standin = Standin(args, version, config, engine, registry, fault=None)
+    server = serve(standin, "127.0.0.1", 30000)  # raises OSError when the port is taken
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import select
+import socket
+import threading
+import time
+import urllib.request
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from standin_engine import Engine, Req
+
+logger = logging.getLogger("sglang.standin")
+
+HEALTH_CHECK_TIMEOUT = int(os.getenv("SGLANG_HEALTH_CHECK_TIMEOUT", 20))  # http_server.py:166
+# tokenizer_manager.py:123 / environ.py:480: how often a waiting request looks for a disconnect.
+REQUEST_STATE_WAIT_TIMEOUT = int(os.getenv("SGLANG_REQUEST_STATE_WAIT_TIMEOUT", 4))
+
+
+class Standin:
+    """The server's state: what 0.5.9 keeps in ``_global_state.tokenizer_manager``."""
+
+    def __init__(self, args: dict, version: str, config: dict, engine: Engine, registry,
+                 fault=None):
+        self.args, self.version, self.config = args, version, config
+        self.engine, self.registry, self.fault = engine, registry, fault
+        self.server_status = "Starting"  # ServerStatus, tokenizer_manager.py:2437-2440
+        self.gracefully_exit = False
+        self.first_request = threading.Event()  # auto_create_handle_loop has run
+        self.in_flight = 0  # HTTP requests being answered, for a graceful uvicorn stop
+        self.in_flight_changed = threading.Condition()
+
+    def url(self) -> str:
+        host = self.args.get("host") or "127.0.0.1"
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self.args.get('port') or 30000}"
+
+    def warmup(self) -> bool:
+        """``_wait_and_warmup``: wait for /model_info, then one 8-token generation."""
+        if self.args.get("skip_server_warmup"):  # http_server.py:1829-1833
+            self.server_status = "Up"
+            logger.info("The server is fired up and ready to roll!")
+            return True
+        headers = {"Content-Type": "application/json"}
+        if self.args.get("api_key"):
+            headers["Authorization"] = f"Bearer {self.args['api_key']}"
+        last = None
+        for _ in range(120):
+            time.sleep(1)
+            try:
+                request = urllib.request.Request(self.url() + "/model_info", headers=headers)
+                with urllib.request.urlopen(request, timeout=5) as response:
+                    if response.status == 200:
+                        break
+            except OSError as error:
+                last = error
+        else:
+            logger.error(f"Initialization failed. warmup error: {last!r}")
+            return False
+        if self.fault is not None and self.fault.mode == "unready":
+            threading.Event().wait()  # the warm-up generation never answers
+        body = json.dumps({"sampling_params": {"temperature": 0, "max_new_tokens": 8},
+                           "text": "The capital city of France is"}).encode()
+        try:
+            request = urllib.request.Request(self.url() + "/generate", data=body, headers=headers)
+            with urllib.request.urlopen(request, timeout=600) as response:
+                assert response.status == 200, response.read()
+        except (OSError, AssertionError) as error:
+            logger.error(f"Initialization failed. warmup error: {error!r}")
+            return False
+        self.server_status = "Up"
+        logger.info("The server is fired up and ready to roll!")
+        return True
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = "uvicorn"
+    sys_version = ""
+    protocol_version = "HTTP/1.1"
+    standin: Standin  # set on the subclass made by serve()
+
+    GET_ROUTES = {"/health", "/health_generate", "/model_info", "/get_model_info",
+                  "/server_info", "/get_server_info", "/metrics", "/v1/models", "/generate"}
+    POST_ROUTES = {"/generate", "/v1/completions"}
+
+    def log_message(self, format, *args):  # uvicorn's access log line
+        logger.info(f'{self.client_address[0]}:{self.client_address[1]} - "{self.requestline}" '
+                    f"{args[1] if len(args) > 1 else ''}")
+
+    def do_GET(self):
+        self.counted("GET")
+
+    def do_POST(self):
+        self.counted("POST")
+
+    def do_PUT(self):
+        self.counted("PUT")
+
+    def counted(self, method: str) -> None:
+        standin = self.standin
+        with standin.in_flight_changed:
+            standin.in_flight += 1
+        try:
+            self.route(method)
+        finally:
+            with standin.in_flight_changed:
+                standin.in_flight -= 1
+                standin.in_flight_changed.notify_all()
+
+    def route(self, method: str) -> None:
+        path = self.path.split("?", 1)[0]
+        key = self.standin.args.get("api_key")
+        # 0.5.9 utils/auth.py: /health* and /metrics* never need the key.
+        if key and not path.startswith(("/health", "/metrics")):
+            header = self.headers.get("Authorization") or ""
+            scheme, _, token = header.partition(" ")
+            if scheme.lower() != "bearer" or token != key:
+                return self.reply(401, {"error": "Unauthorized"})
+        http = self.standin.engine.http
+        if http is not None:  # inside the API-key middleware, as 0.5.9 adds them
+            labels = {"endpoint": path, "method": method}
+            http.requests.inc(labels)
+            http.active.inc(labels)
+        self.status = 500
+        try:
+            self.dispatch(path, method)
+        finally:
+            if http is not None:
+                http.responses.inc({**labels, "status_code": str(self.status)})
+                http.active.inc(labels, -1)
+
+    def dispatch(self, path: str, method: str) -> None:
+        routes = self.POST_ROUTES if method in ("POST", "PUT") else self.GET_ROUTES
+        if path == "/metrics" and self.standin.registry is None:
+            return self.reply(404, {"detail": "Not Found"})
+        if path not in routes:
+            known = path in self.GET_ROUTES | self.POST_ROUTES
+            return self.reply(405 if known else 404,
+                              {"detail": "Method Not Allowed" if known else "Not Found"})
+        handler = getattr(self, "route_" + path.strip("/").replace("/", "_"))
+        try:
+            handler()
+        except (TypeError, ValueError) as error:  # a malformed request body
+            self.reply(400, {"error": {"message": str(error)}})
+
+    # -- endpoints ----------------------------------------------------------
+
+    def route_health(self):
+        """http_server.py:463-540."""
+        standin = self.standin
+        if standin.gracefully_exit:
+            logger.info("Health check request received during shutdown. Returning 503.")
+            return self.reply(503, None)
+        if standin.server_status == "Starting":
+            return self.reply(503, None)
+        if (os.environ.get("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", "true").lower()
+                in ("0", "false", "no", "n", "off") and self.path.split("?")[0] == "/health"):
+            return self.reply(200, None)
+        engine = standin.engine
+        check = Req(f"HEALTH_CHECK_{time.time()}", 1, 1, log_metrics=False)
+        engine.submit(check)
+        tic = time.time()
+        try:
+            while time.time() < tic + HEALTH_CHECK_TIMEOUT:
+                time.sleep(1)
+                if engine.last_receive_tstamp > tic:
+                    standin.server_status = "Up"
+                    return self.reply(200, None)
+        finally:
+            engine.answered(check)  # rid_to_state.pop(rid, None)
+        logger.error("Health check failed. Server couldn't get a response from detokenizer for "
+                     f"last {HEALTH_CHECK_TIMEOUT} seconds.")
+        standin.server_status = "UnHealthy"
+        self.reply(503, None)
+
+    route_health_generate = route_health
+
+    def route_model_info(self):
+        args, config = self.standin.args, self.standin.config
+        self.reply(200, {
+            "model_path": args.get("model_path"), "tokenizer_path": args.get("tokenizer_path"),
+            "is_generation": not args.get("is_embedding"),
+            "preferred_sampling_params": args.get("preferred_sampling_params"),
+            "weight_version": args.get("weight_version", "default"),
+            "has_image_understanding": False, "has_audio_understanding": False,
+            "model_type": config.get("model_type"), "architectures": config.get("architectures"),
+        })
+
+    route_get_model_info = route_model_info
+
+    def route_server_info(self):
+        # 0.5.9: asdict(server_args) + scheduler info + internal states + version.
+        args, engine = self.standin.args, self.standin.engine
+        state = {**args, "last_gen_throughput": engine.last_gen_throughput,  # scheduler.py:2650-2674
+                 "memory_usage": {"token_capacity": engine.stats["max_total_num_tokens"]},
+                 "effective_max_running_requests_per_dp": engine.max_running}
+        if engine.spec and engine.spec_total_num_forward_ct > 0:
+            state["avg_spec_accept_length"] = (engine.spec_total_num_accepted_tokens
+                                               / engine.spec_total_num_forward_ct)
+        self.reply(200, {**args, "max_total_num_tokens": engine.stats["max_total_num_tokens"],
+                         "max_req_input_len": args.get("context_length") or 0,
+                         "internal_states": [state], "version": self.standin.version})
+
+    route_get_server_info = route_server_info
+
+    def route_metrics(self):
+        body = self.standin.registry.render().encode()
+        self.status = 200
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def route_v1_models(self):
+        name = self.standin.args.get("served_model_name")
+        self.reply(200, {"object": "list", "data": [
+            {"id": name, "object": "model", "created": int(time.time()), "owned_by": "sglang",
+             "root": name, "max_model_len": self.standin.args.get("context_length")}]})
+
+    def route_generate(self):
+        body = self.body()
+        if body is None:
+            return
+        self.standin.first_request.set()  # generate_request -> auto_create_handle_loop
+        prompt = body.get("text", body.get("input_ids"))
+        sampling = body.get("sampling_params") or {}
+        stream = bool(body.get("stream"))
+        batch = isinstance(prompt, list) and prompt and isinstance(prompt[0], str)
+        reqs = ([Req.make(p, sampling) for p in prompt] if batch
+                else [Req.make(prompt, sampling, stream=stream, rid=body.get("rid"))])
+        engine = self.standin.engine
+        engine.submit(*reqs)
+        try:
+            if stream and not batch:
+                return self.stream(reqs[0])
+            outs = [self.wait(req) for req in reqs]
+            if None not in outs:
+                self.reply(200, outs if batch else outs[0])
+        finally:
+            for req in reqs:
+                engine.answered(req)
+
+    def route_v1_completions(self):
+        body = self.body()
+        if body is None:
+            return
+        self.standin.first_request.set()
+        sampling = {"max_new_tokens": body.get("max_tokens", 16),
+                    "temperature": body.get("temperature", 1.0)}
+        req = Req.make(body.get("prompt"), sampling)
+        self.standin.engine.submit(req)
+        try:
+            out = self.wait(req)
+            if out is not None:
+                self.completion(body, out)
+        finally:
+            self.standin.engine.answered(req)
+
+    def completion(self, body: dict, out: dict) -> None:
+        """The OpenAI completion object of one generation."""
+        meta = out["meta_info"]
+        self.reply(200, {
+            "id": meta["id"], "object": "text_completion", "created": int(time.time()),
+            "model": body.get("model") or self.standin.args.get("served_model_name"),
+            "choices": [{"index": 0, "text": out["text"], "logprobs": None,
+                         "finish_reason": "length", "matched_stop": None}],
+            "usage": {"prompt_tokens": meta["prompt_tokens"],
+                      "total_tokens": meta["prompt_tokens"] + meta["completion_tokens"],
+                      "completion_tokens": meta["completion_tokens"],
+                      "prompt_tokens_details": None},
+        })
+
+    # -- waiting for the engine ----------------------------------------------
+
+    def disconnected(self) -> bool:
+        """Starlette's ``request.is_disconnected()``: the client closed its end."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
+    def wait(self, req: Req) -> dict | None:
+        """``_wait_one_response`` for a non-streaming request: its final output, or None."""
+        while True:
+            try:
+                out = req.outputs.get(timeout=REQUEST_STATE_WAIT_TIMEOUT)
+            except queue.Empty:  # look for a disconnect, type 1
+                if self.disconnected():
+                    self.standin.engine.abort(req)
+                    self.close_connection = True
+                    return None
+                continue
+            if req.finished and out["meta_info"]["finish_reason"] is not None:
+                if not req.response_sent_to_client_ts:  # tokenizer_manager.py:1134-1138
+                    req.response_sent_to_client_ts = time.time()
+                    out["meta_info"]["response_sent_to_client_ts"] = req.response_sent_to_client_ts
+                return out
+            if self.disconnected():  # type 3
+                self.standin.engine.abort(req)
+                self.close_connection = True
+                return None
+
+    def stream(self, req: Req) -> None:
+        """Server-sent events, one per output, then ``[DONE]``; a dropped client aborts."""
+        self.status = 200
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        try:
+            while True:
+                out = req.outputs.get()
+                if not req.response_sent_to_client_ts:
+                    req.response_sent_to_client_ts = time.time()
+                    out["meta_info"]["response_sent_to_client_ts"] = req.response_sent_to_client_ts
+                self.wfile.write(b"data: " + json.dumps(out).encode() + b"\n\n")
+                self.wfile.flush()
+                if out["meta_info"]["finish_reason"] is not None:
+                    break
+            self.wfile.write(b"data: [DONE]\n\n")
+        except OSError:
+            # create_abort_task (tokenizer_manager.py:1428-1440): abort 2 s later if still running.
+            threading.Timer(2, self.standin.engine.abort, (req,)).start()
+
+    # -- plumbing -----------------------------------------------------------
+
+    def body(self) -> dict | None:
+        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            data = json.loads(self.rfile.read(length) or b"{}")
+            if not isinstance(data, dict):
+                raise ValueError("expected a JSON object")
+            return data
+        except ValueError as error:
+            self.reply(422, {"detail": [{"type": "json_invalid", "msg": str(error)}]})
+            return None
+
+    def reply(self, status: int, payload) -> None:
+        self.status = status
+        body = b"" if payload is None else json.dumps(payload).encode()
+        self.send_response(status, HTTPStatus(status).phrase)
+        if payload is not None:
+            self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def serve(standin: Standin, host: str, port: int) -> Server:
+    """Bind and serve in a thread; raises OSError when the address cannot be bound."""
+    handler = type("BoundHandler", (Handler,), {"standin": standin})
+    Server.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    server = Server((host, port), handler)
+    threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
+    return server
