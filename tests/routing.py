@@ -16,8 +16,8 @@ import urllib.request
 
 from deploying import SECRETS
 
-MAX_REQUESTS = 3000   # the load stops by itself at whichever limit comes first
-MAX_SECONDS = 180
+MAX_REQUESTS = 4000   # the load stops by itself at whichever limit comes first
+MAX_SECONDS = 240
 
 
 def free_port() -> int:
@@ -32,8 +32,10 @@ def running_router(fleet):
     port = free_port()
     workers = [f"http://{fleet.address(host)}:30000" for host in fleet.hosts]
     proc = subprocess.Popen(
+        # Round robin: every host gets its share of the load's one repeated prompt, which the
+        # default cache-aware policy would send to a single worker (the bake judges each host).
         [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1",
-         "--port", str(port), "--log-level", "warn", "--worker-urls", *workers],
+         "--port", str(port), "--log-level", "warn", "--policy", "round_robin", "--worker-urls", *workers],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
@@ -56,13 +58,14 @@ def running_router(fleet):
 
 class Load:
     """
-    ``/generate`` requests through the router from a few threads, until
-    ``stop()`` or a limit (``MAX_REQUESTS``, ``MAX_SECONDS``); ``outcomes``
-    holds each answer's status (or the error).
+    ``/generate`` requests through the router from a few threads, at most
+    ``rate`` a second, until ``stop()`` or a limit (``MAX_REQUESTS``,
+    ``MAX_SECONDS``); ``outcomes`` holds each answer's status (or the error).
     """
 
-    def __init__(self, url: str, threads: int = 4, max_new_tokens: int = 8):
+    def __init__(self, url: str, threads: int = 4, max_new_tokens: int = 8, rate: float = 15.0):
         self.url, self.outcomes, self.done = url, [], threading.Event()
+        self.pause = threads / rate
         self.body = json.dumps({"text": "Hello", "sampling_params": {"max_new_tokens": max_new_tokens}}).encode()
         self.started = time.monotonic()
         self.threads = [threading.Thread(target=self._send, daemon=True) for _ in range(threads)]
@@ -82,6 +85,7 @@ class Load:
                 self.outcomes.append(error.code)
             except OSError as error:
                 self.outcomes.append(repr(error))
+            self.done.wait(self.pause)  # a steady rate, so traffic lasts through a whole rollout
 
     def stop(self) -> list:
         self.done.set()

@@ -115,7 +115,7 @@ def test_the_bake_catches_a_latency_regression_and_rolls_the_host_back(fleet_up)
             untouched = {host: started(fleet, host) for host in ("node2", "node3")}
 
             # The canary's next release slows down once its start-up gate has passed.
-            fleet.fault("node1", "slow-after 2")
+            fleet.fault("node1", "slow-after 4")
             regressed = deploy(*LISTEN, *CHANGES[4], *routed, *SHORT_BAKE)
             fleet.fault("node1", "clear")
         finally:
