@@ -9,6 +9,7 @@ sglfleet that pyinfra's ``--diff`` does not cover.
 
     if wants_diff():
         show_diff("Will update /etc/systemd/system/sglang.service", old_text, new_text)
+    report_drift("release 3f2a", ["launch.args"], "will put back the controller's rendering")
 """
 
 from __future__ import annotations
@@ -17,12 +18,29 @@ from pyinfra import host, logger, state
 from pyinfra.operations.util.files import generate_color_diff
 
 
+def first_pass() -> bool:
+    """
+    Whether this run of an operation's body is the one to speak: bodies run
+    twice (to plan, then to execute), once under ``-y`` (to execute).
+    """
+    return not state.is_executing or not state.should_check_for_changes()
+
+
 def wants_diff() -> bool:
+    """Under ``--diff``, once (see ``first_pass``)."""
+    return bool(state.config.DIFF) and first_pass()
+
+
+def report_drift(what: str, differences: list[str], action: str) -> None:
     """
-    Under ``--diff``, once: while planning, as operation bodies run again to
-    execute; at execution only when nothing was planned (``-y``).
+    Say, once, what on the host no longer is as sglfleet left it, and what this run does about it.
+
+    + what: e.g. ``"stack dev-0a24832cc36f"``
+    + differences: one line each, e.g. ``"added lib/python3.11/site-packages/sitecustomize.py"``
+    + action: e.g. ``"will build it again from its lock"``
     """
-    return bool(state.config.DIFF) and (not state.is_executing or not state.should_check_for_changes())
+    if first_pass():
+        host.log(f"Drift: {what} changed on the host: {'; '.join(differences)}; {action}", logger.warning)
 
 
 def show_diff(title: str, old: str, new: str) -> None:

@@ -16,7 +16,6 @@ from the unit's environment (``/etc/sglfleet/sglang.env``) at start.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shlex
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from pathlib import Path
 
 from sglfleet.host.gate import GateSettings
 from sglfleet.host.layout import LAYOUT
+from sglfleet.host.releases import content_id
 from sglfleet.schema import LAUNCH_KEYS, LaunchSettings
 from sglfleet.templates import TEMPLATES, render
 
@@ -96,13 +96,9 @@ class Release:
     server: str
     args: tuple[str, ...]
     launch_script: str
+    args_text: str  # the launch arguments, one flag per line (for diffs)
     release_json: str
     gate_json: str
-
-    @property
-    def args_text(self) -> str:
-        """The launch arguments, one flag per line (for diffs)."""
-        return "".join(line + "\n" for line in arg_lines(list(self.args)))
 
     @property
     def files(self) -> dict[str, tuple[str, int]]:
@@ -118,16 +114,6 @@ class Release:
         """Files of the release its id does not cover: the gate's thresholds change
         without a new release (and without restarting every host)."""
         return {"gate.json": (self.gate_json, 0o644)}
-
-
-def release_id_of(stack_id: str, patch_digest: str, launch_script: str, service_digest: str = "") -> str:
-    """The content hash (16 hex digits) of a stack, a patch, a rendered launch script and the service files."""
-    payload = json.dumps(
-        {"stack": stack_id, "patch": patch_digest, "launch": launch_script, "service": service_digest},
-        sort_keys=True,
-        separators=(",", ":"),
-    )
-    return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
 def render_release(
@@ -172,17 +158,17 @@ def render_release(
         arg_lines=arg_lines(args),
         command=command,
     )
-    release_id = release_id_of(stack_id, patch_digest, script, service_digest)
-    launch = config.launch.model_dump()
     meta = {
-        "release_id": release_id,
         "stack": stack_id,
         "patch": patch_digest,
         "service": service_digest,
         "server": config.server,
-        "launch": launch,
+        "launch": config.launch.model_dump(),
         "args": args,
     }
+    args_text = "".join(line + "\n" for line in arg_lines(args))
+    release_id = content_id({"launch": script.encode(), "launch.args": args_text.encode(),
+                             "release.json": json.dumps(meta).encode()})
     return Release(
         release_id=release_id,
         stack_id=stack_id,
@@ -190,6 +176,7 @@ def render_release(
         server=config.server,
         args=tuple(args),
         launch_script=script,
-        release_json=json.dumps(meta, indent=2, sort_keys=True) + "\n",
+        args_text=args_text,
+        release_json=json.dumps({**meta, "release_id": release_id}, indent=2, sort_keys=True) + "\n",
         gate_json=gate_settings(config).to_json(),
     )

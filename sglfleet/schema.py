@@ -203,6 +203,8 @@ class HostConfig(BaseModel):
     standin_spec_accept_length: Optional[Float] = Field(ge=1, description="a number >= 1, e.g. 2.8, or None")
 
     # housekeeping and safety
+    verify_stacks: Literal["quick", "full"] = Field(description='"quick" (the venv against its snapshot) or '
+                                                    '"full" (every file against its RECORD hash)')
     releases_keep: Int = Field(ge=0, description="a whole number >= 0, e.g. 3")
     stacks_keep: Int = Field(ge=0, description="a whole number >= 0, e.g. 1")
     allow_unhashed_lock: Bool = Field(description="true or false")

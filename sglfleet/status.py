@@ -16,13 +16,13 @@ from pyinfra.api import Config, State
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS, pop_global_arguments
 from pyinfra.api.connect import connect_all
 
-from sglfleet.context import fleet_waves
+from sglfleet.context import fleet_waves, host_release
 from sglfleet.facts.sudo import SudoAccess
 from sglfleet.host.bake import describe
 from sglfleet.host.layout import LAYOUT
 from sglfleet.validation import load_inventory
 
-COLUMNS = ("host", "wave", "current", "previous", "serving", "stack", "unit", "health", "gate", "bake")
+COLUMNS = ("host", "wave", "declared", "current", "serving", "previous", "stack", "unit", "health", "gate", "bake")
 
 
 def fleet_status(inventory_path: str, data: dict | None = None) -> list[dict]:
@@ -50,7 +50,8 @@ def fleet_status(inventory_path: str, data: dict | None = None) -> list[dict]:
 
     rows = []
     for host in inventory:
-        row = {"host": host.name, "wave": wave_of.get(host.name)}
+        # What this inventory declares the host should serve, as a converge would render it.
+        row = {"host": host.name, "wave": wave_of.get(host.name), "declared": host_release(host).release_id}
         if not host.connected:
             row["error"] = "unreachable"
         else:
@@ -81,6 +82,10 @@ def _cell(row: dict, column: str) -> str:
         return row["error"]
     if column == "serving" and row.get("serving") and row.get("serving") != row.get("current"):
         return f"{row['serving'][:12]} (not current!)"
+    if column == "current" and row.get("current") and row.get("current") != row.get("declared"):
+        return f"{row['current'][:12]} (not declared!)"
+    if column in ("current", "previous") and row.get(column) in (row.get("drifted") or []):
+        return f"{row[column][:12]} (edited on the host!)"
     if column == "gate":
         startup = row.get("startup") or {}
         figures = startup.get("figures") or {}

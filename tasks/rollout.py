@@ -5,6 +5,7 @@ from pyinfra.api import deploy
 
 from sglfleet.context import fleet_waves, host_config, host_release
 from sglfleet.operations import release
+from sglfleet.operations.stack import REBUILT
 
 
 def _worker_url(config) -> str:
@@ -40,7 +41,7 @@ def roll_out():
     for step in host.loop(_steps(host_config(host))):
         if step:
             release.activated(name=f"Wave {step.wave}: serve the staged release",
-                              release_id=release_id, step=step)
+                              release_id=release_id, step=step, restart=host.name in REBUILT)
 
 
 @deploy("Roll back")

@@ -33,4 +33,5 @@ def install_stack():
         stack=stack,
         gpu_less=config.gpu_less,
         keep=config.stacks_keep,
+        full_check=config.verify_stacks == "full",
     )

@@ -35,6 +35,12 @@ def pyinfra(playbook: str, *args: str, timeout: float = 600, env: dict | None = 
     return result
 
 
+def sglfleet(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``sglfleet ARGS`` from the project root, with the run's secrets in the environment as a deploy has them."""
+    return subprocess.run([str(Path(sys.executable).with_name("sglfleet")), *args], cwd=PROJECT_ROOT,
+                          env={**os.environ, **SECRETS}, capture_output=True, text=True, timeout=timeout)
+
+
 def deploy(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """``pyinfra inventory/dev.py deploy.py -y ARGS``."""
     return pyinfra("deploy.py", "-y", *args, timeout=timeout)

@@ -7,16 +7,12 @@ verdicts in the run's summary and in ``sglfleet status``.
 
 import json
 import re
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from deploying import deploy, fleet_state, host_state
+from deploying import deploy, fleet_state, host_state, sglfleet
 from routing import Load, running_router
-from sglfleet import PROJECT_ROOT
 
 pytestmark = pytest.mark.fleet
 
@@ -36,8 +32,7 @@ def currents(fleet) -> dict:
 
 
 def status_rows() -> dict:
-    done = subprocess.run([str(Path(sys.executable).with_name("sglfleet")), "status", "inventory/dev.py", "--json"],
-                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    done = sglfleet("status", "inventory/dev.py", "--json")
     assert done.returncode == 0, done.stdout + done.stderr
     return {row["host"]: row for row in json.loads(done.stdout)}
 

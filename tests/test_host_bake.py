@@ -38,7 +38,7 @@ def exposition(requests: int, ttft: list[float], itl: list[float], errors: int =
         "# TYPE sglang:http_responses_total counter",
         f'sglang:http_responses_total{{endpoint="/generate",method="POST",status_code="200"}} '
         f"{float(requests - errors)}",
-        f'sglang:http_responses_total{{endpoint="/health",method="GET",status_code="200"}} 50.0',
+        'sglang:http_responses_total{endpoint="/health",method="GET",status_code="200"} 50.0',
     ]
     if errors:
         lines.append(f'sglang:http_responses_total{{endpoint="/generate",method="POST",status_code="503"}} '

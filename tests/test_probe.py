@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sglfleet import FILES, PROJECT_ROOT, upstream, wheelhouse
+from sglfleet import FILES, upstream, wheelhouse
 from sglfleet.stacks import load_stack
 from sglfleet.stacks_cli import uv_binary
 

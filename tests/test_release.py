@@ -122,3 +122,24 @@ def test_launch_script_exports_the_release_it_was_started_from(tmp_path):
     env = {"PATH": os.environ["PATH"], "RUNTIME_DIRECTORY": str(tmp_path)}
     subprocess.run([str(tmp_path / "current" / "launch")], env=env, check=True, timeout=30)
     assert (tmp_path / "release").read_text() == "abc123\n"
+
+
+def test_the_host_checks_a_release_against_its_id(tmp_path):
+    from sglfleet.host.layout import Layout
+    from sglfleet.host.releases import matches_id
+
+    release = render_release(config(), "dev-0123456789ab", "p1")
+    layout = Layout(root=str(tmp_path))
+    folder = tmp_path / "releases" / release.release_id
+    folder.mkdir(parents=True)
+    for name, (text, _) in {**release.files, **release.settings}.items():
+        (folder / name).write_text(text)
+    (folder / "verdict.json").write_text("{}")  # written by the host tool: not part of the id
+    assert matches_id(release.release_id, layout)
+    # One flag added by hand to launch.args, or to release.json: the release is no longer itself.
+    for name in ("launch.args", "release.json", "launch"):
+        original = (folder / name).read_text()
+        (folder / name).write_text(original.replace("--tp-size", "--tp-size 4 --tp-size"))
+        assert not matches_id(release.release_id, layout), name
+        (folder / name).write_text(original)
+    assert not matches_id("0000000000000000", layout)

@@ -6,19 +6,14 @@ without sudo is refused before anything changes; a jump host works.
 """
 
 import json
-import os
 import re
 import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
+import time
 
 import pytest
 
-from deploying import SECRETS, deploy, host_state, pyinfra, ssh_logins, tree_digest
-from faulting import Run
-from sglfleet import PROJECT_ROOT
+from deploying import deploy, host_state, pyinfra, sglfleet, ssh_logins
 
 pytestmark = pytest.mark.fleet
 
@@ -71,9 +66,7 @@ def test_deploy_user_rolls_out_gates_and_rolls_back_without_root_logging_in(conv
     assert "+ --speculative-num-steps 5" in dry.stdout
     assert {host: tree_digest_inside(fleet, host) for host in fleet.hosts} == before_dry
 
-    status = subprocess.run([str(Path(sys.executable).with_name("sglfleet")), "status", "inventory/dev.py",
-                             "--ssh-user", "deploy", "--sudo", "--json"],
-                            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    status = sglfleet("status", "inventory/dev.py", "--ssh-user", "deploy", "--sudo", "--json")
     assert status.returncode == 0, status.stdout + status.stderr
     rows = {row["host"]: row for row in json.loads(status.stdout)}
     assert {host: rows[host]["current"] for host in fleet.hosts} == rolled

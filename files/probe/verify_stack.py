@@ -28,6 +28,10 @@ Run with the new venv's python (standard library, plus what the venv has). Check
 Checks that cannot run (GPU-less host, a stack without CUDA) are recorded under
 "skipped" with the reason. Exit status 0 only when every check that ran passed.
 
+``verify_stack.py --records`` is the full content check of a built venv, run on
+request (``verify_stacks = "full"``): every file a wheel installed against its
+RECORD hash, one ``changed <path>`` or ``missing <path>`` line per problem.
+
 **Example:**
 
 .. code:: shell
@@ -38,7 +42,10 @@ Checks that cannot run (GPU-less host, a stack without CUDA) are recorded under
 """
 
 import argparse
+import base64
+import csv
 import glob
+import hashlib
 import importlib
 import importlib.metadata as metadata
 import importlib.util
@@ -48,6 +55,7 @@ import platform
 import re
 import struct
 import sys
+import sysconfig
 import time
 
 KERNEL_MODULE = "sgl_kernel"  # imported name of both sgl-kernel and sglang-kernel
@@ -391,7 +399,35 @@ def check_gpu(torch, result):
         checks["flashinfer_import"] = {"ok": False, "value": explain(e, torch)}
 
 
+def record_problems(site_packages: str) -> list[str]:
+    """
+    Every file a wheel installed whose bytes no longer match its RECORD hash, or
+    that is gone: ``changed <path>`` / ``missing <path>`` (the full content check).
+    """
+    problems = []
+    for record in sorted(glob.glob(os.path.join(site_packages, "*.dist-info", "RECORD"))):
+        with open(record, newline="") as handle:
+            for row in csv.reader(handle):
+                if len(row) < 2 or not row[1].startswith("sha256="):
+                    continue  # RECORD itself, and files a wheel lists without a hash
+                path = os.path.normpath(os.path.join(site_packages, row[0]))
+                try:
+                    with open(path, "rb") as installed:
+                        digest = hashlib.sha256(installed.read()).digest()
+                except OSError:
+                    problems.append(f"missing {row[0]}")
+                    continue
+                if base64.urlsafe_b64encode(digest).rstrip(b"=").decode() != row[1][len("sha256="):]:
+                    problems.append(f"changed {row[0]}")
+    return problems
+
+
 def main(argv=None):
+    if (sys.argv[1:] if argv is None else argv)[:1] == ["--records"]:
+        # The full content check of an installed venv: every RECORD hash, one line per problem.
+        problems = record_problems(sysconfig.get_paths()["purelib"])
+        print("\n".join(problems))
+        return 1 if problems else 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stack-id", required=True)
     parser.add_argument("--python", required=True, help="expected major.minor, e.g. 3.11")

@@ -57,6 +57,7 @@ standin_warmup_s = 10.0           # seconds the stand-in "loads the model" befor
 standin_spec_accept_length = None  # e.g. 1.2: the accept length it produces; None: its default (2.8)
 
 # --- housekeeping and safety ---
+verify_stacks = "quick"           # every converge: the venv against its snapshot; "full": every file's RECORD hash
 releases_keep = 3                 # old releases kept besides current and previous
 stacks_keep = 1                   # old stacks kept besides those of current and previous
 allow_unhashed_lock = False       # never in production: a stack lock without hashes is refused

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pyinfra.api import FactBase
 
 from sglfleet.host.layout import LAYOUT
+from sglfleet.host.stacks import SNAPSHOT, describe, snapshot_command
 from sglfleet.stacks import MARKER
 
 
@@ -34,12 +35,18 @@ class StackHostState:
     stale: list[str] = field(default_factory=list)  # .build-*/.old-* leftovers over an hour old
     releases: dict[str, str | None] = field(default_factory=dict)  # current/previous -> stack id
     wheels: dict[str, str] | None = None  # read only when the stack is not verified
+    drift: list[str] = field(default_factory=list)  # what differs from the venv's snapshot, or its RECORDs
+
+    @property
+    def built(self) -> bool:
+        """The stack was built and its probe passed."""
+        marker = self.marker or {}
+        return self.venv and marker.get("stack_id") == self.stack_id and marker.get("ok") is True
 
     @property
     def verified(self) -> bool:
-        """The stack is built and its probe passed: nothing to do."""
-        marker = self.marker or {}
-        return self.venv and marker.get("stack_id") == self.stack_id and marker.get("ok") is True
+        """Built, verified, and unchanged since: nothing to do."""
+        return self.built and not self.drift
 
 
 def parse_wheels(lines: list[str]) -> dict[str, str]:
@@ -59,10 +66,15 @@ class StackState(FactBase):
     verified yet) the sha256 of every wheel in the host's wheelhouse.
     """
 
-    def command(self, stack_id: str, python: str, uv_version: str, hash_wheels: bool = True) -> str:
-        stack = f"{LAYOUT.stacks}/{stack_id}"
+    def command(self, stack_id: str, python: str, uv_version: str, hash_wheels: bool = True,
+                full: bool = False) -> str:
+        stack = LAYOUT.stack(stack_id)
         marker = shlex.quote(f"{stack}/{MARKER}")
         venv_python = shlex.quote(f"{stack}/venv/bin/python")
+        snapshot = shlex.quote(f"{stack}/{SNAPSHOT}")
+        # The full check reads every installed file against its wheel's RECORD: on request only.
+        records = (f"echo '## records'; [ -x {venv_python} ] && {venv_python} {shlex.quote(stack)}/verify_stack.py "
+                   "--records 2>&1 | head -n 50" if full else "true")
         releases = f"{LAYOUT.current} {LAYOUT.previous}"
         return "\n".join([
             f"echo '## id'; echo {shlex.quote(stack_id)}",
@@ -83,6 +95,11 @@ class StackState(FactBase):
             f"echo '## wheels'; if {'false' if hash_wheels else 'true'} || grep -qs '\"ok\": true' {marker} && [ -x {venv_python} ]; then echo skipped; "
             f"elif [ -d {LAYOUT.wheelhouse} ]; then cd {LAYOUT.wheelhouse} && find . -maxdepth 1 -name '*.whl' "
             "-type f -exec sha256sum {} +; fi",
+            # Milliseconds, not a re-hash of gigabytes: what the venv holds against its build-time snapshot.
+            f"echo '## drift'; if [ -d {shlex.quote(LAYOUT.venv(stack_id))} ] && [ -f {marker} ]; then "
+            f"if [ -f {snapshot} ]; then {snapshot_command(LAYOUT.venv(stack_id))} | diff {snapshot} - "
+            "| grep '^[<>]' | head -n 200; else echo 'no-snapshot'; fi; fi",
+            records,
             "true",
         ])
 
@@ -118,6 +135,13 @@ class StackState(FactBase):
                 state.releases[path.rsplit("/", 1)[-1]] = None
         wheels = sections.get("wheels", [])
         state.wheels = None if wheels == ["skipped"] else parse_wheels(wheels)
+        drift = sections.get("drift", [])
+        if drift == ["no-snapshot"]:
+            state.drift = ["no snapshot of the venv (built by an earlier sglfleet)"]
+        else:
+            state.drift = describe([line[2:] for line in drift if line.startswith("< ")],
+                                   [line[2:] for line in drift if line.startswith("> ")])
+        state.drift += [line for line in sections.get("records", []) if line.strip()]
         return state
 
 

@@ -10,6 +10,7 @@ rollback happen under one lock, and the tool ignores SIGHUP.
                                         on a failure switch back and restart
     sglfleet-release bake RELEASE       sample /metrics for the bake, judge, record the verdict
     sglfleet-release revert RELEASE     RELEASE failed its bake: back to what served before it
+    sglfleet-release relink RELEASE     point current at RELEASE, which the running process serves (no restart)
     sglfleet-release rollback           switch current to previous, restart, start-up gate
     sglfleet-release gate               the start-up gate against the current release
     sglfleet-release state              this host's releases, unit, health and verdicts, as JSON
@@ -78,13 +79,30 @@ def back_to(failed: str, failure: Exception, old_current: str | None, old_previo
     return status
 
 
-def activate(target: str, layout: Layout) -> int:
+def intact(release_id: str, layout: Layout) -> bool:
+    """Refuse (saying why) a release whose files no longer make its id: it is not what was gated."""
+    if releases.matches_id(release_id, layout):
+        return True
+    fail(f"release {release_id} no longer matches its id: its files were changed on the host; "
+         f"run the deploy to restore it (or stage a new release)")
+    return False
+
+
+def serving(layout: Layout) -> str | None:
+    """The release the unit's running process was started from (its environment)."""
+    return service.main_pid_environ(layout).get("SGLFLEET_RELEASE")
+
+
+def activate(target: str, layout: Layout, restart: bool = False) -> int:
     if not releases.staged(target, layout):
         fail(f"release {target} is not staged under {layout.releases}")
         return 2
+    if not intact(target, layout):
+        return 2
     old_current = releases.release_id_of(layout.current)
     old_previous = releases.release_id_of(layout.previous)
-    if old_current == target and service.properties(layout).get("ActiveState") == "active":
+    active = service.properties(layout).get("ActiveState") == "active"
+    if old_current == target and active and serving(layout) == target and not restart:
         print(f"release {target} already serving")
         report(stage="startup", release=target, passed=True, figures={}, already=True)
         return 0
@@ -145,13 +163,28 @@ def revert(target: str, layout: Layout) -> int:
     switched = (releases.read(target, "verdict.json", layout, default={}) or {}).get("switched") or {}
     old_current = switched.get("current") or releases.release_id_of(layout.previous)
     old_previous = switched.get("previous")
+    if old_current and not intact(old_current, layout):
+        return 4
     return back_to(target, GateFailed("bake", "the bake failed"), old_current, old_previous, layout)
+
+
+def relink(target: str, layout: Layout) -> int:
+    """Point current back at the release the process serves, when a hand moved it: no restart."""
+    if serving(layout) != target or not intact(target, layout):
+        fail(f"the running process does not serve release {target}: switch to it instead")
+        return 2
+    if releases.release_id_of(layout.current) != target:
+        releases.point(layout.current, target)
+        print(f"current points at {target} again, which the running process serves")
+    return 0
 
 
 def rollback(layout: Layout) -> int:
     current, previous = releases.release_id_of(layout.current), releases.release_id_of(layout.previous)
     if not previous:
         fail("no previous release to roll back to")
+        return 2
+    if not intact(previous, layout):
         return 2
     try:
         figures = switch_and_gate(previous, current, layout)
@@ -187,11 +220,13 @@ def state(layout: Layout) -> int:
         status, _ = request(f"{base_url(release)}/health", timeout=25.0)
         health = status or None
     verdict = (releases.read(current, "verdict.json", layout, default={}) or {}) if current else {}
-    served = service.main_pid_environ(layout).get("SGLFLEET_RELEASE")
+    previous = releases.release_id_of(layout.previous)
     print(json.dumps({
         "current": current,
-        "previous": releases.release_id_of(layout.previous),
-        "serving": served,
+        "previous": previous,
+        "serving": serving(layout),
+        # Releases whose files no longer make their id: edited on the host.
+        "drifted": [r for r in (current, previous) if r and not releases.matches_id(r, layout)],
         "stack": (release or {}).get("stack"),
         "active_state": unit.get("ActiveState"),
         "active_since": unit.get("ActiveEnterTimestamp"),
@@ -207,7 +242,10 @@ def state(layout: Layout) -> int:
 def main(argv=None, layout: Layout = LAYOUT) -> int:
     parser = argparse.ArgumentParser(prog="sglfleet-release", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for name in ("activate", "bake", "revert"):
+    sub.add_parser("activate").add_argument("release_id")
+    sub.choices["activate"].add_argument("--restart", action="store_true",
+                                         help="restart and gate even when the release serves (its stack was repaired)")
+    for name in ("bake", "revert", "relink"):
         sub.add_parser(name).add_argument("release_id")
     for name in ("rollback", "gate", "state"):
         sub.add_parser(name)
@@ -225,7 +263,8 @@ def main(argv=None, layout: Layout = LAYOUT) -> int:
     settings = GateSettings.load(getattr(args, "release_id", None) or current or "", layout)
     wait = args.wait_lock if args.wait_lock is not None else 2 * settings.warmup_s + settings.bake_s + 300
     commands = {
-        "activate": lambda: activate(args.release_id, layout),
+        "activate": lambda: activate(args.release_id, layout, restart=args.restart),
+        "relink": lambda: relink(args.release_id, layout),
         "bake": lambda: run_bake(args.release_id, layout),
         "revert": lambda: revert(args.release_id, layout),
         "rollback": lambda: rollback(layout),

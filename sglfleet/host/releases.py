@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import time
@@ -11,8 +12,44 @@ import time
 from .layout import LAYOUT, Layout
 
 
+# The files a release's id is the digest of; gate.json and verdict.json are not.
+ID_FILES = ("launch", "launch.args", "release.json")
+
+
 class Busy(Exception):
     """Another run holds the host lock."""
+
+
+def content_id(files: dict[str, bytes]) -> str:
+    """
+    The id (16 hex digits) a release's files make: a sha256 over ``launch``,
+    ``launch.args`` and ``release.json`` without its own ``release_id``. The
+    controller names a release with it; the host checks a release against it.
+
+    + files: name -> bytes, for each of ``ID_FILES``
+
+    **Example:**
+
+    .. code:: python
+
+        content_id({"launch": b"#!/bin/bash...", "launch.args": b"--tp-size 8\n", "release.json": b"{...}"})
+    """
+    meta = json.loads(files["release.json"])
+    meta.pop("release_id", None)
+    payload = {"launch": files["launch"].decode(), "launch.args": files["launch.args"].decode(), "meta": meta}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+def matches_id(release_id: str, layout: Layout = LAYOUT) -> bool:
+    """Whether a staged release's files still make its id (not edited on the host)."""
+    try:
+        files = {}
+        for name in ID_FILES:
+            with open(layout.release(release_id, name), "rb") as handle:
+                files[name] = handle.read()
+        return content_id(files) == release_id
+    except (OSError, ValueError, KeyError, UnicodeDecodeError):
+        return False
 
 
 def release_id_of(link: str) -> str | None:

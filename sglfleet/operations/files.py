@@ -17,7 +17,7 @@ from io import BytesIO
 from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, StringCommand, operation
 
-from sglfleet.diffs import show_diff, wants_diff
+from sglfleet.diffs import first_pass, show_diff, wants_diff
 from sglfleet.facts.files import FileBytes, FileDigests
 from sglfleet.temporaries import temporary_beside
 
@@ -56,6 +56,11 @@ def in_place(files: dict[str, tuple[bytes, str]], owner: str = "root", group: st
 
     for path in stale:
         content, mode = files[path]
+        if first_pass() and not state.config.DIFF:
+            # Without --diff, still say which file and what differs (--diff shows how).
+            host.log(f"Will {'write' if digests.get(path) else 'create'} {path}"
+                     + (f": its {what_differs(digests[path], content, mode, owner, group)} differs on the host"
+                        if digests.get(path) else ""), logger.info)
         if wants_diff():
             old = (host.get_fact(FileBytes, path=path) or b"") if digests.get(path) else b""
             show_diff(f"Will {'update' if digests.get(path) else 'create'} {path}",
@@ -67,11 +72,21 @@ def in_place(files: dict[str, tuple[bytes, str]], owner: str = "root", group: st
         yield StringCommand("mv", "-f", temporary, path)
 
 
+def what_differs(found: dict, content: bytes, mode: str, owner: str, group: str) -> str:
+    """``"content"``, ``"mode (600, not 644)"``, ... for a file ``FileDigests`` found."""
+    parts = ["content"] if found["sha256"] != hashlib.sha256(content).hexdigest() else []
+    if found["mode"] != mode:
+        parts.append(f"mode ({found['mode']}, not {mode})")
+    if (found["owner"], found["group"]) != (owner, group):
+        parts.append(f"owner ({found['owner']}:{found['group']}, not {owner}:{group})")
+    return " and ".join(parts)
+
+
 def removed_leftovers(leftovers: list[str]):
     """Commands that remove temporaries killed runs left (``FileDigests``'s ``leftovers``)."""
     if not leftovers:
         return
     # Bodies run twice unless -y (to plan, then to execute): say it once.
-    if not state.is_executing or not state.should_check_for_changes():
+    if first_pass():
         host.log(f"Will remove what killed runs left: {', '.join(leftovers)}", logger.info)
     yield StringCommand("rm", "-f", "--", *leftovers)

@@ -22,7 +22,7 @@ from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, FunctionCommand, StringCommand, operation
 
 from sglfleet import router
-from sglfleet.diffs import show_diff, wants_diff
+from sglfleet.diffs import report_drift, show_diff, wants_diff
 from sglfleet.facts.files import FileBytes
 from sglfleet.facts.release import ReleaseState
 from sglfleet.host.bake import describe
@@ -75,10 +75,9 @@ def staged(release: Release, diff_against: str = "launch.args"):
         return
     if drifted:
         serving = found.serving == release.release_id
-        host.log(f"Release {release.release_id}: {', '.join(drifted)} changed on the host and no longer "
-                 f"match{'es' if len(drifted) == 1 else ''} the release's id; putting back the controller's "
-                 + ("rendering (the running process loaded it at start: no restart needed)"
-                    if serving else "rendering"), logger.warning)
+        report_drift(f"release {release.release_id}", [f"{name} no longer matches the release's id" for name in drifted],
+                     "will put back the controller's rendering"
+                     + (" (the running process loaded it at start: no restart)" if serving else ""))
     for name in drifted + settings:
         text, mode = {**release.files, **release.settings}[name]
         yield from _write(f"{final}/{name}", text, mode)
@@ -161,7 +160,7 @@ def _baked(verdict: dict) -> bool:
 
 
 @operation(is_idempotent=False)
-def activated(release_id: str, step: WaveStep):
+def activated(release_id: str, step: WaveStep, restart: bool = False):
     """
     Make the host serve ``release_id`` behind its start-up gate and bake, unless it does.
 
@@ -173,6 +172,7 @@ def activated(release_id: str, step: WaveStep):
 
     + release_id: the staged release to serve
     + step: the host's place in this wave
+    + restart: restart and gate it even when it serves (its stack was rebuilt this run)
 
     **Example:**
 
@@ -197,11 +197,21 @@ def activated(release_id: str, step: WaveStep):
                                                f"another run's lock; check {host.name}, then run again",), {})
             return
     serves = found.current == release_id and found.serving == release_id and found.active_state == "active"
+    if found.serving == release_id and found.active_state == "active" and found.current != release_id \
+            and not found.busy and not restart:
+        # A hand moved current; the process still serves what was declared: put the link back.
+        report_drift(f"{LAYOUT.current}", [f"points at {found.current or 'nothing'}, the process serves "
+                                           f"{release_id}"], "will point it back (no restart)")
+        yield HostFunctionCommand(_relink, (step, release_id), {})
+        return
     if found.busy:
         # Only planning, or the lock is still held: the host tool waits for it
         # in turn, then switches only if still needed.
         host.log(f"{step.wave}: another sglfleet run holds this host's lock; will wait for it, "
                  f"then serve {release_id}", logger.warning)
+    elif serves and restart:
+        host.log(f"{step.wave}: serves {release_id} from a stack this run rebuilt: will restart it behind its gate"
+                 + (f" and bake {step.bake_s:g} s" if step.bake_s else ""), logger.warning)
     elif serves and (not step.bake_s or _baked(found.verdict)):
         host.noop(f"{step.wave}: already serving release {release_id}")
         return
@@ -214,11 +224,11 @@ def activated(release_id: str, step: WaveStep):
     else:
         was = found.serving or found.current or "nothing"
         if found.current == release_id and found.serving != release_id:
-            host.log(f"{step.wave}: current is {release_id} but the process serves {found.serving or 'nothing'} "
-                     f"(current was moved by hand?)", logger.warning)
+            report_drift("the service", [f"current is {release_id}, the process serves "
+                                          f"{found.serving or 'nothing'}"], "will switch it behind the gate")
         host.log(f"{step.wave}: will switch {was} -> {release_id}, gate"
                  + (f" and bake {step.bake_s:g} s" if step.bake_s else ""), logger.info)
-    yield HostFunctionCommand(_switch_in_wave, (step, release_id), {})
+    yield HostFunctionCommand(_switch_in_wave, (step, release_id, restart), {})
 
 
 @operation(is_idempotent=False)
@@ -316,7 +326,7 @@ def _earlier_failed(state, step: WaveStep) -> list[str]:
     return sorted(h.name for h in state.failed_hosts if h.name in set(step.earlier_hosts))
 
 
-def _switch_in_wave(state, host, connector_arguments, step: WaveStep, release_id: str):
+def _switch_in_wave(state, host, connector_arguments, step: WaveStep, release_id: str, restart: bool = False):
     """
     Switch the host once every earlier wave passed, keeping the router in step;
     then bake. Returns False to fail this host.
@@ -327,7 +337,8 @@ def _switch_in_wave(state, host, connector_arguments, step: WaveStep, release_id
     if error := _router(step, router.drain):
         return _log_error(state, host, f"{error}; not switched")
     try:
-        status, results, messages = _tool(host, connector_arguments, step, "activate", release_id)
+        status, results, messages = _tool(host, connector_arguments, step, "activate", release_id,
+                                          *(["--restart"] if restart else []))
     except _Lost as lost:
         return _log_error(state, host, _lost(host, str(lost)))
     passed = status == "0"
@@ -370,6 +381,16 @@ def _bake_in_wave(state, host, connector_arguments, step: WaveStep, release_id: 
     if status in ("0", "1") and (error := _router(step, router.join)):
         _log_error(state, host, error)
     return False
+
+
+def _relink(state, host, connector_arguments, step: WaveStep, release_id: str):
+    try:
+        status, _, messages = _tool(host, connector_arguments, step, "relink", release_id)
+    except _Lost as lost:
+        return _log_error(state, host, _lost(host, str(lost)))
+    for line in () if status == "0" else messages:
+        _log_error(state, host, line)
+    return status == "0"
 
 
 def _rollback_in_wave(state, host, connector_arguments, step: WaveStep):

@@ -11,12 +11,12 @@ from __future__ import annotations
 import hashlib
 import posixpath
 
-from pyinfra import host
+from pyinfra import host, logger, state
 from pyinfra.api import StringCommand, operation
 
-from sglfleet.diffs import show_diff, wants_diff
+from sglfleet.diffs import first_pass, show_diff, wants_diff
 from sglfleet.facts.files import FileDigests
-from sglfleet.operations.files import removed_leftovers
+from sglfleet.operations.files import removed_leftovers, what_differs
 from sglfleet.temporaries import temporary_beside
 
 
@@ -55,6 +55,9 @@ def secret_file(path: str, content: str, redacted: str):
     if up_to_date:
         return
 
+    if first_pass() and not state.config.DIFF:
+        host.log(f"Will write {path}" + (f": its {what_differs(digest, content.encode(), '600', 'root', 'root')} "
+                                         f"differs on the host" if digest else ""), logger.info)
     if wants_diff():
         # The old text holds secrets: show only the new one, redacted.
         what = "Will create" if digest is None else "Will replace (content or mode changed)"

@@ -21,14 +21,20 @@ from pyinfra import host
 from pyinfra.api import FileUploadCommand, OperationError, operation
 
 from sglfleet import FILES, wheelhouse
-from sglfleet.diffs import wants_diff
+from sglfleet.diffs import report_drift, wants_diff
 from sglfleet.facts.stack import StackHostState, StackState, WheelhouseFiles
 from sglfleet.host.layout import LAYOUT
+from sglfleet.host.stacks import SNAPSHOT, snapshot_command
 from sglfleet.stacks import MARKER, Stack, StackError
 from sglfleet.temporaries import RUN_TOKEN
 
 PROBE = FILES / "probe" / "verify_stack.py"
 q = shlex.quote
+
+
+# Hosts whose stack this run builds again because it drifted: the process serving
+# from it loaded the changed files at start, so the rollout restarts it behind its gate.
+REBUILT: set[str] = set()
 
 
 def sync_commands(stack: Stack, present: dict[str, str], local: dict[str, wheelhouse.Local]) -> list:
@@ -116,10 +122,13 @@ def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
                "-r", f"{build}/requirements.txt"]
     if stack.no_deps:
         install.append("--no-deps")  # the lock lists every file; some packages come without their deps
+    snapshot = f"{stack.path}/{SNAPSHOT}"
     script = "\n".join([
         "set -e",
-        # Built and verified by another run while this one waited for the lock.
-        f"if [ -f {q(stack.marker)} ]; then rm -rf {q(upload)}; exit 0; fi",
+        # Built and verified by another run while this one waited for the lock (and not
+        # changed since: a drifted stack is built again).
+        f"if [ -f {q(stack.marker)} ] && [ -f {q(snapshot)} ] && "
+        f"{snapshot_command(stack.venv)} | cmp -s {q(snapshot)} -; then rm -rf {q(upload)}; exit 0; fi",
         # What a killed build left goes; this run's inputs take its place.
         f"rm -rf {q(build)}; mv {q(upload)} {q(build)}",
         # Nothing from the network, no user config: the wheelhouse is the only source.
@@ -132,6 +141,8 @@ def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
         f"if ! {shlex.join(probe)} > {q(marker)}.part; then cat {q(marker)}.part >&2; "
         f"echo {q(f'stack {stack.id} failed its verification probe (see above)')} >&2; exit 1; fi",
         f"mv {q(marker)}.part {q(marker)}",
+        # What the venv holds now, to tell on every converge whether it changed (paths are relative).
+        f"{snapshot_command(f'{build}/venv')} > {q(build)}/{SNAPSHOT}",
         f"if [ -e {q(stack.path)} ]; then rm -rf {q(old)}; mv {q(stack.path)} {q(old)}; fi",
         f"mv -T {q(build)} {q(stack.path)}",
         f"rm -rf {q(old)}",
@@ -169,13 +180,17 @@ def collect_commands(stack: Stack, state: StackHostState, keep: int) -> list:
 
 
 @operation()
-def installed(stack: Stack, gpu_less: bool = False, keep: int = 1):
+def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: bool = False):
     """
-    Ensure ``stack`` is built, verified and in place on the host, and old stacks are collected.
+    Ensure ``stack`` is built, verified, unchanged since, and in place on the host,
+    and old stacks are collected. A stack that changed on the host (its venv
+    against the snapshot taken at build time; with ``full_check``, every file
+    against its wheel's RECORD) is built again from its lock.
 
     + stack: a loaded, complete stack (``load_stack``)
     + gpu_less: the host has no GPU; the probe skips the GPU checks and records it
     + keep: stacks kept besides this one and those of the current and previous releases
+    + full_check: also read every installed file against its RECORD hash (slow: on request)
 
     **Example:**
 
@@ -183,9 +198,14 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1):
 
         stack.installed(name="Stack dev", stack=load_stack("dev"), gpu_less=True)
     """
-    state = host.get_fact(StackState, stack_id=stack.id, python=stack.python, uv_version=stack.uv.version)
+    state = host.get_fact(StackState, stack_id=stack.id, python=stack.python, uv_version=stack.uv.version,
+                          full=full_check)
     commands = []
     hashes = None
+    if state.built and state.drift:
+        report_drift(f"stack {stack.id}", state.drift, "will build it again from its lock, then restart "
+                     "the release that serves from it behind its gate")
+        REBUILT.add(host.name)
     if not state.verified:
         present = state.wheels if state.wheels is not None else host.get_fact(WheelhouseFiles)
         try:

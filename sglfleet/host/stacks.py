@@ -1,0 +1,57 @@
+"""
+A stack's venv, checked cheaply on every converge: a snapshot of every entry's
+path, type, size and modification time, taken when the stack is built and
+verified, compared with the venv as it is now.
+
+A file added (a stray ``.pth`` or ``sitecustomize.py`` runs at every start),
+removed, grown or rewritten changes the listing. Reading it costs one ``find``
+over the venv, not a hash of gigabytes; ``verify_stack.py --records`` checks
+every file's content against the wheels' RECORD when asked.
+
+**Example:**
+
+.. code:: python
+
+    snapshot_command("/opt/sglfleet/stacks/dev-0a24/venv")  # "find ... | LC_ALL=C sort"
+"""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+
+SNAPSHOT = "venv.snapshot"  # beside the marker, in the stack's folder
+
+
+def snapshot_command(venv: str) -> str:
+    """A shell command that prints the snapshot of ``venv``, one sorted line per entry."""
+    # Folders without their time: adding and removing a file leaves no change behind.
+    return (f"find {shlex.quote(venv)} \\( -type d -printf '%P\\td\\n' \\) -o -printf '%P\\t%y\\t%s\\t%T@\\n' "
+            "| LC_ALL=C sort")
+
+
+def differences(venv: str, recorded: str, limit: int = 10) -> list[str]:
+    """
+    What differs between ``venv`` now and its snapshot file ``recorded`` (see ``describe``); [] when none.
+    """
+    now = subprocess.run(snapshot_command(venv), shell=True, capture_output=True, text=True).stdout
+    try:
+        with open(recorded) as handle:
+            before = handle.read()
+    except OSError:
+        return [f"no snapshot {recorded}"]
+    return describe(before.splitlines(), now.splitlines(), limit)
+
+
+def describe(before: list[str], now: list[str], limit: int = 10) -> list[str]:
+    """
+    The entries that differ between two snapshots, one line each: ``added <path>``,
+    ``removed <path>`` or ``changed <path>`` (size or time), at most ``limit``. Pure.
+    """
+    old = dict(line.split("\t", 1) for line in before if "\t" in line)
+    new = dict(line.split("\t", 1) for line in now if "\t" in line)
+    lines = sorted([f"added {path or '.'}" for path in new.keys() - old.keys()]
+                   + [f"removed {path or '.'}" for path in old.keys() - new.keys()]
+                   + [f"changed {path or '.'}" for path in old.keys() & new.keys() if old[path] != new[path]],
+                   key=lambda line: line.split(" ", 1)[1])
+    return lines[:limit] + ([f"... and {len(lines) - limit} more"] if len(lines) > limit else [])

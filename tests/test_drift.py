@@ -1,0 +1,173 @@
+"""
+Drift on the local fleet: what a hand changed on a host is reported by a dry
+run, repaired by a converge (restarting only what must restart), and gone at
+the next converge.
+"""
+
+import json
+import re
+
+import pytest
+
+from deploying import deploy, host_state, pyinfra, sglfleet
+from faulting import results
+
+pytestmark = pytest.mark.fleet
+
+SITE = "lib/python3.11/site-packages"
+
+
+def started(fleet, host: str) -> str:
+    return fleet.inside(host, "systemctl show sglang.service -p ActiveEnterTimestampMonotonic").stdout
+
+
+def starts(fleet) -> dict:
+    return {host: started(fleet, host) for host in fleet.hosts}
+
+
+def tree(fleet, host: str) -> str:
+    return fleet.inside(host, "find /opt/sglfleet -xdev \\( -type f -o -type l \\) -printf '%p %l %s\\n' | sort").stdout
+
+
+def drift_lines(output: str) -> list[str]:
+    return [line.strip() for line in output.splitlines() if "Drift: " in line]
+
+
+@pytest.fixture(scope="module")
+def fleet_up(fleet):
+    for host in fleet.hosts:
+        fleet.fault(host, "clear")
+    done = deploy()
+    assert done.returncode == 0, done.stdout[-3000:]
+    clean = deploy()
+    assert results(clean.stdout)["success"] == 0 and drift_lines(clean.stdout) == [], clean.stdout[-3000:]
+    return fleet
+
+
+def test_a_release_edited_on_the_host_is_put_back_without_a_restart(fleet_up):
+    fleet = fleet_up
+    current = host_state(fleet, "node2")["current"]
+    fleet.inside("node2", f"cd /opt/sglfleet/releases/{current} && "
+                          "echo '--enable-nan-detection' >> launch.args && sed -i 's/^args=($/args=(\\n    --enable-nan-detection/' launch")
+    before_dry, running = tree(fleet, "node2"), starts(fleet)
+
+    dry = pyinfra("deploy.py", "--dry")
+    assert dry.returncode == 0, dry.stdout[-3000:]
+    assert drift_lines(dry.stdout) == [
+        f"[node2] Drift: release {current} changed on the host: launch no longer matches the release's id; "
+        f"launch.args no longer matches the release's id; will put back the controller's rendering (the running "
+        f"process loaded it at start: no restart)"]
+    assert tree(fleet, "node2") == before_dry  # a dry run changes nothing
+
+    repaired = deploy()
+    assert repaired.returncode == 0, repaired.stdout[-3000:]
+    assert drift_lines(repaired.stdout) == drift_lines(dry.stdout)
+    assert "--enable-nan-detection" not in fleet.inside("node2", f"cat /opt/sglfleet/releases/{current}/launch").stdout
+    assert starts(fleet) == running  # nothing restarted
+
+    again = deploy()
+    assert drift_lines(again.stdout) == [] and results(again.stdout)["success"] == 0, again.stdout[-3000:]
+
+
+def test_current_moved_by_hand_is_pointed_back_and_status_flags_it(fleet_up):
+    fleet = fleet_up
+    state = host_state(fleet, "node3")
+    if not state["previous"]:
+        pytest.skip("needs a previous release on node3")  # the module's first converge made one
+    fleet.inside("node3", f"ln -sfn releases/{state['previous']} /opt/sglfleet/current.new && "
+                          "mv -T /opt/sglfleet/current.new /opt/sglfleet/current")
+    moved = host_state(fleet, "node3")
+    assert (moved["current"], moved["serving"]) == (state["previous"], state["current"])
+    running = starts(fleet)
+
+    dry = pyinfra("deploy.py", "--dry")
+    assert f"[node3] Drift: /opt/sglfleet/current changed on the host: points at {state['previous']}, the process " \
+           f"serves {state['current']}; will point it back (no restart)" in drift_lines(dry.stdout), dry.stdout[-3000:]
+    repaired = deploy()
+    assert repaired.returncode == 0, repaired.stdout[-3000:]
+    after = host_state(fleet, "node3")
+    assert (after["current"], after["serving"]) == (state["current"], state["current"])
+    assert starts(fleet) == running
+
+
+def test_a_process_serving_another_release_is_switched_behind_the_gate(fleet_up):
+    fleet = fleet_up
+    state = host_state(fleet, "node3")
+    # By hand: current at the previous release, and a restart, so that one serves.
+    fleet.inside("node3", f"ln -sfn releases/{state['previous']} /opt/sglfleet/current.new && "
+                          "mv -T /opt/sglfleet/current.new /opt/sglfleet/current && systemctl restart sglang.service")
+    fleet.inside("node3", "for i in $(seq 100); do "
+                          "/opt/sglfleet/bin/sglfleet-release state | grep -q '\"health\": 200' && break; sleep 0.2; done")
+    assert host_state(fleet, "node3")["serving"] == state["previous"]
+    others = {host: started(fleet, host) for host in ("node1", "node2")}
+
+    repaired = deploy()
+    assert repaired.returncode == 0, repaired.stdout[-3000:]
+    assert re.search(rf"\[node3\] wave2: will switch {state['previous']} -> {state['current']}, gate", repaired.stdout)
+    assert re.search(rf"\[node3\] wave2: gate passed on {state['current']}", repaired.stdout)
+    assert host_state(fleet, "node3")["serving"] == state["current"]
+    assert {host: started(fleet, host) for host in ("node1", "node2")} == others
+
+
+def test_a_stack_changed_on_the_host_is_rebuilt_and_its_release_restarted_behind_the_gate(fleet_up):
+    fleet = fleet_up
+    stack = host_state(fleet, "node1")["stack"]
+    venv = f"/opt/sglfleet/stacks/{stack}/venv"
+    # A stray sitecustomize.py runs at every start of the stack's python.
+    fleet.inside("node1", f"echo 'import os' > {venv}/{SITE}/sitecustomize.py")
+    others = {host: started(fleet, host) for host in ("node2", "node3")}
+    running = started(fleet, "node1")
+
+    dry = pyinfra("deploy.py", "--dry")
+    assert drift_lines(dry.stdout) == [
+        f"[node1] Drift: stack {stack} changed on the host: added {SITE}/sitecustomize.py; will build it again from "
+        f"its lock, then restart the release that serves from it behind its gate"], dry.stdout[-3000:]
+
+    repaired = deploy()
+    assert repaired.returncode == 0, repaired.stdout[-3000:]
+    assert re.search(r"\[node1\] canary: gate passed on \w+", repaired.stdout), repaired.stdout[-3000:]
+    assert fleet.inside("node1", f"test -e {venv}/{SITE}/sitecustomize.py", check=False).returncode == 1
+    assert started(fleet, "node1") != running
+    assert {host: started(fleet, host) for host in ("node2", "node3")} == others
+    again = deploy()
+    assert drift_lines(again.stdout) == [] and results(again.stdout)["success"] == 0, again.stdout[-3000:]
+
+
+def test_a_file_rewritten_in_place_is_found_only_by_the_full_check(fleet_up):
+    fleet = fleet_up
+    stack = host_state(fleet, "node2")["stack"]
+    target = f"/opt/sglfleet/stacks/{stack}/venv/{SITE}/packaging/version.py"
+    # Same size, same time: the snapshot cannot see it; the wheel's RECORD hash can.
+    fleet.inside("node2", f"cp -p {target} /tmp/version.py.orig && "
+                          f"sed -i '0,/\"\"\"/s//\"\"\"X/; 0,/  /s/  / /' {target} && touch -r /tmp/version.py.orig {target}")
+    assert fleet.inside("node2", f"stat -c %s {target} /tmp/version.py.orig").stdout.split()[0] == \
+        fleet.inside("node2", "stat -c %s /tmp/version.py.orig").stdout.split()[0]
+
+    quick = pyinfra("deploy.py", "--dry")
+    assert drift_lines(quick.stdout) == [], quick.stdout[-3000:]
+    full = pyinfra("deploy.py", "--dry", "--data", "verify_stacks=full")
+    assert drift_lines(full.stdout) == [
+        f"[node2] Drift: stack {stack} changed on the host: changed packaging/version.py; will build it again "
+        f"from its lock, then restart the release that serves from it behind its gate"], full.stdout[-3000:]
+    repaired = deploy("--data", "verify_stacks=full")
+    assert repaired.returncode == 0, repaired.stdout[-3000:]
+    assert fleet.inside("node2", f"cmp {target} /tmp/version.py.orig", check=False).returncode == 0
+    clean = pyinfra("deploy.py", "--dry", "--data", "verify_stacks=full")
+    assert drift_lines(clean.stdout) == [], clean.stdout[-3000:]
+
+
+def test_status_shows_declared_current_and_serving(fleet_up):
+    fleet = fleet_up
+    state = host_state(fleet, "node2")
+    fleet.inside("node2", f"ln -sfn releases/{state['previous']} /opt/sglfleet/current.new && "
+                          "mv -T /opt/sglfleet/current.new /opt/sglfleet/current")
+    try:
+        shown = sglfleet("status", "inventory/dev.py")
+        rows = json.loads(sglfleet("status", "inventory/dev.py", "--json").stdout)
+    finally:
+        deploy()  # points it back
+    line = next(line for line in shown.stdout.splitlines() if line.startswith("node2"))
+    assert f"{state['previous'][:12]} (not declared!)" in line and f"{state['current'][:12]} (not current!)" in line, \
+        shown.stdout
+    row = next(row for row in rows if row["host"] == "node2")
+    assert (row["declared"], row["current"], row["serving"]) == (state["current"], state["previous"], state["current"])
