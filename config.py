@@ -3,15 +3,20 @@ pyinfra's configuration for sglfleet deploys (loaded from the working directory)
 
 The inventory is validated as soon as pyinfra has built it, before any SSH
 connection: bad input gets one message per problem and touches no host. A dry
-run always shows its plan. A Ctrl-C exits 130 and says what it left.
+run always shows its plan. A rollout ends with a summary that names the hosts
+that failed. A Ctrl-C exits 130 and says what it left.
 """
+
+import atexit
 
 from pyinfra import state
 
 from sglfleet.dryrun import plan_when_dry
 from sglfleet.interrupt import exit_130_on_interrupt
+from sglfleet.summary import print_summary
 from sglfleet.validation import validate_before_connecting
 
 validate_before_connecting(state)
 plan_when_dry(state)
 exit_130_on_interrupt()
+atexit.register(print_summary)

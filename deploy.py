@@ -1,5 +1,5 @@
 """
-Converge SGLang + EAGLE-3 hosts, then roll the new release out wave by wave.
+Converge SGLang + EAGLE-3 hosts, then roll the new release out batch by batch, canary first.
 
     pyinfra inventory/prod.py deploy.py -y            # converge and roll out
     pyinfra inventory/prod.py deploy.py --dry --diff  # the plan as diffs, changing nothing
@@ -10,7 +10,7 @@ config.py validated the inventory before any connection.
 from tasks.access import check_access
 from tasks.patch import patch_eagle3_methods
 from tasks.preflight import preflight
-from tasks.release import collect_releases, stage_release
+from tasks.release import stage_release
 from tasks.rollout import roll_out
 from tasks.service import install_service
 from tasks.stack import install_stack
@@ -18,11 +18,10 @@ from tasks.stack import install_stack
 # Phase A, every host at once: nothing that serves traffic changes.
 check_access()
 preflight()
+install_service()
 install_stack()
 patch_eagle3_methods()
-install_service()
 stage_release()
 
-# Phase B, wave by wave: only hosts whose staged release differs restart.
+# Phase B, batch by batch, canary first: only hosts whose staged release differs restart.
 roll_out()
-collect_releases()

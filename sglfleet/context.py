@@ -11,13 +11,14 @@ from pyinfra.api import Host, Inventory
 
 from sglfleet import FILES, PROJECT_ROOT, wheelhouse
 from sglfleet.host.layout import LAYOUT
+from sglfleet.host.stacks import PATCHED
 from sglfleet.patcher import PatchRefused, apply, load_patch
 from sglfleet.release import Release, render_release
 from sglfleet.schema import HostConfig, validate_host_data
 from sglfleet.secrets import load_secrets, render_env
 from sglfleet.stacks import Stack, load_stack
 from sglfleet.templates import render, render_unit
-from sglfleet.waves import Wave, limit_waves, plan_waves, rollout_waves_of
+from sglfleet.waves import Batch, Wave, fleet_setting, limit_waves, plan_batches, plan_waves, until
 
 
 _configs: dict[str, HostConfig] = {}
@@ -57,7 +58,7 @@ def patch_digest() -> str:
     return load_patch().digest
 
 
-KIMI_K25 = "sglang/srt/models/kimi_k25.py"
+KIMI_K25 = PATCHED
 
 
 @cache
@@ -165,4 +166,42 @@ def fleet_waves(inventory: Inventory, targets: list[str]) -> list[Wave]:
     """
     configs = {host.name: host_config(host) for host in inventory}
     groups = {host.name: list(host.groups) for host in inventory}
-    return limit_waves(plan_waves(groups, rollout_waves_of(configs)), targets)
+    return limit_waves(plan_waves(groups, fleet_setting(configs, "rollout_waves")), targets)
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """
+    What this run rolls out: its batches in order, the failure budget, and the
+    waves ``rollout_until`` holds back.
+
+    + batches: the batches up to ``rollout_until``
+    + max_fail_percentage: a batch with more failed hosts (in %) stops the run
+    + held: the waves after ``rollout_until``, not touched this run
+    """
+
+    batches: tuple[Batch, ...]
+    max_fail_percentage: float
+    held: tuple[Wave, ...]
+
+
+_rollouts: dict[tuple[str, ...], Rollout] = {}
+
+
+def fleet_rollout(inventory: Inventory, targets: list[str]) -> Rollout:
+    """
+    This run's rollout, planned once for all hosts.
+
+    + inventory: ``pyinfra.inventory``
+    + targets: names of the hosts this run acts on (after ``--limit``)
+    """
+    key = tuple(targets)
+    if key not in _rollouts:
+        configs = {host.name: host_config(host) for host in inventory}
+        waves = fleet_waves(inventory, targets)
+        now = until(waves, fleet_setting(configs, "rollout_until"))
+        # Percentages count the targeted hosts, as Ansible's serial counts the play's.
+        _rollouts[key] = Rollout(batches=tuple(plan_batches(now, fleet_setting(configs, "rollout_serial"))),
+                                 max_fail_percentage=fleet_setting(configs, "max_fail_percentage"),
+                                 held=tuple(waves[len(now):]))
+    return _rollouts[key]

@@ -23,19 +23,7 @@ import click
 
 from sglfleet.errors import ConfigError
 from sglfleet.templates import TEMPLATES
-from sglfleet.validation import check_inventory, load_inventory
-
-
-def _parse_data(pairs: tuple[str, ...]) -> dict:
-    from pyinfra_cli.util import parse_cli_arg
-
-    data = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise click.BadParameter(f"{pair!r}: expected key=value", param_hint="--data")
-        data[key] = parse_cli_arg(value)
-    return data
+from sglfleet.validation import check_inventory, load_inventory, parse_data
 
 
 @click.command()
@@ -47,7 +35,7 @@ def _parse_data(pairs: tuple[str, ...]) -> dict:
 def lint(inventory, data, templates):
     """Check INVENTORY's launch configuration against its stacks' sglang flags and GPUs."""
     try:
-        lines = check_inventory(load_inventory(inventory, _parse_data(data)), Path(templates))
+        lines = check_inventory(load_inventory(inventory, parse_data(data)), Path(templates))
     except ConfigError as error:
         for line in error.problems:
             click.echo(line)

@@ -24,7 +24,7 @@ import shlex
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
@@ -104,6 +104,26 @@ def _to_prompts(value: Any) -> Any:
     return value
 
 
+PERCENT = re.compile(r"^(100|[1-9]\d?)(\.\d+)?%$")
+
+
+def _to_serial(value: Any) -> Any:
+    # --data rollout_serial=1,25%,100% arrives as one string; JSON as a list
+    sizes = _to_names(value) if isinstance(value, str) else value
+    if not isinstance(sizes, (list, tuple)):
+        return sizes
+    checked = []
+    for size in sizes:
+        size = _to_int(size)
+        if isinstance(size, int) and not isinstance(size, bool) and size >= 1:
+            checked.append(size)
+        elif isinstance(size, str) and PERCENT.match(size.strip()):
+            checked.append(size.strip())
+        else:
+            raise ValueError(f"{size!r} is neither a number of hosts >= 1 nor a percentage such as '25%'")
+    return checked
+
+
 def _to_cap(value: Any) -> Any:
     # --data gpu_compute_cap=12.0 arrives as a float
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -120,6 +140,7 @@ Cap = Annotated[str, BeforeValidator(_to_cap), Field(pattern=r"^\d+\.\d+$")]
 Text = Annotated[str, Field(min_length=1, pattern=r"^[^\x00-\x1f\x7f]+$")]
 Url = Annotated[str, Field(pattern=r"^https?://[^\s/:]+(:\d+)?/?$")]
 Prompts = Annotated[list[Text], BeforeValidator(_to_prompts)]
+Serial = Annotated[list[Union[int, str]], BeforeValidator(_to_serial)]
 
 
 class LaunchSettings(BaseModel):
@@ -181,6 +202,10 @@ class HostConfig(BaseModel):
 
     # rollout
     rollout_waves: Optional[Names] = Field(min_length=1, description='a list of group names, e.g. ["canary", "wave1"]')
+    rollout_serial: Optional[Serial] = Field(min_length=1, description='batch sizes, numbers or percentages of '
+                                             'the targeted hosts, the last repeating, e.g. [1, "10%", "50%"]')
+    max_fail_percentage: Float = Field(ge=0, le=100, description="a percentage of a batch, e.g. 0 or 25")
+    rollout_until: Optional[Text] = Field(description="a wave name, e.g. \"canary\" (stop after it)")
     router_url: Optional[Url] = Field(description='an http URL, e.g. "http://router.example.internal:30080"')
 
     # the start-up gate
@@ -201,6 +226,11 @@ class HostConfig(BaseModel):
     # the local fleet's stand-in
     standin_warmup_s: Float = Field(ge=0, description="seconds >= 0, e.g. 10")
     standin_spec_accept_length: Optional[Float] = Field(ge=1, description="a number >= 1, e.g. 2.8, or None")
+
+    # how files reach hosts
+    distribution: Literal["peers", "controller"] = Field(description='"peers" (fan out through the hosts) or '
+                                                         '"controller" (to every host from the controller)')
+    share_port: Int = Field(ge=1, le=65535, description="a TCP port between 1 and 65535, e.g. 30089")
 
     # housekeeping and safety
     verify_stacks: Literal["quick", "full"] = Field(description='"quick" (the venv against its snapshot) or '

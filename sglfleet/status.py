@@ -20,7 +20,7 @@ from sglfleet.context import fleet_waves, host_release
 from sglfleet.facts.sudo import SudoAccess
 from sglfleet.host.bake import describe
 from sglfleet.host.layout import LAYOUT
-from sglfleet.validation import load_inventory
+from sglfleet.validation import load_inventory, parse_data
 
 COLUMNS = ("host", "wave", "declared", "current", "serving", "previous", "stack", "unit", "health", "gate", "bake")
 
@@ -103,14 +103,36 @@ def _cell(row: dict, column: str) -> str:
     return "-" if value is None else str(value)
 
 
+def progress(rows: list[dict]) -> str:
+    """
+    How far the rollout of the declared releases has got, wave by wave: a host
+    counts when it serves its declared release.
+
+    **Example:**
+
+    .. code:: python
+
+        progress(rows)   # "rollout: 3 of 6 hosts serve their declared release (canary 1/1, wave1 2/3, wave2 0/2)"
+    """
+    waves: dict[str, list[bool]] = {}
+    for row in rows:
+        done = row.get("declared") is not None and row.get("serving") == row.get("declared") == row.get("current")
+        waves.setdefault(row.get("wave") or "-", []).append(done)
+    done = sum(sum(hosts) for hosts in waves.values())
+    per_wave = ", ".join(f"{wave} {sum(hosts)}/{len(hosts)}" for wave, hosts in waves.items())
+    return f"rollout: {done} of {len(rows)} hosts serve their declared release ({per_wave})"
+
+
 @click.command()
 @click.argument("inventory", type=click.Path(exists=True, dir_okay=False))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--ssh-user", help="Log in as this user, as pyinfra's --ssh-user does.")
 @click.option("--sudo", is_flag=True, default=None, help="Run through sudo, as pyinfra's --sudo does.")
-def status(inventory, as_json, ssh_user, sudo):
+@click.option("--data", "data", multiple=True, metavar="KEY=VALUE",
+              help="Override host data, as pyinfra's --data does (what the declared release is rendered from).")
+def status(inventory, as_json, ssh_user, sudo, data):
     """Tabulate the hosts of INVENTORY: wave, releases, what serves, stack, unit, health, gate and bake."""
-    overrides = {"ssh_user": ssh_user, "_sudo": sudo}
+    overrides = {**parse_data(data), "ssh_user": ssh_user, "_sudo": sudo}
     rows = fleet_status(inventory, {key: value for key, value in overrides.items() if value is not None})
     if as_json:
         click.echo(json.dumps(rows, indent=2))
@@ -119,5 +141,6 @@ def status(inventory, as_json, ssh_user, sudo):
     widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS))]
     for line in table:
         click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+    click.echo(progress(rows))
     if any(row.get("error") for row in rows):
         raise SystemExit(1)

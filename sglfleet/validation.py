@@ -25,7 +25,7 @@ from sglfleet.errors import ConfigError
 from sglfleet.measured import measured_caps
 from sglfleet.schema import STACKS_DIR, HostConfig, validate_host_data
 from sglfleet.templates import TEMPLATES
-from sglfleet.waves import plan_waves, rollout_waves_of
+from sglfleet.waves import FLEET_SETTINGS, fleet_setting, plan_waves, until
 
 
 def load_inventory(inventory_file: str, data: dict | None = None):
@@ -48,6 +48,26 @@ def load_inventory(inventory_file: str, data: dict | None = None):
     except Exception as error:  # the inventory file is user code
         cause = getattr(error, "exception", None) or error.__context__ or error
         raise ConfigError([f"{inventory_file}: does not load: {type(cause).__name__}: {cause}; fix the file"]) from None
+
+
+def parse_data(pairs) -> dict:
+    """
+    ``--data KEY=VALUE`` pairs parsed as pyinfra's CLI parses them (JSON, numbers, booleans).
+
+    + pairs: e.g. ``("tp_size=8", "rollout_serial=[1, \"25%\"]")``
+
+    Raises ``click.BadParameter`` for a pair without ``=``.
+    """
+    import click
+    from pyinfra_cli.util import parse_cli_arg
+
+    data = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{pair!r}: expected key=value", param_hint="--data")
+        data[key] = parse_cli_arg(value)
+    return data
 
 
 def collapse(lines: list[str], host_names) -> list[str]:
@@ -98,7 +118,9 @@ def validate_inventory(inventory, stacks_dir: Path = STACKS_DIR) -> dict[str, Ho
             problems += error.problems
     if not problems:
         try:
-            plan_waves(groups, rollout_waves_of(configs))
+            for key in FLEET_SETTINGS:
+                fleet_setting(configs, key)
+            until(plan_waves(groups, fleet_setting(configs, "rollout_waves")), fleet_setting(configs, "rollout_until"))
         except ConfigError as error:
             problems += error.problems
     if problems:

@@ -110,19 +110,106 @@ def limit_waves(waves: Iterable[Wave], targets: Iterable[str]) -> list[Wave]:
     return [wave for wave in (wave.only(targets) for wave in waves) if wave.hosts]
 
 
-def rollout_waves_of(configs: Mapping[str, object]) -> Sequence[str] | None:
+FLEET_SETTINGS = ("rollout_waves", "rollout_serial", "max_fail_percentage", "rollout_until")
+
+
+def fleet_setting(configs: Mapping[str, object], key: str):
     """
-    The fleet's one ``rollout_waves`` setting; hosts that disagree are a ``ConfigError``.
+    A setting the whole rollout shares (``FLEET_SETTINGS``); hosts that disagree are a ``ConfigError``.
 
     + configs: validated ``HostConfig`` by host name
+    + key: e.g. ``"rollout_waves"``
     """
-    settings = {name: config.rollout_waves for name, config in configs.items()}
+    settings = {name: getattr(config, key) for name, config in configs.items()}
     first_name, first = next(iter(settings.items()), (None, None))
     problems = [
-        f"{name}: rollout_waves = {waves!r} differs from {first_name}'s {first!r}; "
-        f"set it once for the fleet (group_data/all.py or the inventory's all group)"
-        for name, waves in settings.items() if waves != first
+        f"{name}: {key} = {value!r} differs from {first_name}'s {first!r}; "
+        f"set it once for the fleet (group_data/all.py, the inventory's all group, or --data)"
+        for name, value in settings.items() if value != first
     ]
     if problems:
         raise ConfigError(problems)
     return first
+
+
+@dataclass(frozen=True)
+class Batch:
+    """
+    Hosts that switch together: a slice of one wave, as Ansible's ``serial`` cuts a play.
+
+    + wave: the wave it belongs to
+    + number: its place in the rollout, from 1
+    + hosts: its hosts, in inventory order
+    """
+
+    wave: str
+    number: int
+    hosts: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.wave} batch {self.number}"
+
+
+def batch_sizes(serial: Sequence[int | str] | None, total: int) -> list[int]:
+    """
+    The sizes of Ansible's ``serial`` for ``total`` targeted hosts: numbers, or
+    percentages of ``total`` (rounded down, at least 1); the last size repeats.
+    None: one batch of everything (each wave switches whole).
+
+    **Example:**
+
+    .. code:: python
+
+        batch_sizes([1, "25%", "100%"], 24)   # [1, 6, 24]
+    """
+    if not serial:
+        return [max(total, 1)]
+    sizes = []
+    for size in serial:
+        if isinstance(size, str) and size.endswith("%"):
+            sizes.append(max(1, int(total * float(size[:-1]) / 100)))
+        else:
+            sizes.append(max(1, int(size)))
+    return sizes
+
+
+def plan_batches(waves: Sequence[Wave], serial: Sequence[int | str] | None) -> list[Batch]:
+    """
+    Cut waves into batches: the sizes of ``serial`` in turn across the whole
+    rollout (the last repeating), a batch never crossing a wave boundary.
+
+    + waves: the rollout's waves, in order (after ``--limit``)
+    + serial: ``rollout_serial``, e.g. ``[1, "10%", "50%"]``, or None
+
+    **Example:**
+
+    .. code:: python
+
+        plan_batches([Wave("canary", ("n1",)), Wave("wave1", ("n2", "n3", "n4"))], [1, 2])
+        # [Batch("canary", 1, ("n1",)), Batch("wave1", 2, ("n2", "n3")), Batch("wave1", 3, ("n4",))]
+    """
+    sizes = batch_sizes(serial, sum(len(wave.hosts) for wave in waves))
+    batches: list[Batch] = []
+    for wave in waves:
+        hosts = list(wave.hosts)
+        while hosts:
+            size = sizes[min(len(batches), len(sizes) - 1)]
+            batches.append(Batch(wave.name, len(batches) + 1, tuple(hosts[:size])))
+            hosts = hosts[size:]
+    return batches
+
+
+def until(waves: Sequence[Wave], last: str | None) -> list[Wave]:
+    """
+    The waves up to and including ``last`` (``rollout_until``), or all of them.
+
+    Raises ``ConfigError`` when ``last`` is no wave of the rollout.
+    """
+    if last is None:
+        return list(waves)
+    names = [wave.name for wave in waves]
+    if last not in names:
+        raise ConfigError([f"rollout_until: {last!r} is not a wave of this rollout (waves: {', '.join(names)}); "
+                           f"name one of them"])
+    return list(waves[:names.index(last) + 1])

@@ -3,7 +3,8 @@
 from pyinfra import host
 from pyinfra.api import deploy
 
-from sglfleet.context import KIMI_K25, host_stack, patched_digests
+from sglfleet.context import host_stack, patched_digests
+from sglfleet.host.stacks import patched
 from sglfleet.operations import patch
 
 
@@ -12,6 +13,6 @@ def patch_eagle3_methods():
     stack = host_stack(host)
     patch.eagle3_methods(
         name="KimiK25 EAGLE-3 methods inside the class body",
-        path=f"{stack.venv}/lib/python{stack.python}/site-packages/{KIMI_K25}",
+        path=f"{stack.venv}/{patched(stack.python)}",
         done_digests=patched_digests(stack),
     )

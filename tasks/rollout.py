@@ -1,11 +1,11 @@
-"""Roll out, or back, wave by wave: each wave starts only when the one before passed its gates and bake."""
+"""Roll out, or back, batch by batch: canary first, each batch only when the ones before kept within the failure budget."""
 
 from pyinfra import host, inventory, state
 from pyinfra.api import deploy
 
-from sglfleet.context import fleet_waves, host_config, host_release
+from sglfleet import summary
+from sglfleet.context import fleet_rollout, host_config, host_release
 from sglfleet.operations import release
-from sglfleet.operations.stack import REBUILT
 
 
 def _worker_url(config) -> str:
@@ -14,12 +14,18 @@ def _worker_url(config) -> str:
 
 
 def _steps(config):
-    """This run's waves in order, each with this host's step, or None where the host is not in it."""
-    earlier: list[str] = []
-    for wave in fleet_waves(inventory, [h.name for h in inventory if state.is_host_in_limit(h)]):
-        yield None if host.name not in wave.hosts else release.WaveStep(
-            wave=wave.name,
-            earlier_hosts=tuple(earlier),
+    """This run's batches in order, each with this host's step, or None where the host is not in it."""
+    rollout = fleet_rollout(inventory, [h.name for h in inventory if state.is_host_in_limit(h)])
+    if rollout.held:
+        summary.held([wave.name for wave in rollout.held], rollout.batches[-1].wave)
+    whole_waves = len({batch.wave for batch in rollout.batches}) == len(rollout.batches)
+    earlier: list[tuple[str, tuple[str, ...]]] = []
+    for batch in rollout.batches:
+        label = batch.wave if whole_waves else batch.name
+        yield None if host.name not in batch.hosts else release.WaveStep(
+            label=label,
+            earlier=tuple(earlier),
+            max_fail_percentage=rollout.max_fail_percentage,
             bake_s=config.gate_bake_s,
             router_url=config.router_url,
             worker_url=_worker_url(config) if config.router_url else None,
@@ -28,24 +34,25 @@ def _steps(config):
             # The host tool may wait for that lock, then gate, then gate a rollback:
             # past that, the link is gone, not slow.
             timeout_s=config.gate_answer_timeout_s or 4 * config.gate_warmup_s + config.gate_bake_s + 600,
+            releases_keep=config.releases_keep,
         )
-        earlier += wave.hosts
+        earlier.append((label, batch.hosts))
 
 
 # pyinfra orders operations by call site, then by loop position: each host's one
-# switch takes its wave's place, so the waves still run in order, and a host has
-# no operation in the waves it is not in.
+# switch takes its batch's place, so the batches still run in order, and a host
+# has no operation in the batches it is not in.
 @deploy("Roll out")
 def roll_out():
     release_id = host_release(host).release_id
     for step in host.loop(_steps(host_config(host))):
         if step:
-            release.activated(name=f"Wave {step.wave}: serve the staged release",
-                              release_id=release_id, step=step, restart=host.name in REBUILT)
+            release.activated(name=f"{step.label}: serve the staged release",
+                              release_id=release_id, step=step)
 
 
 @deploy("Roll back")
 def roll_back():
     for step in host.loop(_steps(host_config(host))):
         if step:
-            release.rolled_back(name=f"Wave {step.wave}: back to the previous release", step=step)
+            release.rolled_back(name=f"{step.label}: back to the previous release", step=step)

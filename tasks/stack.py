@@ -1,13 +1,15 @@
-"""Stack: the host's locked wheel stack, synced from the controller's wheelhouse, built offline, verified."""
+"""Stack: the host's locked wheel stack, its wheels fanned out from the controller through peer hosts, built offline, verified."""
 
-from pyinfra import host
+from pyinfra import host, inventory, state
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import PyinfraError
 
 from sglfleet import wheelhouse
 from sglfleet.context import host_config, host_stack
+from sglfleet.fanout import Share, rounds
 from sglfleet.operations import stack as stack_ops
 from sglfleet.stacks import Stack, StackError
+from sglfleet.temporaries import RUN_TOKEN
 
 
 def stack_or_refuse() -> Stack:
@@ -24,10 +26,29 @@ def stack_or_refuse() -> Stack:
     return stack
 
 
+def _shares(config):
+    """The fan-out's rounds in order, each with this host's turn, or None where the host is not in it."""
+    targets = [h for h in inventory if state.is_host_in_limit(h)]
+    unit = f"sglfleet-share-{RUN_TOKEN}"
+    if config.distribution == "controller":
+        yield Share(round=0, sources=(), port=config.share_port, unit=unit)
+        return
+    earlier: list[str] = []
+    for number, hosts in enumerate(rounds(targets)):
+        yield Share(round=number, sources=tuple(earlier), port=config.share_port, unit=unit) \
+            if host in hosts else None
+        earlier += [f"http://{peer.data.get('ssh_hostname') or peer.name}:{config.share_port}" for peer in hosts]
+
+
 @deploy("Stack")
 def install_stack():
     config = host_config(host)
     stack = stack_or_refuse()
+    # pyinfra orders operations by call site, then loop position: one operation a round.
+    for share in host.loop(_shares(config)):
+        if share:
+            stack_ops.wheels_fanned_out(name=f"Stack {stack.id}: wheels, round {share.round}", stack=stack,
+                                        share=share, full_check=config.verify_stacks == "full")
     stack_ops.installed(
         name=f"Stack {stack.id} built, verified, old stacks collected",
         stack=stack,

@@ -69,7 +69,7 @@ def test_a_low_accept_length_rolls_the_canary_back_and_touches_no_later_wave(fle
     assert done.returncode != 0
     assert re.search(r"\[node1\] gate failed on release \w+: accept length: 1\.\d+ over 256 tokens of 4 "
                      r"generations is below 2; rolled back to \w+, which serves again", done.stdout), done.stdout[-3000:]
-    assert "wave1 not started: node1 of an earlier wave did not pass" in done.stdout
+    assert "wave1 not started: node1 of canary did not pass (1 of 1 hosts, above max_fail_percentage 0)" in done.stdout
     assert currents(fleet) == before
     assert {host: started(fleet, host) for host in ("node2", "node3")} == untouched
 
@@ -121,7 +121,7 @@ def test_the_bake_catches_a_latency_regression_and_rolls_the_host_back(fleet_up)
     failed = re.search(r"\[node1\] bake fail on release (\w+): (TTFT|inter-token) p99 [\d.]+ s is \d+% above "
                        r"[\d.]+ s under the previous release", regressed.stdout)
     assert failed, regressed.stdout[-3000:]
-    assert "wave1 not started: node1 of an earlier wave did not pass" in regressed.stdout
+    assert "wave1 not started: node1 of canary did not pass (1 of 1 hosts, above max_fail_percentage 0)" in regressed.stdout
     assert currents(fleet) == before
     assert {host: started(fleet, host) for host in ("node2", "node3")} == untouched
     assert len(outcomes) > 50, f"too little traffic to mean anything: {len(outcomes)} requests"

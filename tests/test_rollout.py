@@ -111,7 +111,7 @@ def test_canary_that_crashes_is_rolled_back_and_later_waves_are_untouched(conver
 
     assert result.returncode != 0
     assert re.search(r"\[node1\] gate failed on release \w+: unit: ", result.stdout), result.stdout[-3000:]
-    assert "wave1 not started: node1 of an earlier wave did not pass" in result.stdout
+    assert "wave1 not started: node1 of canary did not pass (1 of 1 hosts, above max_fail_percentage 0)" in result.stdout
     assert serving(converged) == before  # node1 serves its old release again
     assert {host: started_at(converged, host) for host in ("node2", "node3")} == untouched
 

@@ -12,7 +12,7 @@ from pyinfra.api import FileUploadCommand
 
 from sglfleet import FILES, wheelhouse
 from sglfleet.facts.stack import StackHostState
-from sglfleet.operations.stack import build_commands, collect_commands, sync_commands
+from sglfleet.operations.stack import build_commands, collect_commands
 from sglfleet.stacks import StackError, lock_path, load_stack, stack_id
 from sglfleet.stacks_cli import best_wheel, resolve, target_tags
 
@@ -188,21 +188,6 @@ def test_wheelhouse_refuses_bytes_that_differ_from_the_lock(tmp_path, monkeypatc
 
 def state(stack, **kwargs):
     return StackHostState(stack_id=stack.id, **kwargs)
-
-
-def test_sync_sends_only_missing_or_corrupted_files_through_a_checked_rename():
-    stack = load_stack("dev")
-    local = {f.filename: wheelhouse.Local(Path(f"/cache/{f.filename}"), f.sha256, f.size) for f in stack.files}
-    present = {f.filename: f.sha256 for f in stack.files}
-    assert sync_commands(stack, present, local) == []
-    corrupted, absent = stack.files[0], stack.files[1]
-    present[corrupted.filename] = "bad"
-    del present[absent.filename]
-    commands = sync_commands(stack, present, local)
-    uploads = [c for c in commands if isinstance(c, FileUploadCommand)]
-    assert [u.dest for u in uploads] == [f"/opt/sglfleet/wheelhouse/{f.filename}.part" for f in (corrupted, absent)]
-    checks = [c for c in commands if isinstance(c, str) and "sha256sum --check" in c]
-    assert len(checks) == 2 and corrupted.sha256 in checks[0] and "mv -f" in checks[0]
 
 
 def test_build_is_offline_hash_checked_verified_and_renamed_when_complete():

@@ -81,7 +81,7 @@ def test_deploy_user_rolls_out_gates_and_rolls_back_without_root_logging_in(conv
     fleet.fault("node1", "clear")
     assert failed.returncode != 0
     assert re.search(r"\[node1\] gate failed on release \w+: unit: ", failed.stdout), failed.stdout[-3000:]
-    assert "wave1 not started: node1 of an earlier wave did not pass" in failed.stdout
+    assert "wave1 not started: node1 of canary did not pass (1 of 1 hosts, above max_fail_percentage 0)" in failed.stdout
     assert currents(fleet) == first  # the canary serves its release again; the others were not touched
 
     for host in fleet.hosts:

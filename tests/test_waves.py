@@ -3,7 +3,7 @@
 import pytest
 
 from sglfleet.errors import ConfigError
-from sglfleet.waves import Wave, limit_waves, plan_waves
+from sglfleet.waves import Wave, batch_sizes, limit_waves, plan_batches, plan_waves, until
 
 FLEET = {
     "node1": ["all", "dev", "canary"],
@@ -46,3 +46,34 @@ def test_host_in_two_waves_is_refused():
 def test_limit_keeps_order_and_drops_empty_waves():
     assert limit_waves(plan_waves(FLEET), ["node4", "node5"]) == [
         Wave("wave2", ("node4",)), Wave("leftover", ("node5",))]
+
+
+def test_serial_sizes_are_numbers_or_percentages_and_the_last_repeats():
+    assert batch_sizes([1, "25%", "100%"], 24) == [1, 6, 24]
+    assert batch_sizes([1, "10%", "50%"], 100) == [1, 10, 50]
+    assert batch_sizes(["1%"], 12) == [1]  # never an empty batch
+    assert batch_sizes(None, 7) == [7]
+
+
+def test_batches_follow_serial_across_waves_and_never_cross_a_wave():
+    waves = [Wave("canary", ("n1",)), Wave("wave1", tuple(f"n{i}" for i in range(2, 8))),
+             Wave("wave2", tuple(f"n{i}" for i in range(8, 13)))]
+    batches = plan_batches(waves, [1, "25%", "100%"])  # 12 hosts: 1, 3, then 12 at a time
+    assert [(b.wave, b.number, b.hosts) for b in batches] == [
+        ("canary", 1, ("n1",)),
+        ("wave1", 2, ("n2", "n3", "n4")),
+        ("wave1", 3, ("n5", "n6", "n7")),   # cut at the end of wave1
+        ("wave2", 4, ("n8", "n9", "n10", "n11", "n12")),
+    ]
+    # Without serial, each wave switches whole, as before.
+    assert [b.hosts for b in plan_batches(waves, None)] == [wave.hosts for wave in waves]
+
+
+def test_rollout_until_stops_after_the_named_wave():
+    waves = [Wave("canary", ("n1",)), Wave("wave1", ("n2",)), Wave("wave2", ("n3",))]
+    assert [w.name for w in until(waves, "wave1")] == ["canary", "wave1"]
+    assert until(waves, None) == waves
+    with pytest.raises(ConfigError) as caught:
+        until(waves, "wave3")
+    assert caught.value.problems == ["rollout_until: 'wave3' is not a wave of this rollout "
+                                     "(waves: canary, wave1, wave2); name one of them"]

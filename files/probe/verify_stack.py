@@ -28,9 +28,10 @@ Run with the new venv's python (standard library, plus what the venv has). Check
 Checks that cannot run (GPU-less host, a stack without CUDA) are recorded under
 "skipped" with the reason. Exit status 0 only when every check that ran passed.
 
-``verify_stack.py --records`` is the full content check of a built venv, run on
-request (``verify_stacks = "full"``): every file a wheel installed against its
-RECORD hash, one ``changed <path>`` or ``missing <path>`` line per problem.
+``verify_stack.py --records [PATH...]`` is the full content check of a built
+venv, run on request (``verify_stacks = "full"``): every file a wheel installed
+against its RECORD hash but the PATHs given (the patched file), one
+``changed <path>`` or ``missing <path>`` line per problem.
 
 **Example:**
 
@@ -399,17 +400,18 @@ def check_gpu(torch, result):
         checks["flashinfer_import"] = {"ok": False, "value": explain(e, torch)}
 
 
-def record_problems(site_packages: str) -> list[str]:
+def record_problems(site_packages: str, skip: tuple = ()) -> list[str]:
     """
     Every file a wheel installed whose bytes no longer match its RECORD hash, or
     that is gone: ``changed <path>`` / ``missing <path>`` (the full content check).
+    ``skip``: paths (as RECORD writes them) checked elsewhere, e.g. a patched file.
     """
     problems = []
     for record in sorted(glob.glob(os.path.join(site_packages, "*.dist-info", "RECORD"))):
         with open(record, newline="") as handle:
             for row in csv.reader(handle):
-                if len(row) < 2 or not row[1].startswith("sha256="):
-                    continue  # RECORD itself, and files a wheel lists without a hash
+                if len(row) < 2 or not row[1].startswith("sha256=") or row[0] in skip:
+                    continue  # RECORD itself, files a wheel lists without a hash, files patched on purpose
                 path = os.path.normpath(os.path.join(site_packages, row[0]))
                 try:
                     with open(path, "rb") as installed:
@@ -425,7 +427,7 @@ def record_problems(site_packages: str) -> list[str]:
 def main(argv=None):
     if (sys.argv[1:] if argv is None else argv)[:1] == ["--records"]:
         # The full content check of an installed venv: every RECORD hash, one line per problem.
-        problems = record_problems(sysconfig.get_paths()["purelib"])
+        problems = record_problems(sysconfig.get_paths()["purelib"], tuple((sys.argv[2:] if argv is None else argv[1:])))
         print("\n".join(problems))
         return 1 if problems else 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

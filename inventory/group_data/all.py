@@ -29,6 +29,9 @@ extra_flags = []                          # more sglang flags, e.g. ["--max-runn
 
 # --- rollout ---
 rollout_waves = None              # group names in order; None: canary, wave1, wave2, ..., then the rest
+rollout_serial = None             # batches within waves, as Ansible's serial: e.g. [1, "10%", "50%"]; None: whole waves
+max_fail_percentage = 0           # a batch with more failed hosts (in %) stops the run; at or below, it goes on
+rollout_until = None              # e.g. "canary": stop after that wave; the next run goes on from there
 router_url = None                 # sglang-router to drain hosts through, e.g. "http://router:30080"
 
 # --- the start-up gate, after each restart (thresholds travel in releases/<id>/gate.json) ---
@@ -55,6 +58,10 @@ gate_max_error_rate = 0.01        # share of 5xx answers and aborted requests th
 # --- the local fleet's SGLang stand-in (server = "standin") ---
 standin_warmup_s = 10.0           # seconds the stand-in "loads the model" before it listens
 standin_spec_accept_length = None  # e.g. 1.2: the accept length it produces; None: its default (2.8)
+
+# --- how files reach hosts ---
+distribution = "peers"            # wheels cross the controller's uplink once, then hosts fetch them from each other
+share_port = 30089                # where a host serves files to its peers during a run (the fleet network only)
 
 # --- housekeeping and safety ---
 verify_stacks = "quick"           # every converge: the venv against its snapshot; "full": every file's RECORD hash

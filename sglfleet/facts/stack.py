@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pyinfra.api import FactBase
 
 from sglfleet.host.layout import LAYOUT
-from sglfleet.host.stacks import SNAPSHOT, describe, snapshot_command
+from sglfleet.host.stacks import PATCHED, SNAPSHOT, describe, snapshot_command
 from sglfleet.stacks import MARKER
 
 
@@ -36,6 +36,7 @@ class StackHostState:
     releases: dict[str, str | None] = field(default_factory=dict)  # current/previous -> stack id
     wheels: dict[str, str] | None = None  # read only when the stack is not verified
     drift: list[str] = field(default_factory=list)  # what differs from the venv's snapshot, or its RECORDs
+    aria2: bool = False  # aria2c is there, to fetch wheels from peer hosts
 
     @property
     def built(self) -> bool:
@@ -74,7 +75,7 @@ class StackState(FactBase):
         snapshot = shlex.quote(f"{stack}/{SNAPSHOT}")
         # The full check reads every installed file against its wheel's RECORD: on request only.
         records = (f"echo '## records'; [ -x {venv_python} ] && {venv_python} {shlex.quote(stack)}/verify_stack.py "
-                   "--records 2>&1 | head -n 50" if full else "true")
+                   f"--records {shlex.quote(PATCHED)} 2>&1 | head -n 50" if full else "true")
         releases = f"{LAYOUT.current} {LAYOUT.previous}"
         return "\n".join([
             f"echo '## id'; echo {shlex.quote(stack_id)}",
@@ -83,6 +84,7 @@ class StackState(FactBase):
             # `-V` answers before the interpreter initialises: 1 ms instead of 12 for `-c`.
             f"echo '## python'; python{python} -V 2>/dev/null",
             f"echo '## uv'; [ -x {LAYOUT.uv(uv_version)} ] && echo yes",
+            "echo '## aria2'; command -v aria2c >/dev/null && echo yes",
             f"echo '## disk'; d={LAYOUT.stacks}; while [ ! -d \"$d\" ]; do d=$(dirname \"$d\"); done; "
             "df -Pk \"$d\" | tail -n 1",
             f"echo '## stacks'; ls -1t {LAYOUT.stacks} 2>/dev/null",
@@ -97,7 +99,7 @@ class StackState(FactBase):
             "-type f -exec sha256sum {} +; fi",
             # Milliseconds, not a re-hash of gigabytes: what the venv holds against its build-time snapshot.
             f"echo '## drift'; if [ -d {shlex.quote(LAYOUT.venv(stack_id))} ] && [ -f {marker} ]; then "
-            f"if [ -f {snapshot} ]; then {snapshot_command(LAYOUT.venv(stack_id))} | diff {snapshot} - "
+            f"if [ -f {snapshot} ]; then {snapshot_command(LAYOUT.venv(stack_id), python)} | diff {snapshot} - "
             "| grep '^[<>]' | head -n 200; else echo 'no-snapshot'; fi; fi",
             records,
             "true",
@@ -122,6 +124,7 @@ class StackState(FactBase):
         python = [line.split()[-1] for line in sections.get("python", []) if line.startswith("Python ")]
         state.python = python[0] if python else None
         state.uv = sections.get("uv") == ["yes"]
+        state.aria2 = sections.get("aria2") == ["yes"]
         disk = (sections.get("disk") or [""])[-1].split()
         if len(disk) >= 6:
             state.disk_free, state.disk_path = int(disk[3]) * 1024, disk[5]

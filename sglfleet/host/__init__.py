@@ -6,8 +6,9 @@ is shipped to hosts as ``/opt/sglfleet/lib/sglfleet_host/`` and run through
 ``/opt/sglfleet/bin/sglfleet-release``. The controller imports the same
 modules as ``sglfleet.host`` (the layout, the pure judging of a bake).
 
-One module per concern: ``layout`` (paths), ``http`` (requests to the local
+One module per concern: ``layout`` (paths), ``client`` (requests to the local
 server), ``prometheus`` (reading /metrics), ``service`` (systemd), ``releases``
 (links, records, the lock), ``gate`` (the start-up gate), ``bake`` (judging
-over time) and ``cli`` (the ``sglfleet-release`` command).
+over time), ``stacks`` (a venv's snapshot), ``share`` (files served to peer
+hosts) and ``cli`` (the ``sglfleet-release`` command).
 """

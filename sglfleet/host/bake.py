@@ -38,7 +38,7 @@ import time
 
 from . import prometheus, service
 from .gate import GateFailed, GateSettings
-from .http import request
+from .client import request
 from .layout import LAYOUT, Layout
 
 GENERATION_ENDPOINTS = ("/generate", "/v1/completions", "/v1/chat/completions")

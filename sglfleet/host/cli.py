@@ -33,7 +33,7 @@ import sys
 
 from . import bake, releases, service
 from .gate import GateFailed, GateSettings, speculative, startup
-from .http import base_url, request
+from .client import base_url, request
 from .layout import LAYOUT, Layout
 
 RESULT = "sglfleet-result"
@@ -252,6 +252,8 @@ def main(argv=None, layout: Layout = LAYOUT) -> int:
     parser.add_argument("--wait-lock", type=float, default=None,
                         help="seconds to wait for another run's lock (default: long enough for its "
                              "gate, bake and rollback)")
+    parser.add_argument("--keep", type=int, default=None,
+                        help="after a switch, remove old releases but the current, the previous and KEEP more")
     args = parser.parse_args(argv)
     if args.command == "state":
         return state(layout)
@@ -272,7 +274,10 @@ def main(argv=None, layout: Layout = LAYOUT) -> int:
     }
     try:
         with releases.locked(wait, layout):
-            return commands[args.command]()
+            status = commands[args.command]()
+            if args.keep is not None and args.command in ("activate", "rollback", "revert"):
+                releases.collect(args.keep, layout)  # after the links moved: what they point at stays
+            return status
     except releases.Busy as busy:
         fail(str(busy))
         return 3

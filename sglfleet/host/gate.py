@@ -40,7 +40,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 
 from . import prometheus, releases, service
-from .http import api_key, base_url, request
+from .client import api_key, base_url, request
 from .layout import LAYOUT, Layout
 
 # 0.5.9's /health waits up to HEALTH_CHECK_TIMEOUT (20 s) for its generation.

@@ -7,6 +7,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shutil
 import time
 
 from .layout import LAYOUT, Layout
@@ -102,6 +103,22 @@ def record(release_id: str, stage: str, result: dict, layout: Layout = LAYOUT) -
     verdict = read(release_id, "verdict.json", layout, default={}) or {}
     verdict[stage] = {**result, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
     write(release_id, "verdict.json", verdict, layout)
+
+
+def collect(keep: int, layout: Layout = LAYOUT) -> list[str]:
+    """
+    Remove staged releases but the current, the previous and the ``keep`` newest
+    others (by the time they were staged); return the ids removed.
+    """
+    pinned = {release_id_of(layout.current), release_id_of(layout.previous)}
+    try:
+        names = [name for name in os.listdir(layout.releases) if not name.startswith(".") and name not in pinned]
+    except OSError:
+        return []
+    names.sort(key=lambda name: os.path.getmtime(os.path.join(layout.releases, name)), reverse=True)
+    for name in names[keep:]:
+        shutil.rmtree(os.path.join(layout.releases, name), ignore_errors=True)
+    return names[keep:]
 
 
 @contextlib.contextmanager

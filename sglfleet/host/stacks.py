@@ -12,7 +12,7 @@ every file's content against the wheels' RECORD when asked.
 
 .. code:: python
 
-    snapshot_command("/opt/sglfleet/stacks/dev-0a24/venv")  # "find ... | LC_ALL=C sort"
+    snapshot_command("/opt/sglfleet/stacks/dev-0a24/venv", "3.11")  # "find ... | LC_ALL=C sort"
 """
 
 from __future__ import annotations
@@ -21,20 +21,29 @@ import shlex
 import subprocess
 
 SNAPSHOT = "venv.snapshot"  # beside the marker, in the stack's folder
+# The file sglfleet's patch changes after the build (in site-packages): the patch
+# step checks it on every converge, against the digests the patch gives.
+PATCHED = "sglang/srt/models/kimi_k25.py"
 
 
-def snapshot_command(venv: str) -> str:
-    """A shell command that prints the snapshot of ``venv``, one sorted line per entry."""
+def patched(python: str) -> str:
+    """The patched file's path in a venv of python ``python`` (e.g. "3.11"), relative to the venv."""
+    return f"lib/python{python}/site-packages/{PATCHED}"
+
+
+def snapshot_command(venv: str, python: str) -> str:
+    """A shell command that prints the snapshot of ``venv``, one sorted line per entry, the patched file left out."""
+    skip = shlex.quote(f"{venv.rstrip('/')}/{patched(python)}")
     # Folders without their time: adding and removing a file leaves no change behind.
-    return (f"find {shlex.quote(venv)} \\( -type d -printf '%P\\td\\n' \\) -o -printf '%P\\t%y\\t%s\\t%T@\\n' "
-            "| LC_ALL=C sort")
+    return (f"find {shlex.quote(venv)} -path {skip} -prune -o \\( -type d -printf '%P\\td\\n' \\) "
+            f"-o -printf '%P\\t%y\\t%s\\t%T@\\n' | LC_ALL=C sort")
 
 
-def differences(venv: str, recorded: str, limit: int = 10) -> list[str]:
+def differences(venv: str, python: str, recorded: str, limit: int = 10) -> list[str]:
     """
     What differs between ``venv`` now and its snapshot file ``recorded`` (see ``describe``); [] when none.
     """
-    now = subprocess.run(snapshot_command(venv), shell=True, capture_output=True, text=True).stdout
+    now = subprocess.run(snapshot_command(venv, python), shell=True, capture_output=True, text=True).stdout
     try:
         with open(recorded) as handle:
             before = handle.read()

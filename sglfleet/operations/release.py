@@ -1,6 +1,7 @@
 """
-Operations on releases: stage one (and repair it), collect old ones, switch a
-host to one behind its gate and bake, and switch back.
+Operations on releases: stage one (and repair it), switch a host to one behind
+its gate and bake, and switch back. Old releases are collected by the host tool
+after each switch (``--keep``), so a quiet converge needs no round trip for them.
 
 A release is a folder ``releases/<release-id>/`` whose id is a content hash of
 its files, so staging an unchanged configuration changes nothing, and a file
@@ -21,12 +22,14 @@ import gevent
 from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, FunctionCommand, StringCommand, operation
 
-from sglfleet import router
+from sglfleet import router, summary
 from sglfleet.diffs import report_drift, show_diff, wants_diff
 from sglfleet.facts.files import FileBytes
 from sglfleet.facts.release import ReleaseState
 from sglfleet.host.bake import describe
 from sglfleet.host.layout import LAYOUT
+from sglfleet.operations.remote import HostFunctionCommand
+from sglfleet.operations.stack import REBUILT
 from sglfleet.release import Release
 from sglfleet.temporaries import RUN_TOKEN, STALE_MINUTES, temporary_beside
 
@@ -106,53 +109,33 @@ def _stage(release: Release, final: str):
     )
 
 
-@operation()
-def collected(keep: int):
-    """
-    Remove old releases, keeping the current, the previous and ``keep`` more,
-    newest first.
-
-    + keep: how many releases to keep besides the current and the previous
-
-    **Example:**
-
-    .. code:: python
-
-        collected(name="Collect old releases", keep=3)
-    """
-    found = host.get_fact(ReleaseState)
-    pinned = {found.current, found.previous}
-    # Release ids are hashes, so age comes from the folders' mtimes on the host.
-    candidates = [r for r in found.releases if r not in pinned]
-    if len(candidates) <= keep:
-        host.noop(f"{len(candidates)} old releases, keeping up to {keep}")
-        return
-    paths = [LAYOUT.release(r) for r in candidates]
-    yield StringCommand("ls", "-1dt", *paths, "|", "tail", "-n", f"+{keep + 1}", "|", "xargs", "-r", "rm", "-rf", "--")
-
-
 @dataclass(frozen=True)
 class WaveStep:
     """
-    Where one host stands in one wave of a rollout.
+    Where one host stands in one batch of a rollout.
 
-    + wave: the wave's name, for messages
-    + earlier_hosts: hosts of the earlier waves, which must all have passed
-    + bake_s: how long the wave bakes once its hosts pass their start-up gates (0: no bake)
+    + label: the batch's name in messages: its wave (``"wave1"``), or with
+      ``rollout_serial``, ``"wave1 batch 3"``
+    + earlier: ``(label, hosts)`` of each earlier batch of this run, in order
+    + max_fail_percentage: an earlier batch with more failed hosts (in %) stops this one
+    + bake_s: how long the batch bakes once its hosts pass their start-up gates (0: no bake)
     + router_url: the sglang-router in front of the fleet, if any
     + worker_url: this host's URL as the router knows it
     + timeout_s: how long the controller waits for the host's answer to a switch
       before it reports the host lost (a link that never comes back); None waits forever
     + lock_wait_s: how long to wait for another run that holds the host's lock
+    + releases_keep: once switched, old releases kept besides the current and the previous
     """
 
-    wave: str
-    earlier_hosts: tuple[str, ...]
+    label: str
+    earlier: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    max_fail_percentage: float = 0.0
     bake_s: float = 0.0
     router_url: str | None = None
     worker_url: str | None = None
     timeout_s: float | None = None
     lock_wait_s: float = 300
+    releases_keep: int = 3
 
 
 def _baked(verdict: dict) -> bool:
@@ -160,7 +143,7 @@ def _baked(verdict: dict) -> bool:
 
 
 @operation(is_idempotent=False)
-def activated(release_id: str, step: WaveStep, restart: bool = False):
+def activated(release_id: str, step: WaveStep):
     """
     Make the host serve ``release_id`` behind its start-up gate and bake, unless it does.
 
@@ -172,7 +155,6 @@ def activated(release_id: str, step: WaveStep, restart: bool = False):
 
     + release_id: the staged release to serve
     + step: the host's place in this wave
-    + restart: restart and gate it even when it serves (its stack was rebuilt this run)
 
     **Example:**
 
@@ -181,19 +163,21 @@ def activated(release_id: str, step: WaveStep, restart: bool = False):
         activated(
             name="Switch to the new release",
             release_id="3f2a9c1d0b7e6a55",
-            step=WaveStep("wave1", ("node1",), bake_s=600),
+            step=WaveStep("wave1", (("canary", ("node1",)),), bake_s=600),
         )
     """
     found = host.get_fact(ReleaseState)
+    # Its stack drifted and was built again this run: the process loaded the drifted files.
+    restart = host.name in REBUILT
     if found.busy and state.is_executing:
         # Another run (or one whose controller died) is switching, gating or baking
         # this host: what it serves is not known until that ends. Wait for it,
         # then decide on what it left.
-        host.log(f"{step.wave}: another sglfleet run holds this host's lock; waiting for it", logger.warning)
+        host.log(f"{step.label}: another sglfleet run holds this host's lock; waiting for it", logger.warning)
         timeout = math.ceil(step.timeout_s) if step.timeout_s else None  # a link that never comes back
         found = host.get_fact(ReleaseState, wait_lock_s=step.lock_wait_s, _timeout=timeout, _ignore_errors=True)
         if not found:
-            yield FunctionCommand(_log_error, (f"{step.wave}: no answer within {timeout} s while waiting for "
+            yield FunctionCommand(_log_error, (f"{step.label}: no answer within {timeout} s while waiting for "
                                                f"another run's lock; check {host.name}, then run again",), {})
             return
     serves = found.current == release_id and found.serving == release_id and found.active_state == "active"
@@ -207,17 +191,17 @@ def activated(release_id: str, step: WaveStep, restart: bool = False):
     if found.busy:
         # Only planning, or the lock is still held: the host tool waits for it
         # in turn, then switches only if still needed.
-        host.log(f"{step.wave}: another sglfleet run holds this host's lock; will wait for it, "
+        host.log(f"{step.label}: another sglfleet run holds this host's lock; will wait for it, "
                  f"then serve {release_id}", logger.warning)
     elif serves and restart:
-        host.log(f"{step.wave}: serves {release_id} from a stack this run rebuilt: will restart it behind its gate"
+        host.log(f"{step.label}: serves {release_id} from a stack this run rebuilt: will restart it behind its gate"
                  + (f" and bake {step.bake_s:g} s" if step.bake_s else ""), logger.warning)
     elif serves and (not step.bake_s or _baked(found.verdict)):
-        host.noop(f"{step.wave}: already serving release {release_id}")
+        host.noop(f"{step.label}: already serving release {release_id}")
         return
     elif serves:
         # A run ended (or was cut) between the gate and the end of the bake.
-        host.log(f"{step.wave}: serves {release_id}, which has not passed its bake yet: will bake it",
+        host.log(f"{step.label}: serves {release_id}, which has not passed its bake yet: will bake it",
                  logger.info)
         yield HostFunctionCommand(_bake_in_wave, (step, release_id), {})
         return
@@ -226,7 +210,7 @@ def activated(release_id: str, step: WaveStep, restart: bool = False):
         if found.current == release_id and found.serving != release_id:
             report_drift("the service", [f"current is {release_id}, the process serves "
                                           f"{found.serving or 'nothing'}"], "will switch it behind the gate")
-        host.log(f"{step.wave}: will switch {was} -> {release_id}, gate"
+        host.log(f"{step.label}: will switch {was} -> {release_id}, gate"
                  + (f" and bake {step.bake_s:g} s" if step.bake_s else ""), logger.info)
     yield HostFunctionCommand(_switch_in_wave, (step, release_id, restart), {})
 
@@ -242,25 +226,14 @@ def rolled_back(step: WaveStep):
 
     .. code:: python
 
-        rolled_back(name="Back to the previous release", step=WaveStep("canary", ()))
+        rolled_back(name="Back to the previous release", step=WaveStep("canary"))
     """
     found = host.get_fact(ReleaseState)
     if not found.previous:
-        yield FunctionCommand(_log_error, (f"{step.wave}: no previous release to roll back to",), {})
+        yield FunctionCommand(_log_error, (f"{step.label}: no previous release to roll back to",), {})
         return
-    host.log(f"{step.wave}: will switch {found.current} -> {found.previous} and gate", logger.info)
+    host.log(f"{step.label}: will switch {found.current} -> {found.previous} and gate", logger.info)
     yield HostFunctionCommand(_rollback_in_wave, (step,), {})
-
-
-class HostFunctionCommand(FunctionCommand):
-    """
-    A ``FunctionCommand`` whose function also gets the operation's connector
-    arguments, so that what it runs on the host goes through pyinfra's sudo
-    (``_sudo``, ``_sudo_user``, ...) as the operation's other commands do.
-    """
-
-    def execute(self, state, host, connector_arguments):
-        return self.function(state, host, connector_arguments, *self.args, **self.kwargs)
 
 
 class _Lost(Exception):
@@ -273,8 +246,8 @@ def _tool(host, connector_arguments, step: WaveStep, *args: str, extra_timeout_s
     ("" when unknown), its ``sglfleet-result`` records and its error lines.
     """
     # The tool's exit status tells a rolled-back host (1, serving) from a down one.
-    command = StringCommand(LAYOUT.tool, "--wait-lock", f"{step.lock_wait_s:g}", *args,
-                            "; echo sglfleet-exit=$? >&2")
+    command = StringCommand(LAYOUT.tool, "--wait-lock", f"{step.lock_wait_s:g}", "--keep", str(step.releases_keep),
+                            *args, "; echo sglfleet-exit=$? >&2")
     timeout = step.timeout_s + extra_timeout_s if step.timeout_s else None
     try:
         # Around the whole call: a link cut before the channel opens blocks in paramiko too.
@@ -304,7 +277,7 @@ def _router(step: WaveStep, action) -> str | None:
     try:
         action(step.router_url, step.worker_url)
     except router.RouterError as error:
-        return f"{step.wave}: {error}"
+        return f"{step.label}: {error}"
     return None
 
 
@@ -315,15 +288,22 @@ def _summary(step: WaveStep, results: list[dict]) -> list[str]:
         if result.get("stage") == "startup" and result.get("passed") and not result.get("already"):
             accept = (f"accept length {figures['spec_accept_length']:g}, "
                       if "spec_accept_length" in figures else "")
-            lines.append(f"{step.wave}: gate passed on {result['release']} ({accept}{figures.get('tokens', 0)} "
+            lines.append(f"{step.label}: gate passed on {result['release']} ({accept}{figures.get('tokens', 0)} "
                          f"tokens in {figures.get('requests', 0)} generations, {figures.get('seconds', 0):g} s)")
         elif result.get("stage") == "bake":
-            lines.append(f"{step.wave}: bake {result['verdict']} on {result['release']} ({describe(figures)})")
+            lines.append(f"{step.label}: bake {result['verdict']} on {result['release']} ({describe(figures)})")
     return lines
 
 
-def _earlier_failed(state, step: WaveStep) -> list[str]:
-    return sorted(h.name for h in state.failed_hosts if h.name in set(step.earlier_hosts))
+def _over_budget(state, step: WaveStep) -> str | None:
+    """Why this batch must not start: an earlier one lost more hosts than ``max_fail_percentage``; else None."""
+    failed_names = {h.name for h in state.failed_hosts}
+    for label, hosts in step.earlier:
+        failed = [name for name in hosts if name in failed_names]
+        if failed and len(failed) * 100 > step.max_fail_percentage * len(hosts):
+            return (f"{step.label} not started: {', '.join(failed)} of {label} did not pass "
+                    f"({len(failed)} of {len(hosts)} hosts, above max_fail_percentage {step.max_fail_percentage:g})")
+    return None
 
 
 def _switch_in_wave(state, host, connector_arguments, step: WaveStep, release_id: str, restart: bool = False):
@@ -331,9 +311,8 @@ def _switch_in_wave(state, host, connector_arguments, step: WaveStep, release_id
     Switch the host once every earlier wave passed, keeping the router in step;
     then bake. Returns False to fail this host.
     """
-    failed = _earlier_failed(state, step)
-    if failed:
-        return _log_error(state, host, f"{step.wave} not started: {', '.join(failed)} of an earlier wave did not pass")
+    if stop := _over_budget(state, step):
+        return _log_error(state, host, stop)
     if error := _router(step, router.drain):
         return _log_error(state, host, f"{error}; not switched")
     try:
@@ -351,7 +330,10 @@ def _switch_in_wave(state, host, connector_arguments, step: WaveStep, release_id
         return _log_error(state, host, error)
     if not passed:
         return False
-    return _bake_in_wave(state, host, connector_arguments, step, release_id) if step.bake_s else True
+    if step.bake_s:
+        return _bake_in_wave(state, host, connector_arguments, step, release_id)
+    summary.passed(host.name, f"serves {release_id}")
+    return True
 
 
 def _bake_in_wave(state, host, connector_arguments, step: WaveStep, release_id: str):
@@ -364,6 +346,7 @@ def _bake_in_wave(state, host, connector_arguments, step: WaveStep, release_id: 
     for line in _summary(step, results):
         host.log(line, logger.info)
     if status == "0":
+        summary.passed(host.name, f"serves {release_id}, baked")
         return True
     for line in messages:
         _log_error(state, host, line)
@@ -394,9 +377,8 @@ def _relink(state, host, connector_arguments, step: WaveStep, release_id: str):
 
 
 def _rollback_in_wave(state, host, connector_arguments, step: WaveStep):
-    failed = _earlier_failed(state, step)
-    if failed:
-        return _log_error(state, host, f"{step.wave} not started: {', '.join(failed)} of an earlier wave did not pass")
+    if stop := _over_budget(state, step):
+        return _log_error(state, host, stop)
     if error := _router(step, router.drain):
         return _log_error(state, host, f"{error}; not switched")
     try:
@@ -407,10 +389,13 @@ def _rollback_in_wave(state, host, connector_arguments, step: WaveStep):
         _log_error(state, host, line)
     if status in ("0", "1") and (error := _router(step, router.join)):
         return _log_error(state, host, error)
+    if status == "0":
+        summary.passed(host.name, f"rolled back to {results[-1]['release'] if results else 'its previous release'}")
     return status == "0"
 
 
 def _log_error(state, host, message):
-    """Log ``message`` as this host's error; returns False, so it also fails the host."""
+    """Log ``message`` as this host's error (the run's summary keeps the first); returns False, so it fails the host."""
     host.log_styled(message, fg="red", log_func=logger.error)
+    summary.failed(host.name, message)
     return False

@@ -1,9 +1,9 @@
-"""Stack operations: sync a host's wheelhouse, build the venv offline with uv, verify, collect.
+"""Stack operations: fan the wheels out, build the venv offline with uv, verify, collect.
 
 The planning is split into pure functions of the stack and the host's
-``StackState`` (``sync_commands``, ``build_commands``, ``collect_commands``);
-the operation asks the fact once and yields what they return, so a converge
-that changes nothing costs one remote command per host.
+``StackState`` (``build_commands``, ``collect_commands``); the operations ask
+the fact once each and yield what they return. Wheels cross the controller's
+uplink about once: hosts fetch them from each other in rounds (``sglfleet.fanout``).
 
 **Example:**
 
@@ -17,16 +17,19 @@ from __future__ import annotations
 import shlex
 from io import StringIO
 
-from pyinfra import host
-from pyinfra.api import FileUploadCommand, OperationError, operation
+import gevent
+from pyinfra import host, logger
+from pyinfra.api import FileUploadCommand, OperationError, StringCommand, operation
 
 from sglfleet import FILES, wheelhouse
-from sglfleet.diffs import report_drift, wants_diff
+from sglfleet.diffs import first_pass, report_drift, wants_diff
+from sglfleet.fanout import Progress, Share, aria2_command, aria2_input, human
 from sglfleet.facts.stack import StackHostState, StackState, WheelhouseFiles
 from sglfleet.host.layout import LAYOUT
 from sglfleet.host.stacks import SNAPSHOT, snapshot_command
 from sglfleet.stacks import MARKER, Stack, StackError
-from sglfleet.temporaries import RUN_TOKEN
+from sglfleet.operations.remote import HostFunctionCommand
+from sglfleet.temporaries import RUN_TOKEN, STALE_MINUTES
 
 PROBE = FILES / "probe" / "verify_stack.py"
 q = shlex.quote
@@ -35,33 +38,149 @@ q = shlex.quote
 # Hosts whose stack this run builds again because it drifted: the process serving
 # from it loaded the changed files at start, so the rollout restarts it behind its gate.
 REBUILT: set[str] = set()
+# Hosts that serve wheels to peers this run; their server stops once every stack is built.
+SHARING: dict[str, str] = {}
+# Hosts whose stack preflight found built and unchanged (its StackState, asked once).
+VERIFIED: set[str] = set()
 
 
-def sync_commands(stack: Stack, present: dict[str, str], local: dict[str, wheelhouse.Local]) -> list:
+@operation()
+def wheels_fanned_out(stack: Stack, share: Share, full_check: bool = False):
     """
-    Commands that give the host every file of ``stack`` it lacks, each checked and renamed into place.
+    Give the host every wheel of ``stack`` it lacks, from the hosts of earlier
+    rounds (``aria2c``, several sources a file, sha256 checked on arrival), or
+    from the controller in round 0, when no peer answers, or without aria2c;
+    then serve them to the later rounds until the stacks are built.
 
-    + present: the host's wheelhouse, ``{filename: sha256}``
-    + local: the controller's wheelhouse, ``wheelhouse.ensure(stack)``
+    + stack: a loaded, complete stack
+    + share: the host's turn in the fan-out (``sglfleet.fanout``)
+    + full_check: as ``installed``'s (the same fact, so one round trip serves both)
 
-    A transfer goes to ``<file>.part`` and is renamed only after its sha256
-    matched: an interrupted sync leaves complete files (skipped next time) and
-    at most one partial one (replaced).
+    **Example:**
+
+    .. code:: python
+
+        wheels_fanned_out(name="Wheels, round 1", stack=stack, share=Share(1, ("http://node1:30089",), 30089, "u"))
     """
-    missing = [f for f in stack.files if present.get(f.filename) != local[f.filename].sha256]
+    if host.name in VERIFIED:  # preflight found it built and unchanged: no round trip for a quiet converge
+        host.noop(f"stack {stack.id} is built: no wheel needed")
+        return
+    state = host.get_fact(StackState, stack_id=stack.id, python=stack.python, uv_version=stack.uv.version,
+                          full=full_check)
+    if state.verified:
+        host.noop(f"stack {stack.id} is built: no wheel needed")
+        return
+    present = state.wheels if state.wheels is not None else host.get_fact(WheelhouseFiles)
+    try:
+        local = wheelhouse.ensure(stack)
+    except StackError as e:
+        raise OperationError(str(e)) from None
+    missing = [f.filename for f in stack.files if present.get(f.filename) != local[f.filename].sha256]
     if not missing:
-        return []
-    commands: list = [f"mkdir -p {LAYOUT.wheelhouse}"]
-    for f in missing:
-        final = f"{LAYOUT.wheelhouse}/{f.filename}"
-        part = f"{final}.part"
-        commands.append(FileUploadCommand(str(local[f.filename].path), part))
-        commands.append(
-            f"if echo {local[f.filename].sha256}'  '{q(part)} | sha256sum --check --status; "
-            f"then mv -f {q(part)} {q(final)}; else rm -f {q(part)}; "
-            f"echo {q(f'{f.filename} arrived corrupted (sha256 mismatch): run the deploy again')} >&2; exit 1; fi"
-        )
-    return commands
+        host.noop(f"the wheelhouse has every wheel of stack {stack.id}")
+        return
+    sources = share.sources if state.aria2 else ()
+    if share.sources and not state.aria2 and first_pass():
+        host.log("aria2c is missing, so the wheels come from the controller: apt install aria2 to fetch "
+                 "them from peer hosts", logger.warning)
+    if first_pass():
+        size = sum(local[name].size for name in missing)
+        origin = f"{len(sources)} peer hosts" if sources else "the controller"
+        host.log(f"Stack {stack.id}: {len(missing)} wheels ({human(size)}) from {origin}", logger.info)
+    yield HostFunctionCommand(_fetch_and_serve, ([(name, local[name]) for name in missing], sources, share), {})
+
+
+def _fetch_and_serve(state, host, connector_arguments, missing, sources, share: Share):
+    """Fetch ``missing`` (``[(name, Local)]``) into the wheelhouse, then serve it; False fails the host."""
+    def run(command: str, **extra):
+        return host.run_shell_command(StringCommand(command), **{**connector_arguments, **extra})
+
+    wheelhouse_dir = LAYOUT.wheelhouse
+    incoming = f"{wheelhouse_dir}/.incoming-{RUN_TOKEN}"
+    # Private to the SSH user, who uploads without sudo, beside the wheelhouse (not /tmp,
+    # often RAM): a rename puts a checked file in place. Killed runs' folders go after an hour.
+    ok, output = run(f"mkdir -p {q(wheelhouse_dir)} && find {q(wheelhouse_dir)} -maxdepth 1 -name '.incoming-*' "
+                     f"-mmin +{STALE_MINUTES} -exec rm -rf {{}} + && "
+                     f"install -d -m 700 -o \"${{SUDO_USER:-$(id -un)}}\" {q(incoming)}")
+    if not ok:
+        return _failed(host, f"cannot prepare {incoming}: {' '.join(output.stderr_lines)[-300:]}")
+    left = dict(missing)
+    if sources:
+        left = _from_peers(host, run, left, sources, incoming)
+    if left and not _from_controller(host, connector_arguments, run, left, incoming):
+        return False
+    run(f"rm -rf {q(incoming)}")
+    unit = f"{share.unit}"
+    server = (f"systemd-run --unit={unit} --collect --quiet --property=RuntimeMaxSec={share.serve_s} "
+              f"/usr/bin/python3 -I {q(LAYOUT.lib)}/sglfleet_host/share.py --dir {q(wheelhouse_dir)} "
+              f"--port {share.port}")
+    ready = (f"bash -c 'for i in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/{share.port}) 2>/dev/null && exit 0; "
+             "sleep 0.1; done; exit 1'")
+    ok, output = run(f"{server} && {ready}")
+    if ok:
+        SHARING[host.name] = unit
+    else:  # the run goes on: later rounds fetch from other peers, or the controller
+        host.log(f"cannot serve wheels to peers on port {share.port}: {' '.join(output.stderr_lines)[-300:]}",
+                 logger.warning)
+    return True
+
+
+def _checked_into_place(run, names: list[str], incoming: str, local: dict) -> list[str]:
+    """Rename each ``<name>.part`` whose sha256 matches into the wheelhouse; the names that did not."""
+    script = "; ".join(
+        f"if echo {local[name].sha256}'  '{q(f'{incoming}/{name}.part')} | sha256sum --check --status 2>/dev/null; "
+        f"then chown root:root {q(f'{incoming}/{name}.part')} && chmod 644 {q(f'{incoming}/{name}.part')} && "
+        f"mv -f {q(f'{incoming}/{name}.part')} {q(f'{LAYOUT.wheelhouse}/{name}')}; "
+        f"else rm -f {q(f'{incoming}/{name}.part')}; echo {q(name)}; fi"
+        for name in names)
+    ok, output = run(script)
+    return [line for line in output.stdout_lines if line in local] if ok else list(names)
+
+
+def _from_peers(host, run, left: dict, sources: tuple[str, ...], incoming: str) -> dict:
+    """Fetch what is ``left`` from peers; return what is still missing (to come from the controller)."""
+    names = sorted(left)
+    total = sum(left[name].size for name in names)
+    ok, _ = run(f"cat > {q(incoming)}/aria2.input",
+                _stdin=aria2_input([(name, left[name].sha256) for name in names], sources))
+    progress = Progress(host, f"wheels from {len(sources)} peer hosts", total)
+    fetch = gevent.spawn(run, aria2_command(f"{incoming}/aria2.input", incoming))
+    while not fetch.ready():
+        fetch.join(timeout=progress.every_s)
+        if not fetch.ready():
+            sizes = run(f"du -sb {q(incoming)} 2>/dev/null | cut -f1")[1].stdout_lines
+            progress.update(int(sizes[0]) if sizes and sizes[0].isdigit() else 0)
+    fetched_ok, output = fetch.value if fetch.successful() else (False, None)
+    still = _checked_into_place(run, names, incoming, left)
+    if still:
+        # A corrupt peer file fails its checksum and aria2c tries no other source: the controller sends it.
+        why = "" if fetched_ok else f" (aria2c: {' '.join(output.stderr_lines)[-200:] if output else 'failed'})"
+        host.log(f"{len(still)} wheels did not come from peers{why}; the controller sends them", logger.warning)
+    return {name: left[name] for name in still}
+
+
+def _from_controller(host, connector_arguments, run, left: dict, incoming: str) -> bool:
+    """Upload what is ``left`` as the SSH user (sftp cannot sudo), then check and rename it as root."""
+    progress = Progress(host, "wheels from the controller", sum(local.size for local in left.values()))
+    sent = 0
+    for name, local in sorted(left.items()):
+        target = f"{incoming}/{name}.part"
+        try:
+            sftp = host.connector.get_file_transfer_connection()
+            with open(local.path, "rb") as handle:
+                sftp.putfo(handle, target, callback=lambda done, _total, base=sent: progress.update(base + done))
+        except Exception as error:  # noqa: BLE001 - the link, the disk: fail this host with the cause
+            return _failed(host, f"cannot send {name}: {type(error).__name__}: {error}")
+        sent += local.size
+    corrupted = _checked_into_place(run, sorted(left), incoming, left)
+    if corrupted:
+        return _failed(host, f"{', '.join(corrupted)} arrived corrupted (sha256 mismatch): run the deploy again")
+    return True
+
+
+def _failed(host, message: str) -> bool:
+    host.log_styled(message, fg="red", log_func=logger.error)
+    return False
 
 
 def uv_extract_command(stack: Stack) -> str:
@@ -123,12 +242,14 @@ def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
     if stack.no_deps:
         install.append("--no-deps")  # the lock lists every file; some packages come without their deps
     snapshot = f"{stack.path}/{SNAPSHOT}"
+    # Built and verified by another run while this one waited for the lock (and not
+    # changed since). Not when this run builds it again because it drifted.
+    done_meanwhile = "false" if state.built else (
+        f"[ -f {q(stack.marker)} ] && [ -f {q(snapshot)} ] && "
+        f"{snapshot_command(stack.venv, stack.python)} | cmp -s {q(snapshot)} -")
     script = "\n".join([
         "set -e",
-        # Built and verified by another run while this one waited for the lock (and not
-        # changed since: a drifted stack is built again).
-        f"if [ -f {q(stack.marker)} ] && [ -f {q(snapshot)} ] && "
-        f"{snapshot_command(stack.venv)} | cmp -s {q(snapshot)} -; then rm -rf {q(upload)}; exit 0; fi",
+        f"if {done_meanwhile}; then rm -rf {q(upload)}; exit 0; fi",
         # What a killed build left goes; this run's inputs take its place.
         f"rm -rf {q(build)}; mv {q(upload)} {q(build)}",
         # Nothing from the network, no user config: the wheelhouse is the only source.
@@ -142,7 +263,7 @@ def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
         f"echo {q(f'stack {stack.id} failed its verification probe (see above)')} >&2; exit 1; fi",
         f"mv {q(marker)}.part {q(marker)}",
         # What the venv holds now, to tell on every converge whether it changed (paths are relative).
-        f"{snapshot_command(f'{build}/venv')} > {q(build)}/{SNAPSHOT}",
+        f"{snapshot_command(f'{build}/venv', stack.python)} > {q(build)}/{SNAPSHOT}",
         f"if [ -e {q(stack.path)} ]; then rm -rf {q(old)}; mv {q(stack.path)} {q(old)}; fi",
         f"mv -T {q(build)} {q(stack.path)}",
         f"rm -rf {q(old)}",
@@ -207,7 +328,6 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: b
                      "the release that serves from it behind its gate")
         REBUILT.add(host.name)
     if not state.verified:
-        present = state.wheels if state.wheels is not None else host.get_fact(WheelhouseFiles)
         try:
             # Fetched once for all hosts; bytes that differ from the lock stop the
             # run here, while planning, before any host is changed.
@@ -215,13 +335,13 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: b
         except StackError as e:
             raise OperationError(str(e)) from None
         hashes = {name: entry.sha256 for name, entry in local.items()}
-        sync = sync_commands(stack, present, local)
-        commands += sync + build_commands(stack, state, gpu_less, hashes)
-        uploads = [c for c in sync if isinstance(c, FileUploadCommand)]
-        size = sum(local[c.dest.rsplit("/", 1)[1].removesuffix(".part")].size for c in uploads)
-        summary = [f"  + sync {len(uploads)} wheels ({size / 1e6:.1f} MB)", f"  + build and verify {stack.path}"]
+        commands += build_commands(stack, state, gpu_less, hashes)
+        summary = [f"  + build and verify {stack.path}"]
     else:
         summary = []
+    if host.name in SHARING:
+        # Every round has fetched by now: this host's file server is done.
+        commands.append(f"systemctl stop {q(SHARING[host.name])} 2>/dev/null || true")
     commands += collect_commands(stack, state, keep)
     if collected(stack, state, keep):
         summary.append(f"  - collect {', '.join(collected(stack, state, keep))}")

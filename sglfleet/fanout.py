@@ -1,0 +1,122 @@
+"""
+Files fanned out across the fleet, so they cross the controller's uplink about
+once, not once per host.
+
+Hosts take turns in rounds that double: round 0 is one host, which gets what
+it lacks from the controller; in each later round, twice as many hosts fetch
+what they lack from every host of the rounds before, with ``aria2c`` (several
+sources a file, each file checked by sha256 on arrival), and serve it in turn.
+A host that lacked nothing serves nothing (it stays a quiet converge); a host
+that finds no live peer falls back to the controller. Pure but for ``Progress``.
+
+**Example:**
+
+.. code:: python
+
+    rounds(["n1", "n2", "n3", "n4", "n5"])   # [["n1"], ["n2"], ["n3", "n4"], ["n5"]]
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from dataclasses import dataclass
+
+from pyinfra import logger
+
+
+def rounds(hosts: list[str]) -> list[list[str]]:
+    """The hosts in doubling rounds: 1, 1, 2, 4, 8, ... in the order given."""
+    out, start, size = [], 0, 1
+    while start < len(hosts):
+        out.append(hosts[start:start + size])
+        start += size
+        size = max(1, start)
+    return out
+
+
+@dataclass(frozen=True)
+class Share:
+    """
+    One host's turn in a fan-out.
+
+    + round: its round (0: from the controller)
+    + sources: ``http://<peer>:<port>`` of every host of the earlier rounds
+    + port: where this host serves once it holds the files
+    + unit: the transient systemd unit of this run's file server
+    + serve_s: how long the server may live at most (a killed run's ends by itself)
+    """
+
+    round: int
+    sources: tuple[str, ...]
+    port: int
+    unit: str
+    serve_s: int = 3600
+
+
+def aria2_input(files: list[tuple[str, str]], sources: tuple[str, ...]) -> str:
+    """
+    An aria2c input file: every file from every source, written to ``<name>.part``
+    and checked against its sha256.
+
+    + files: ``(file name, sha256)`` for each file to fetch
+    + sources: base URLs of the hosts that serve them
+    """
+    lines = []
+    for name, sha256 in files:
+        lines.append("\t".join(f"{source}/{name}" for source in sources))
+        lines += [f"  out={name}.part", f"  checksum=sha-256={sha256}"]
+    return "\n".join(lines) + "\n"
+
+
+def aria2_command(input_file: str, folder: str) -> str:
+    """aria2c for an input file into ``folder``: parts of each file from several peers, bounded retries."""
+    return shlex.join([
+        "aria2c", f"--input-file={input_file}", f"--dir={folder}",
+        "--split=4", "--min-split-size=16M", "--max-connection-per-server=2", "--max-concurrent-downloads=4",
+        "--connect-timeout=5", "--timeout=60", "--max-tries=3", "--retry-wait=1",
+        "--auto-file-renaming=false", "--allow-overwrite=true", "--file-allocation=none",
+        "--console-log-level=error", "--summary-interval=0", "--download-result=hide",
+    ])
+
+
+def human(size: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if size < 1000 or unit == "TB":
+            return f"{size:.1f} {unit}" if unit != "B" else f"{int(size)} B"
+        size /= 1000
+    return f"{size:.1f} TB"
+
+
+class Progress:
+    """
+    Say, every ``every_s`` seconds at most, how far a long transfer to one host
+    has got: bytes done, rate and what remains (one line, not one per file).
+
+    **Example:**
+
+    .. code:: python
+
+        progress = Progress(host, "wheels from the controller", total_bytes)
+        progress.update(done_bytes)
+    """
+
+    def __init__(self, host, what: str, total: int, every_s: float = 15.0, clock=time.monotonic):
+        self.host, self.what, self.total, self.every_s, self.clock = host, what, total, every_s, clock
+        self.started = self.last = clock()
+        self.done = 0
+
+    def update(self, done: int) -> None:
+        self.done = done
+        now = self.clock()
+        if now - self.last < self.every_s:
+            return
+        self.last = now
+        self.host.log(self.line(now), logger.info)
+
+    def line(self, now: float) -> str:
+        rate = self.done / max(now - self.started, 1e-6)
+        left = (self.total - self.done) / rate if rate > 0 else float("inf")
+        share = f" ({100 * self.done / self.total:.0f} %)" if self.total else ""
+        eta = f"about {left:.0f} s left" if left != float("inf") else "waiting"
+        return f"{self.what}: {human(self.done)} of {human(self.total)}{share}, {human(rate)}/s, {eta}"

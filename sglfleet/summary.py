@@ -1,0 +1,55 @@
+"""
+The rollout's closing lines: which hosts serve what, which failed and why, and
+what a pause held back, printed after pyinfra's results table, so the end of a
+run names the hosts that need a look.
+
+**Example:**
+
+.. code:: python
+
+    passed("node1", "serves 3f2a9c1d0b7e6a55")
+    failed("node2", "gate failed on release 3f2a9c1d0b7e6a55: unit: ...")
+    print_summary()   # --> Rollout: 1 passed (node1); 1 failed: node2 (gate failed on ...)
+"""
+
+from __future__ import annotations
+
+import click
+
+_passed: dict[str, str] = {}
+_failed: dict[str, str] = {}
+_held: list[str] = []
+
+
+def passed(host_name: str, outcome: str) -> None:
+    """Record a host that passed its switch (or roll back), and what it serves now."""
+    _passed[host_name] = outcome
+
+
+def failed(host_name: str, message: str) -> None:
+    """Record why a host failed; the first reason counts (later lines explain it)."""
+    _failed.setdefault(host_name, message.splitlines()[0] if message else "failed")
+
+
+def held(waves: list[str], until: str) -> None:
+    """Record the waves ``rollout_until`` holds back this run."""
+    _held[:] = [f"paused after wave {until}: {', '.join(waves)} not started; run again without "
+                f"rollout_until to go on"]
+
+
+def lines() -> list[str]:
+    """The summary, one line each, or [] when this run switched nothing."""
+    out = []
+    if _passed:
+        out.append(f"--> Rollout: {len(_passed)} passed ({', '.join(sorted(_passed))})")
+    if _failed:
+        out.append(f"--> Rollout: {len(_failed)} failed: " + "; ".join(
+            f"{name} ({reason})" for name, reason in sorted(_failed.items())))
+    out += [f"--> Rollout: {line}" for line in _held]
+    return out
+
+
+def print_summary() -> None:
+    """Print the summary (for ``atexit``: after pyinfra's results)."""
+    for line in lines():
+        click.echo(line, err=False)
