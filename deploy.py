@@ -8,6 +8,7 @@ config.py validated the inventory before any connection.
 """
 
 from tasks.access import check_access
+from tasks.models import collect_models, stage_models
 from tasks.patch import patch_eagle3_methods
 from tasks.preflight import preflight
 from tasks.release import collect_releases, stage_release
@@ -21,8 +22,10 @@ preflight()
 install_stack()
 patch_eagle3_methods()
 install_service()
+stage_models()
 stage_release()
 
 # Phase B, wave by wave: only hosts whose staged release differs restart.
 roll_out()
 collect_releases()
+collect_models()
