@@ -140,7 +140,7 @@ def test_staging_resumes_verifies_repairs_and_collects(mirror, tmp_path):
     fetched = [line for line in served.requests()[before:] if '"GET ' in line]
     assert not any(f"/{first}/config.json " in line for line in fetched), fetched
     assert any(f"/{first}/{shard} " in line for line in fetched), fetched
-    assert "1 kept from an interrupted staging" in done.stdout
+    assert "1 files already there from an interrupted staging, checked and kept" in done.stdout
     for f in manifest.files:
         want, found = host_models.digest_of(os.path.join(final, f.path), {"sha256": f.sha256, "git_sha1": f.git_sha1})
         assert want == found, f.path

@@ -219,6 +219,7 @@ class Stager:
         self.name = f"{manifest['repo']}@{manifest['revision'][:12]}"
         self.partial = partial_of(final)
         self.fetched = 0
+        self.reused = 0  # files a killed run fetched but had not checked: checked now, not fetched again
 
     def where(self) -> str:
         return {"hub": self.endpoint or "the Hub", "controller": "the controller"}[self.source]
@@ -268,7 +269,9 @@ class Stager:
             # What is already there (a killed run's last file, a file huggingface_hub
             # finished) is checked first: only what fails is fetched.
             present = [p for p in paths if os.path.isfile(os.path.join(self.partial, p))]
-            failed = self.verified(present, record, record_path) + [p for p in paths if p not in present]
+            failed = self.verified(present, record, record_path)
+            self.reused += len(present) - len(failed)
+            failed += [p for p in paths if p not in present]
             for attempt in range(2):
                 if not failed:
                     break
@@ -294,8 +297,9 @@ class Stager:
         shutil.rmtree(os.path.join(self.partial, ".cache"), ignore_errors=True)
         readable(self.partial)
         os.rename(self.partial, self.final)
-        return f"{self.name}: staged {len(self.entries)} files in {self.final} ({len(kept)} kept from an " \
-               f"interrupted staging, {self.fetched} bytes fetched)"
+        resumed = len(kept) + self.reused
+        return f"{self.name}: staged {len(self.entries)} files in {self.final} ({self.fetched} bytes fetched" + \
+            (f"; {resumed} files already there from an interrupted staging, checked and kept)" if resumed else ")")
 
     def repair(self) -> str:
         marker_path = os.path.join(self.final, MARKER)
