@@ -32,5 +32,9 @@ def stage_models():
 
 @deploy("Models")
 def collect_models():
-    # After the releases are collected: what no kept release loads goes.
-    models.collected(name="Collect unused model revisions", keep=[m.dir for m in staged_models(host_config(host))])
+    # After the releases are collected: what no kept release loads goes. A run that
+    # stages no model (unpinned, development only) leaves the store to the next
+    # run that does, and spends no remote command on it.
+    wanted = staged_models(host_config(host))
+    if wanted:
+        models.collected(name="Collect unused model revisions", keep=[m.dir for m in wanted])

@@ -237,6 +237,8 @@ def test_standin_loads_a_staged_model_and_refuses_a_missing_or_truncated_shard(t
             (folder / name).unlink()
     with pytest.raises(RuntimeError, match=f"Cannot find any model weights with `{folder}`"):
         standin_model.load_weights(str(folder))
+    (folder / "model.safetensors.index.json").unlink()
+    assert standin_model.load_weights(str(folder)) == 0  # config.json alone: an architecture, no weights
     (folder / "config.json").unlink()
     with pytest.raises(OSError, match="does not appear to have a file named config.json"):
         standin_model.load_weights(str(folder))

@@ -167,12 +167,13 @@ def test_a_corrupted_byte_on_one_host_is_repaired_before_it_switches(fleet, mode
 
 def fill_when_staging_starts(fleet, host: str, models_root: str, revision: str) -> None:
     """On ``host``: the model store on a small tmpfs holding what was there; once staging of ``revision``
-    starts, a filler takes the rest (bounded: it waits 120 s at most)."""
+    has its first file (config.json, while the big shard still flows), a filler takes the rest
+    (bounded: it waits 120 s at most)."""
     fleet.exec(host, f"used=$(du -sk {models_root} | cut -f1) && mkdir -p /root/models-copy"
                      f" && cp -a {models_root}/. /root/models-copy/"
                      f" && mount -t tmpfs -o size=$((used + 330 * 1024))k tmpfs {models_root}"
                      f" && cp -a /root/models-copy/. {models_root}/ && rm -rf /root/models-copy")
-    fleet.exec(host, f"setsid -f timeout 120 sh -c 'until ls -d {models_root}/{MODEL}/.{revision}.partial; do "
+    fleet.exec(host, f"setsid -f timeout 120 sh -c 'until ls {models_root}/{MODEL}/.{revision}.partial/config.json; do "
                      f"sleep 0.05; done; cat /dev/zero > {models_root}/.filler' </dev/null >/dev/null 2>&1")
 
 
