@@ -400,9 +400,11 @@ def collect(keep: list, layout: Layout, extra_stores=(), dry_run: bool = False) 
                 for entry in os.listdir(folder):
                     path = os.path.join(folder, entry)
                     if entry.startswith("."):
+                        if not entry.endswith(".partial"):
+                            continue  # a revision's lock goes with the revision
                         revision = entry[1:].split(".")[0]
                         stale = time.time() - os.path.getmtime(path) > STALE_MINUTES * 60
-                        if entry.endswith(".partial") and stale and os.path.join(folder, revision) not in wanted:
+                        if stale and os.path.join(folder, revision) not in wanted:
                             rmtree(path, ignore_errors=True)
                             removed.append(path)
                         continue
