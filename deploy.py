@@ -8,6 +8,7 @@ config.py validated the inventory before any connection.
 """
 
 from tasks.access import check_access
+from tasks.models import collect_models, stage_models
 from tasks.patch import patch_eagle3_methods
 from tasks.preflight import preflight
 from tasks.release import stage_release
@@ -21,7 +22,9 @@ preflight()
 install_service()
 install_stack()
 patch_eagle3_methods()
+stage_models()
 stage_release()
 
 # Phase B, batch by batch, canary first: only hosts whose staged release differs restart.
 roll_out()
+collect_models()

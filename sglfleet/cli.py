@@ -11,6 +11,7 @@ SUBCOMMANDS = {
     "devfleet": "sglfleet.devfleet_cli:devfleet",
     "lint": "sglfleet.lint_cli:lint",
     "lock": "sglfleet.stacks_cli:lock",
+    "model": "sglfleet.models_cli:model",
     "status": "sglfleet.status:status",
 }
 
@@ -28,4 +29,4 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup)
 def main():
-    """Provision SGLang + EAGLE-3 fleets: patch, local fleet, lint, lock, status."""
+    """Provision SGLang + EAGLE-3 fleets: patch, local fleet, lint, lock, model, status."""

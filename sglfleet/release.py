@@ -24,6 +24,7 @@ from pathlib import Path
 from sglfleet.host.gate import GateSettings
 from sglfleet.host.layout import LAYOUT
 from sglfleet.host.releases import content_id
+from sglfleet.models import offline, served_launch
 from sglfleet.schema import LAUNCH_KEYS, LaunchSettings
 from sglfleet.templates import TEMPLATES, render
 
@@ -137,7 +138,8 @@ def render_release(
         release = render_release(config, stack_id, patch_digest)
         release.release_id   # "9c41d0e2a7b35f18"
     """
-    args = launch_args(config.launch)
+    # Pinned models load from their staged folders, which name the revision.
+    args = launch_args(served_launch(config))
     python = LAYOUT.python(stack_id)
     if config.server == "standin":
         command = f"{python} {STANDIN_SCRIPT}"
@@ -148,6 +150,9 @@ def render_release(
     else:
         command = f"{python} -m sglang.launch_server"
         environment = []
+    if offline(config):
+        # Every model is staged and verified: a start never reaches the network.
+        environment.append(("HF_HUB_OFFLINE", "1"))
     script = render(
         "launch.sh.j2",
         templates,

@@ -200,6 +200,16 @@ class HostConfig(BaseModel):
     # sglang launch flags, given flat in inventory data
     launch: LaunchSettings
 
+    # models: pinned to a commit, staged and verified in phase A (sglfleet.models)
+    model_revision: Optional[Text] = Field(description='the model\'s 40-hex commit, e.g. "4d01dfe0332d63057c186e0b262165819efb6611"')
+    speculative_draft_model_revision: Optional[Text] = Field(description="the draft model's 40-hex commit")
+    allow_unpinned_models: Bool = Field(description="true or false")
+    models_dir: Optional[Annotated[str, Field(pattern=r"^/[^\x00-\x1f\x7f]*$")]] = Field(
+        description='an absolute path on the host, e.g. "/nvme/models", or None for /opt/sglfleet/models')
+    model_source: Literal["hub", "controller"] = Field(description='"hub" (the Hub, or hf_endpoint\'s mirror) or "controller"')
+    hf_endpoint: Optional[Url] = Field(description='an HF-compatible mirror, e.g. "http://hf-mirror.internal:8090", or None')
+    models_controller_dir: Optional[Text] = Field(description="a folder on the controller holding <org>/<name>/<revision>/")
+
     # rollout
     rollout_waves: Optional[Names] = Field(min_length=1, description='a list of group names, e.g. ["canary", "wave1"]')
     rollout_serial: Optional[Serial] = Field(min_length=1, description='batch sizes, numbers or percentages of '

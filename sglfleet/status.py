@@ -22,7 +22,8 @@ from sglfleet.host.bake import describe
 from sglfleet.host.layout import LAYOUT
 from sglfleet.validation import load_inventory, parse_data
 
-COLUMNS = ("host", "wave", "declared", "current", "serving", "previous", "stack", "unit", "health", "gate", "bake")
+COLUMNS = ("host", "wave", "declared", "current", "serving", "previous", "stack", "unit", "health", "gate", "bake",
+           "models")
 
 
 def fleet_status(inventory_path: str, data: dict | None = None) -> list[dict]:
@@ -97,6 +98,10 @@ def _cell(row: dict, column: str) -> str:
     if column == "bake":
         baked = row.get("bake") or {}
         return f"{baked['verdict']}: {describe(baked.get('figures') or {})}" if baked else "-"
+    if column == "models":
+        revisions = [f"{m['repo']}@{m['revision'][:8]}{'' if m['verified'] else ' (unverified)'}"
+                     for m in row.get("models") or []]
+        return f"{', '.join(revisions)} ({row.get('models_bytes', 0) / 1e9:.2f} GB)" if revisions else "-"
     value = row.get({"unit": "active_state"}.get(column, column))
     if column in ("current", "previous", "serving") and value:
         return value[:12]
@@ -131,7 +136,7 @@ def progress(rows: list[dict]) -> str:
 @click.option("--data", "data", multiple=True, metavar="KEY=VALUE",
               help="Override host data, as pyinfra's --data does (what the declared release is rendered from).")
 def status(inventory, as_json, ssh_user, sudo, data):
-    """Tabulate the hosts of INVENTORY: wave, releases, what serves, stack, unit, health, gate and bake."""
+    """Tabulate the hosts of INVENTORY: wave, releases, what serves, stack, unit, health, gate, bake and models."""
     overrides = {**parse_data(data), "ssh_user": ssh_user, "_sudo": sudo}
     rows = fleet_status(inventory, {key: value for key, value in overrides.items() if value is not None})
     if as_json:

@@ -153,6 +153,7 @@ def check_inventory(inventory, templates: Path = TEMPLATES) -> list[str]:
     """
     from sglfleet.flagsets import flagset_for
     from sglfleet.lint import Finding, lint
+    from sglfleet.models import model_findings
     from sglfleet.release import render_release
     from sglfleet.secrets import SecretsError, load_secrets, render_env
     from sglfleet.stacks import StackError, load_stack
@@ -161,6 +162,7 @@ def check_inventory(inventory, templates: Path = TEMPLATES) -> list[str]:
     configs = validate_inventory(inventory)
     findings: list[Finding] = []
     for name, config in configs.items():
+        findings += model_findings(name, config)
         try:
             stack = load_stack(config.stack, allow_unhashed=config.allow_unhashed_lock)
             stack.require_complete()

@@ -5,10 +5,8 @@ import http.server
 import shutil
 import threading
 from functools import partial
-from pathlib import Path
 
 import pytest
-from pyinfra.api import FileUploadCommand
 
 from sglfleet import FILES, wheelhouse
 from sglfleet.facts.stack import StackHostState

@@ -20,8 +20,10 @@ It follows sglang 0.5.9 (file:line below are of the 0.5.9 wheel, under
    (``launch_server.py:32``, ``entrypoints/engine.py:1026``).
 3. **Loading the model** (``_launch_subprocesses``, ``http_server.py:1893-1900``):
    ``SGLFLEET_STANDIN_WARMUP`` seconds, the EAGLE-3 check of the installed
-   ``kimi_k25.py`` (``standin_model``; a failure is "Scheduler hit an exception"
-   and exit 1). **Nothing listens meanwhile**: connections are refused, and
+   ``kimi_k25.py``, then a staged model's config and every safetensors shard
+   (``standin_model``: a missing or truncated file fails as 0.5.9's loader
+   does; the warm-up grows by the bytes read over ``SGLFLEET_STANDIN_LOAD_BPS``);
+   a failure is "Scheduler hit an exception" and exit 1. **Nothing listens meanwhile**: connections are refused, and
    SIGTERM has its default action (no handler is installed yet).
 4. **Listener, then warm-up** (``uvicorn.run`` at ``http_server.py:1966``, the
    warm-up thread at 347-352): ``/health`` is 503 until the server's own
@@ -95,7 +97,7 @@ from standin_engine import Engine
 from standin_faults import read_fault
 from standin_http import Standin, serve
 from standin_metrics import Registry
-from standin_model import eagle3_check, model_config
+from standin_model import eagle3_check, load_weights, model_config
 from standin_server_args import (check_server_args, find_sglang, merge_config, redacted,
                                  resolve, sglang_version)
 
@@ -185,11 +187,18 @@ def main(argv: list[str]) -> int:
                     prefill_extra_s=prefill_extra)
     try:
         eagle3_check(package, args, config.get("architectures"))
+        started = time.monotonic()
+        loaded = load_weights(args.get("model_path"))
+        if args.get("speculative_draft_model_path"):
+            loaded += load_weights(args.get("speculative_draft_model_path"))
     except Exception:
         logger.error("Scheduler hit an exception: " + traceback.format_exc().rstrip())
         return 1
+    # Loading grows with the weights: at SGLFLEET_STANDIN_LOAD_BPS (bytes a second) beyond the read itself.
+    warmup += loaded / float(os.environ.get("SGLFLEET_STANDIN_LOAD_BPS", "1e9"))
     time.sleep(warmup)
-    logger.info("Load weight end. (stand-in: no weights)")
+    logger.info(f"Load weight end. ({loaded} bytes of weights read in {time.monotonic() - started:.2f} s)"
+                if loaded else "Load weight end. (stand-in: no weights)")
 
     host, port = args.get("host") or "127.0.0.1", int(args.get("port") or 30000)
     if fault is not None and fault.mode == "hang":

@@ -27,6 +27,15 @@ listen_port = 30000                       # --port: sglang's default port
 enable_metrics = True                     # /metrics feeds the bake and status
 extra_flags = []                          # more sglang flags, e.g. ["--max-running-requests", "64"]
 
+# --- models: a hub id in model_path / speculative_draft_model_path is pinned to a commit ---
+model_revision = None             # 40-hex commit of model_path; staged and verified before any restart
+speculative_draft_model_revision = None  # the same for the draft
+allow_unpinned_models = False     # development only: a branch or no revision is fetched by the server itself
+models_dir = None                 # the hosts' model store, e.g. "/nvme/models"; None: /opt/sglfleet/models
+model_source = "hub"              # "hub": each host fetches from the Hub or hf_endpoint; "controller": sent over SSH
+hf_endpoint = None                # an HF-compatible mirror, e.g. "http://hf-mirror.internal:8090"
+models_controller_dir = None      # model_source "controller": the controller's <org>/<name>/<revision>/ copies
+
 # --- rollout ---
 rollout_waves = None              # group names in order; None: canary, wave1, wave2, ..., then the rest
 rollout_serial = None             # batches within waves, as Ansible's serial: e.g. [1, "10%", "50%"]; None: whole waves

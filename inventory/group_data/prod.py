@@ -10,11 +10,21 @@ stack = "cu130-sglang-0.5.9"      # files/stacks/cu130-sglang-0.5.9.toml: torch 
 
 # --- SGLang launch: Kimi K2.5 with EAGLE-3 on one 8-GPU host ---
 model_path = "moonshotai/Kimi-K2.5"
+# main from at least May to September 2026: pinned by public tokenizer registries,
+# model catalogues and artifact scripts (64 shards, 554.30 GiB); see the notes
+# on models. Its manifest needs `sglfleet model lock moonshotai/Kimi-K2.5@4d01dfe0...`
+# run where huggingface.co can be reached (not from the development machine).
+model_revision = "4d01dfe0332d63057c186e0b262165819efb6611"
 served_model_name = "kimi-k2.5"
 trust_remote_code = True          # Kimi K2.5 ships its tokenizer as remote code
 tp_size = 8
 speculative_algorithm = "EAGLE3"
 speculative_draft_model_path = "lightseekorg/kimi-k2.5-eagle3"
+# Not pinned: no public source gives this repository's commit, and huggingface.co
+# could not be reached to read it. The lint refuses the inventory until it is
+# pinned: `hf api` or HfApi().model_info("lightseekorg/kimi-k2.5-eagle3").sha, then
+# `sglfleet model lock lightseekorg/kimi-k2.5-eagle3@<sha>`.
+speculative_draft_model_revision = None
 speculative_num_steps = 3         # topk 1: draft tokens = steps + 1
 speculative_eagle_topk = 1
 speculative_num_draft_tokens = 4
@@ -23,6 +33,9 @@ extra_flags = ["--max-running-requests", "64"]  # sglang forces 48 with speculat
 listen_host = "0.0.0.0"           # the router reaches hosts over the network
 listen_port = 30000
 enable_metrics = True
+
+# --- models: staged into the big NVMe before any restart ---
+models_dir = "/nvme/sglfleet/models"
 
 # --- rollout ---
 router_url = "http://router.example.internal:30080"  # an example sglang-router

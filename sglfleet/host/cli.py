@@ -14,6 +14,7 @@ rollback happen under one lock, and the tool ignores SIGHUP.
     sglfleet-release rollback           switch current to previous, restart, start-up gate
     sglfleet-release gate               the start-up gate against the current release
     sglfleet-release state              this host's releases, unit, health and verdicts, as JSON
+    sglfleet-release models ...         check, stage and collect pinned models (``models.py``)
 
 Thresholds come from the release's ``gate.json``. Exit status: 0 passed;
 1 failed, the host serves its earlier release again; 2 usage or layout error;
@@ -31,7 +32,7 @@ import os
 import signal
 import sys
 
-from . import bake, releases, service
+from . import bake, models, releases, service
 from .gate import GateFailed, GateSettings, speculative, startup
 from .client import base_url, request
 from .layout import LAYOUT, Layout
@@ -235,11 +236,15 @@ def state(layout: Layout) -> int:
         "bake": verdict.get("bake"),
         "releases": sorted(r for r in os.listdir(layout.releases) if not r.startswith("."))
         if os.path.isdir(layout.releases) else [],
+        **models.inventory(layout),
     }))
     return 0
 
 
 def main(argv=None, layout: Layout = LAYOUT) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["models"]:  # its own subcommands; it takes no host lock (one per revision)
+        return models.main(argv[1:], layout)
     parser = argparse.ArgumentParser(prog="sglfleet-release", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("activate").add_argument("release_id")

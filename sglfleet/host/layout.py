@@ -9,7 +9,7 @@ library only: it runs on the hosts' own python3 (3.9 or newer).
     /opt/sglfleet/wheelhouse/                   the wheels stacks are built from
     /opt/sglfleet/releases/<release-id>/        launch, launch.args, release.json, gate.json
     /opt/sglfleet/current, previous             links to releases, switched with rename(2)
-    /opt/sglfleet/models/<repo>/<revision>/     staged model weights
+    /opt/sglfleet/models/<org>/<name>/<rev>/    staged, verified model revisions (or models_dir)
     /opt/sglfleet/bin/sglfleet-release          the host tool; its modules in lib/
     /etc/systemd/system/sglang.service          runs current/launch
     /etc/sglfleet/sglang.env                    secrets, root-only
@@ -20,6 +20,7 @@ library only: it runs on the hosts' own python3 (3.9 or newer).
 
     LAYOUT.release("3f2a9c1d0b7e6a55")   # "/opt/sglfleet/releases/3f2a9c1d0b7e6a55"
     LAYOUT.venv("dev-0a24832cc36f")      # "/opt/sglfleet/stacks/dev-0a24832cc36f/venv"
+    LAYOUT.model("org/name", "4d01...")  # "/opt/sglfleet/models/org/name/4d01..."
 """
 
 from __future__ import annotations
@@ -120,7 +121,12 @@ class Layout:
 
     @property
     def models(self) -> str:
+        """The default model store (an inventory's ``models_dir`` puts it elsewhere)."""
         return posixpath.join(self.root, "models")
+
+    def model(self, repo: str, revision: str, models_dir: str = "") -> str:
+        """A staged revision's folder: ``<models_dir>/<org>/<name>/<revision>``."""
+        return posixpath.join(models_dir or self.models, repo, revision)
 
     # Tools shipped to the host
 

@@ -18,6 +18,7 @@ BASE = {
     "model_path": "moonshotai/Kimi-K2.5",
     "speculative_draft_model_path": "lightseekorg/kimi-k2.5-eagle3",
     "trust_remote_code": True,
+    "allow_unpinned_models": True,  # served by name, as inventory/dev.py
     "gate_warmup_s": 60,
     "standin_warmup_s": 2,
 }

@@ -1,0 +1,156 @@
+"""Small models the tests make, and a real HF-compatible mirror (olah, offline) that serves them.
+
+A model is a folder of what the Hub holds for a small llama-style model:
+``config.json``, tokenizer files, a README and sharded safetensors with their
+``model.safetensors.index.json``. ``commit`` turns it into the git repository
+olah reads (LFS pointers committed, objects under ``.git/lfs/objects``, made by
+hand as git-lfs's clean filter would) and returns the commit. ``Mirror`` runs
+``olah-cli`` on an address the local fleet's hosts reach (the bridge's) and
+stops it by its pid.
+
+**Example:**
+
+.. code:: python
+
+    write_model(tmp / "src", seed=1, shard_sizes=(1 << 20, 2 << 20))
+    sha = commit(tmp / "mirror", "testorg/tiny-model", tmp / "src", "first")
+    with Mirror(tmp / "mirror", "10.213.60.1", 8090) as mirror:
+        ...  # HF_ENDPOINT=mirror.url
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+
+def shard_bytes(tensors: dict[str, int], seed: int) -> bytes:
+    """A safetensors file of F32 vectors ``{name: elements}`` with seeded random bytes, in the real format."""
+    header, offset = {"__metadata__": {"format": "pt"}}, 0
+    for name, count in tensors.items():
+        header[name] = {"dtype": "F32", "shape": [count], "data_offsets": [offset, offset + 4 * count]}
+        offset += 4 * count
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)  # safetensors pads the header to 8 bytes
+    return struct.pack("<Q", len(text)) + text + random.Random(seed).randbytes(offset)
+
+
+def write_model(folder: Path, seed: int, shard_sizes=(1 << 20, 2 << 20, 512 << 10),
+                architecture: str = "LlamaForCausalLM") -> Path:
+    """Write a small sharded model into ``folder``; return it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    count = len(shard_sizes)
+    weight_map, total = {}, 0
+    for number, size in enumerate(shard_sizes, 1):
+        name = f"model-{number:05d}-of-{count:05d}.safetensors"
+        tensors = {f"model.layers.{number}.weight": size // 8, f"model.layers.{number}.bias": size // 8}
+        (folder / name).write_bytes(shard_bytes(tensors, seed * 100 + number))
+        weight_map.update({tensor: name for tensor in tensors})
+        total += size
+    (folder / "model.safetensors.index.json").write_text(json.dumps(
+        {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}, indent=2))
+    (folder / "config.json").write_text(json.dumps(
+        {"architectures": [architecture], "model_type": "llama", "hidden_size": 64, "vocab_size": 256,
+         "num_hidden_layers": count, "torch_dtype": "float32"}, indent=2))
+    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}))
+    (folder / "tokenizer.json").write_text(json.dumps(
+        {"version": "1.0", "model": {"type": "WordLevel", "vocab": {f"t{i}": i for i in range(256)},
+                                     "unk_token": "t0"}}))
+    (folder / "README.md").write_text(f"---\nlicense: mit\n---\n# a test model (seed {seed})\n")
+    return folder
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env={**os.environ, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_SYSTEM": "/dev/null"}
+                          ).stdout.strip()
+
+
+def commit(mirror: Path, repo_id: str, source: Path, message: str) -> str:
+    """Commit ``source``'s files as the next revision of ``repo_id`` in olah's mirror folder; the commit."""
+    repo = mirror / "models" / repo_id
+    if not (repo / ".git").is_dir():
+        repo.mkdir(parents=True)
+        git(repo, "init", "-q", "-b", "main")
+        git(repo, "config", "user.email", "tests@sglfleet.invalid")
+        git(repo, "config", "user.name", "sglfleet tests")
+        (repo / ".gitattributes").write_text("*.safetensors filter=lfs diff=lfs merge=lfs -text\n")
+    for path in repo.iterdir():
+        if path.name not in (".git", ".gitattributes"):
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+    for path in sorted(source.iterdir()):
+        data = path.read_bytes()
+        if path.suffix == ".safetensors":
+            oid = hashlib.sha256(data).hexdigest()
+            store = repo / ".git" / "lfs" / "objects" / oid[:2] / oid[2:4]
+            store.mkdir(parents=True, exist_ok=True)
+            (store / oid).write_bytes(data)
+            data = f"version https://git-lfs.github.com/spec/v1\noid sha256:{oid}\nsize {len(data)}\n".encode()
+        (repo / path.name).write_bytes(data)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+class Mirror:
+    """olah serving ``mirror`` offline on ``address:port``; a context manager that stops it by its pid."""
+
+    def __init__(self, mirror: Path, address: str, port: int):
+        self.mirror, self.address, self.port = mirror, address, port
+        self.workdir = mirror.parent / "olah"
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.address}:{self.port}"
+
+    @property
+    def log(self) -> Path:
+        return self.workdir / "stdout.log"
+
+    def requests(self) -> list[str]:
+        """The requests olah answered so far (uvicorn's access lines)."""
+        return [line for line in self.log.read_text().splitlines() if '"GET ' in line or '"HEAD ' in line
+                or '"POST ' in line]
+
+    def __enter__(self) -> Mirror:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        config = self.workdir / "olah.toml"
+        config.write_text(
+            f'[basic]\nhost = "{self.address}"\nport = {self.port}\n'
+            f'repos-path = "{self.workdir / "repos"}"\nmirrors-path = ["{self.mirror}"]\n'
+            f"\n[accessibility]\noffline = true\n")
+        olah = str(Path(sys.executable).with_name("olah-cli"))
+        self.process = subprocess.Popen([olah, "-c", str(config)], cwd=self.workdir, stdin=subprocess.DEVNULL,
+                                        stdout=self.log.open("w"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while True:  # olah's index page answers 500; an API path is the readiness probe
+            try:
+                urllib.request.urlopen(f"{self.url}/api/models/none/none/revision/main", timeout=2)
+                return self
+            except urllib.error.HTTPError:
+                return self
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.__exit__()
+                    raise RuntimeError(f"olah did not start on {self.url}:\n{self.log.read_text()[-2000:]}")
+                time.sleep(0.2)
+
+    def __exit__(self, *exc) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(10)
