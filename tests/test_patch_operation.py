@@ -80,7 +80,7 @@ def test_dry_run_with_diff_prints_the_diff_and_changes_nothing(fleet, target):
     good, bad = fleet.hosts[:-1], fleet.hosts[-1]
     for host in good:
         assert f"[{host}] Will patch {target}" in result.stdout
-    assert "+    def set_eagle3_layers_to_capture(self, layer_ids=None):" in result.stdout
+    assert "+     def set_eagle3_layers_to_capture(self, layer_ids=None):" in result.stdout
     assert f"[{bad}] will fail: cannot patch {target}: no class KimiK25ForConditionalGeneration" in result.stdout
     assert remote(fleet, target) == before
 

@@ -38,7 +38,7 @@ class ReleaseHostState:
     files: dict[str, str] | None = None
 
 
-class ReleaseState(FactBase[ReleaseHostState]):
+class ReleaseState(FactBase["ReleaseHostState | None"]):
     """
     Returns a host's releases, the unit's state, the release its process serves,
     the current release's verdict and (with ``release_id``) the sha256 of that
@@ -58,7 +58,10 @@ class ReleaseState(FactBase[ReleaseHostState]):
         state = host.get_fact(ReleaseState, release_id="3f2a9c1d0b7e6a55")
     """
 
-    default = ReleaseHostState
+    @staticmethod
+    def default() -> None:
+        """None when the fact failed (the host is failed with it, unless errors are ignored)."""
+        return None
 
     def command(self, release_id: str | None = None, wait_lock_s: float = 0) -> str:
         lock = shlex.quote(LAYOUT.lock)

@@ -57,6 +57,8 @@ def staged(release: Release, diff_against: str = "launch.args"):
         staged(name="Stage the release", release=render_release(config, stack_id, patch))
     """
     found = host.get_fact(ReleaseState, release_id=release.release_id)
+    if found is None:
+        return  # the fact failed, and with it the host
     current = found.current
     if wants_diff() and current != release.release_id:
         old = b""
@@ -167,6 +169,8 @@ def activated(release_id: str, step: WaveStep):
         )
     """
     found = host.get_fact(ReleaseState)
+    if found is None:
+        return  # the fact failed, and with it the host
     # Its stack drifted and was built again this run: the process loaded the drifted files.
     restart = host.name in REBUILT
     if found.busy and state.is_executing:
@@ -176,7 +180,7 @@ def activated(release_id: str, step: WaveStep):
         host.log(f"{step.label}: another sglfleet run holds this host's lock; waiting for it", logger.warning)
         timeout = math.ceil(step.timeout_s) if step.timeout_s else None  # a link that never comes back
         found = host.get_fact(ReleaseState, wait_lock_s=step.lock_wait_s, _timeout=timeout, _ignore_errors=True)
-        if not found:
+        if found is None:
             yield FunctionCommand(_log_error, (f"{step.label}: no answer within {timeout} s while waiting for "
                                                f"another run's lock; check {host.name}, then run again",), {})
             return
@@ -229,6 +233,8 @@ def rolled_back(step: WaveStep):
         rolled_back(name="Back to the previous release", step=WaveStep("canary"))
     """
     found = host.get_fact(ReleaseState)
+    if found is None:
+        return  # the fact failed, and with it the host
     if not found.previous:
         yield FunctionCommand(_log_error, (f"{step.label}: no previous release to roll back to",), {})
         return
