@@ -29,17 +29,7 @@ def sglang_wheel(version: str) -> Path:
 
     + version: an sglang release on the package index, e.g. ``"0.5.9"``
     """
-    wheels = CACHE / "wheels"
-    found = sorted(wheels.glob(f"sglang-{version}-*.whl"))
-    if found:
-        return found[0]
-    wheels.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-         "--only-binary=:all:", "--dest", str(wheels), f"sglang=={version}"],
-        check=True,
-    )
-    return sorted(wheels.glob(f"sglang-{version}-*.whl"))[0]
+    return wheel("sglang", version)
 
 
 def wheel(name: str, version: str) -> Path:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from sglfleet import PROJECT_ROOT
@@ -46,6 +47,28 @@ def deploy(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return pyinfra("deploy.py", "-y", *args, timeout=timeout)
 
 
+def converged(fleet, *args: str):
+    """
+    The body of a module fixture: every host's fault cleared and the fleet
+    converged with ``args``, the fleet yielded, the faults cleared again after.
+
+    **Example:**
+
+    .. code:: python
+
+        @pytest.fixture(scope="module")
+        def fleet_up(fleet):
+            yield from converged(fleet, "--data", "listen_host=0.0.0.0")
+    """
+    for host in fleet.hosts:
+        fleet.fault(host, "clear")
+    done = deploy(*args)
+    assert done.returncode == 0, done.stdout[-3000:]
+    yield fleet
+    for host in fleet.hosts:
+        fleet.fault(host, "clear")
+
+
 def host_state(fleet, host: str) -> dict:
     """What ``sglfleet-release state`` reports on ``host``: releases, unit, health (read
     through nsenter, so the check logs in nowhere)."""
@@ -66,22 +89,38 @@ def tree_digest(fleet, host: str, *paths: str) -> str:
     ).stdout
 
 
-def sshd_connections(fleet, host: str, since: float, logins: bool = False) -> int:
+def sshd_connections(fleet, host: str, since: float, logins: bool = False, until: float | None = None) -> int:
     """
-    How many SSH connections ``host``'s sshd logged since ``since`` (epoch seconds):
-    one sshd child per connection, accepted or refused (``logins``: only those
-    that logged in). Read from the host's journal through its mount namespace,
-    so counting opens no connection itself.
+    How many SSH connections ``host``'s sshd logged from ``since`` to ``until``
+    (epoch seconds; None: now): one sshd child per connection, accepted or
+    refused (``logins``: only those that logged in). Read from the host's journal
+    through its mount namespace, so counting opens no connection itself.
     """
     leader = str(fleet.state()["hosts"][host]["leader_pid"])
     main = subprocess.run(["nsenter", "-t", leader, "-m", "cat", "/run/sshd.pid"],
                           capture_output=True, text=True, check=True, timeout=30).stdout.strip()
+    window = ["--since", f"@{since:.6f}"] + (["--until", f"@{until:.6f}"] if until else [])
     log = subprocess.run(["nsenter", "-t", leader, "-m", "journalctl", "-u", "ssh", "-o", "json",
-                          "--no-pager", "--since", f"@{since:.6f}"],
+                          "--no-pager", *window],
                          capture_output=True, text=True, check=True, timeout=30).stdout
     entries = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
     return len({e["_PID"] for e in entries if e.get("SYSLOG_IDENTIFIER") == "sshd" and e.get("_PID") != main
                 and (not logins or str(e.get("MESSAGE", "")).startswith("Accepted "))})
+
+
+def journal_shows_logins(fleet, hosts, since: float, timeout: float = 10.0) -> bool:
+    """
+    Wait (bounded) until every host's journal shows a login since ``since``:
+    journald writes asynchronously, so a check for *no* connection in an
+    earlier window is only as good as this positive control that follows it.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        if all(sshd_connections(fleet, host, since, logins=True) for host in hosts):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
 
 
 def ssh_logins(fleet, host: str, since: float) -> list[tuple[str, str]]:

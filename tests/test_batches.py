@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from deploying import deploy, fleet_state, sglfleet
+from deploying import converged, deploy, fleet_state, sglfleet
 
 pytestmark = pytest.mark.fleet
 
@@ -38,13 +38,7 @@ def currents(fleet) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def six(fleet):
     fleet.up(6)
-    for host in fleet.hosts:
-        fleet.fault(host, "clear")
-    done = deploy()  # the new hosts fetch the stack's wheels from their peers
-    assert done.returncode == 0, done.stdout[-3000:]
-    yield fleet
-    for host in fleet.hosts:
-        fleet.fault(host, "clear")
+    yield from converged(fleet)  # the new hosts fetch the stack's wheels from their peers
     fleet.up(3)
 
 

@@ -171,3 +171,23 @@ def test_status_shows_declared_current_and_serving(fleet_up):
         shown.stdout
     row = next(row for row in rows if row["host"] == "node2")
     assert (row["declared"], row["current"], row["serving"]) == (state["current"], state["previous"], state["current"])
+
+
+def test_two_files_changed_in_one_operation_both_show_in_a_dry_run(fleet_up):
+    """pyinfra plans an operation only up to its first command: every diff is said before it."""
+    fleet = fleet_up
+    fleet.inside("node1", "sed -i 's/^Restart=on-failure$/Restart=always/' /etc/systemd/system/sglang.service && "
+                          "echo '# edited by hand' >> /opt/sglfleet/lib/sglfleet_host/layout.py")
+    before = tree(fleet, "node1")
+    dry = pyinfra("deploy.py", "--dry", "--diff")
+    assert dry.returncode == 0, dry.stdout[-3000:]
+    assert "[node1] Will update /etc/systemd/system/sglang.service" in dry.stdout
+    assert "[node1] Will update /opt/sglfleet/lib/sglfleet_host/layout.py" in dry.stdout
+    assert re.search(r"^\s+- Restart=always$", dry.stdout, re.M) and re.search(r"^\s+- # edited by hand$", dry.stdout, re.M)
+    assert tree(fleet, "node1") == before
+    plain = pyinfra("deploy.py", "--dry")  # without --diff: which file, and what differs
+    assert "[node1] Will write /etc/systemd/system/sglang.service: its content differs on the host" in plain.stdout
+    assert "[node1] Will write /opt/sglfleet/lib/sglfleet_host/layout.py: its content differs on the host" in plain.stdout
+    repaired = deploy()
+    assert repaired.returncode == 0, repaired.stdout[-3000:]
+    assert "Restart=on-failure" in fleet.inside("node1", "cat /etc/systemd/system/sglang.service").stdout

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from deploying import deploy, fleet_state, host_state, sglfleet
+from deploying import converged, deploy, fleet_state, host_state, sglfleet
 from routing import Load, running_router
 
 pytestmark = pytest.mark.fleet
@@ -39,13 +39,7 @@ def status_rows() -> dict:
 
 @pytest.fixture(scope="module")
 def fleet_up(fleet):
-    for host in fleet.hosts:
-        fleet.fault(host, "clear")
-    done = deploy(*LISTEN)
-    assert done.returncode == 0, done.stdout[-3000:]
-    yield fleet
-    for host in fleet.hosts:
-        fleet.fault(host, "clear")
+    yield from converged(fleet, *LISTEN)
 
 
 def test_accept_length_threshold_passes_on_a_standin_that_reports_as_059(fleet_up):

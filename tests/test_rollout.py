@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from deploying import SECRETS, deploy, fleet_state, host_state, pyinfra, tree_digest
+from deploying import SECRETS, converged, deploy, fleet_state, host_state, pyinfra, tree_digest
 
 pytestmark = pytest.mark.fleet
 
@@ -49,83 +49,77 @@ def serving(fleet) -> dict:
 
 
 @pytest.fixture(scope="module")
-def converged(fleet):
-    for host in fleet.hosts:
-        fleet.fault(host, "clear")
-    result = deploy()
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    yield fleet
-    for host in fleet.hosts:
-        fleet.fault(host, "clear")
+def fleet_up(fleet):
+    yield from converged(fleet)
 
 
-def test_converge_serves_eagle3_on_every_host(converged):
-    for host in converged.hosts:
-        state = host_state(converged, host)
+def test_converge_serves_eagle3_on_every_host(fleet_up):
+    for host in fleet_up.hosts:
+        state = host_state(fleet_up, host)
         assert state["active_state"] == "active" and state["health"] == 200, (host, state)
-        info = server_info(converged, host)
+        info = server_info(fleet_up, host)
         assert info["speculative_algorithm"] == "EAGLE3"
         assert info["speculative_draft_model_path"] == "lightseekorg/kimi-k2.5-eagle3"
 
 
-def test_second_converge_changes_nothing_and_restarts_nothing(converged):
-    before = {host: started_at(converged, host) for host in converged.hosts}
+def test_second_converge_changes_nothing_and_restarts_nothing(fleet_up):
+    before = {host: started_at(fleet_up, host) for host in fleet_up.hosts}
     result = deploy()
     assert result.returncode == 0, result.stdout[-3000:]
     totals = results(result.stdout)
     assert totals["success"] == 0 and totals["error"] == 0, result.stdout[-3000:]
-    assert {host: started_at(converged, host) for host in converged.hosts} == before
+    assert {host: started_at(fleet_up, host) for host in fleet_up.hosts} == before
 
 
-def test_dry_run_prints_the_plan_and_changes_no_byte(converged):
-    before = {host: tree_digest(converged, host, "/opt/sglfleet", "/etc") for host in converged.hosts}
+def test_dry_run_prints_the_plan_and_changes_no_byte(fleet_up):
+    before = {host: tree_digest(fleet_up, host, "/opt/sglfleet", "/etc") for host in fleet_up.hosts}
     result = pyinfra("deploy.py", "--dry", "--diff", *EAGLE_CHANGE)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert "+ --speculative-num-steps 4" in result.stdout
     assert not re.search(r"^\s+- --speculative-num-steps", result.stdout, re.M)  # none before
     for wave, host in (("canary", "node1"), ("wave1", "node2"), ("wave2", "node3")):
         assert re.search(rf"\[{host}\] {wave}: will switch \w+ -> \w+, gate", result.stdout)
-    after = {host: tree_digest(converged, host, "/opt/sglfleet", "/etc") for host in converged.hosts}
+    after = {host: tree_digest(fleet_up, host, "/opt/sglfleet", "/etc") for host in fleet_up.hosts}
     assert after == before
 
 
-def test_change_rolls_out_canary_then_wave1_then_wave2(converged):
-    before = serving(converged)
+def test_change_rolls_out_canary_then_wave1_then_wave2(fleet_up):
+    before = serving(fleet_up)
     result = deploy(*EAGLE_CHANGE)
     assert result.returncode == 0, result.stdout[-3000:]
-    after = fleet_state(converged)
+    after = fleet_state(fleet_up)
     for host, state in after.items():
         assert state["current"] != before[host][0] and state["health"] == 200, (host, state)
         assert state["previous"] == before[host][0]
-    node1, node2, node3 = (started_at(converged, h) for h in ("node1", "node2", "node3"))
+    node1, node2, node3 = (started_at(fleet_up, h) for h in ("node1", "node2", "node3"))
     assert node1 < node2 < node3
-    assert server_info(converged, "node1")["speculative_num_steps"] == 4
+    assert server_info(fleet_up, "node1")["speculative_num_steps"] == 4
 
 
-def test_canary_that_crashes_is_rolled_back_and_later_waves_are_untouched(converged):
-    before = serving(converged)
-    untouched = {host: started_at(converged, host) for host in ("node2", "node3")}
-    converged.fault("node1", "crash")
+def test_canary_that_crashes_is_rolled_back_and_later_waves_are_untouched(fleet_up):
+    before = serving(fleet_up)
+    untouched = {host: started_at(fleet_up, host) for host in ("node2", "node3")}
+    fleet_up.fault("node1", "crash")
     result = deploy(*OTHER_CHANGE, "--data", "gate_warmup_s=30")
-    converged.fault("node1", "clear")
+    fleet_up.fault("node1", "clear")
 
     assert result.returncode != 0
     assert re.search(r"\[node1\] gate failed on release \w+: unit: ", result.stdout), result.stdout[-3000:]
     assert "wave1 not started: node1 of canary did not pass (1 of 1 hosts, above max_fail_percentage 0)" in result.stdout
-    assert serving(converged) == before  # node1 serves its old release again
-    assert {host: started_at(converged, host) for host in ("node2", "node3")} == untouched
+    assert serving(fleet_up) == before  # node1 serves its old release again
+    assert {host: started_at(fleet_up, host) for host in ("node2", "node3")} == untouched
 
 
-def test_canary_never_ready_is_rolled_back_when_the_budget_runs_out(converged):
-    before = serving(converged)
-    converged.fault("node1", "unready")
+def test_canary_never_ready_is_rolled_back_when_the_budget_runs_out(fleet_up):
+    before = serving(fleet_up)
+    fleet_up.fault("node1", "unready")
     result = deploy(*OTHER_CHANGE, "--data", "gate_warmup_s=5")
-    converged.fault("node1", "clear")
+    fleet_up.fault("node1", "clear")
 
     assert result.returncode != 0
     assert re.search(r"\[node1\] gate failed on release \w+: health: not ready within 5 s",
                      result.stdout), result.stdout[-3000:]
-    assert serving(converged) == before
+    assert serving(fleet_up) == before
 
 
 @pytest.mark.parametrize("data, message", [
@@ -134,46 +128,46 @@ def test_canary_never_ready_is_rolled_back_when_the_budget_runs_out(converged):
     (("enable_torch_symm_mem=true", "gpu_compute_cap=12.0", "gpu_less=false"),
      "enable_torch_symm_mem: sglang 0.5.9 on SM120 (declared: gpu_compute_cap 12.0) fails at start-up"),
 ], ids=["misspelt-flag", "sm120-torch-symm-mem"])
-def test_lint_refusal_changes_no_host(converged, data, message):
-    before = {host: tree_digest(converged, host, "/opt/sglfleet", "/etc") for host in converged.hosts}
+def test_lint_refusal_changes_no_host(fleet_up, data, message):
+    before = {host: tree_digest(fleet_up, host, "/opt/sglfleet", "/etc") for host in fleet_up.hosts}
     result = deploy(*(arg for pair in data for arg in ("--data", pair)))
     assert result.returncode == 2
     assert message in result.stdout, result.stdout[-2000:]
     assert "Connected" not in result.stdout
-    after = {host: tree_digest(converged, host, "/opt/sglfleet", "/etc") for host in converged.hosts}
+    after = {host: tree_digest(fleet_up, host, "/opt/sglfleet", "/etc") for host in fleet_up.hosts}
     assert after == before
 
 
-def test_rollback_returns_every_host_to_its_previous_release(converged):
-    before = fleet_state(converged)
+def test_rollback_returns_every_host_to_its_previous_release(fleet_up):
+    before = fleet_state(fleet_up)
     result = pyinfra("rollback.py", "-y")
     assert result.returncode == 0, result.stdout[-3000:]
-    after = fleet_state(converged)
-    for host in converged.hosts:
+    after = fleet_state(fleet_up)
+    for host in fleet_up.hosts:
         assert after[host]["current"] == before[host]["previous"], host
         assert after[host]["previous"] == before[host]["current"], host
         assert after[host]["health"] == 200
 
 
-def test_old_releases_are_collected_after_the_rollout(converged):
+def test_old_releases_are_collected_after_the_rollout(fleet_up):
     keep_none = ("--data", "releases_keep=0")
     result = deploy(*EAGLE_CHANGE, "--data", "speculative_num_steps=6",
                     "--data", "speculative_num_draft_tokens=7", *keep_none)
     assert result.returncode == 0, result.stdout[-3000:]
-    for host, state in fleet_state(converged).items():
+    for host, state in fleet_state(fleet_up).items():
         assert set(state["releases"]) == {state["current"], state["previous"]}, host
     again = deploy(*EAGLE_CHANGE, "--data", "speculative_num_steps=6",
                    "--data", "speculative_num_draft_tokens=7", *keep_none)
     assert results(again.stdout)["success"] == 0, again.stdout[-3000:]
 
 
-def test_secrets_stay_in_the_root_only_env_file(converged):
-    for host in converged.hosts:
-        mode = converged.exec(host, "stat -c '%a %U %G' /etc/sglfleet/sglang.env").stdout.split()
+def test_secrets_stay_in_the_root_only_env_file(fleet_up):
+    for host in fleet_up.hosts:
+        mode = fleet_up.exec(host, "stat -c '%a %U %G' /etc/sglfleet/sglang.env").stdout.split()
         assert mode == ["600", "root", "root"]
-        env = converged.exec(host, "cat /etc/sglfleet/sglang.env").stdout
+        env = fleet_up.exec(host, "cat /etc/sglfleet/sglang.env").stdout
         assert f"HF_TOKEN={SECRETS['SGLFLEET_HF_TOKEN']}" in env
-        visible = converged.exec(
+        visible = fleet_up.exec(
             host, "cat /etc/systemd/system/sglang.service /opt/sglfleet/current/*; ps -eo args"
         ).stdout
         for value in SECRETS.values():

@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from deploying import deploy, fleet_state
+from deploying import converged, deploy, fleet_state
 from routing import Load, running_router
 
 pytestmark = pytest.mark.fleet
@@ -22,12 +22,9 @@ CHANGE = ("--data", "speculative_num_steps=2", "--data", "speculative_eagle_topk
 
 @pytest.fixture(scope="module")
 def router(fleet):
-    for host in fleet.hosts:
-        fleet.fault(host, "clear")
-    first = deploy(*LISTEN)
-    assert first.returncode == 0, first.stdout[-3000:]
-    with running_router(fleet) as url:
-        yield url
+    for up in converged(fleet, *LISTEN):
+        with running_router(up) as url:
+            yield url
 
 
 def test_rollout_behind_the_router_loses_no_request(fleet, router):

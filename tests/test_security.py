@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from deploying import SECRETS, deploy, sshd_connections
+from deploying import SECRETS, deploy, journal_shows_logins, sshd_connections
 from faulting import Run, new_release, serving
 
 pytestmark = pytest.mark.fleet
@@ -73,13 +73,10 @@ def test_changed_host_key_refuses_that_host_and_no_other(converged, tmp_path):
         done = deploy("--data", "standin_warmup_s=3.4")
     finally:
         fleet.known_hosts.write_text(known)
-    time.sleep(0.3)
+    forged_until = time.time()
 
     assert done.returncode != 0
     assert re.search(r"\[node2\].*(host key|Host key)", done.stdout), done.stdout[:3000]
-    # node2 was reached (pyinfra's host key error above needs its key exchange) and
-    # refused before any login; the canary rolled out; wave2 waited.
-    assert sshd_connections(fleet, "node2", since, logins=True) == 0
     after = serving(fleet)
     assert after["node1"] == new_release(done.stdout) and after["node2"] == before["node2"]
     assert after["node3"] == before["node3"]
@@ -87,6 +84,11 @@ def test_changed_host_key_refuses_that_host_and_no_other(converged, tmp_path):
 
     again = deploy("--data", "standin_warmup_s=3.4")  # the key is right again: the rollout completes
     assert again.returncode == 0, again.stdout[-3000:]
+    # The control: node2's journal shows the logins of the run with the right key, so
+    # it holds the forged run's window too, where node2 was reached (pyinfra's host-key
+    # error above needs its key exchange) and refused before any login.
+    assert journal_shows_logins(fleet, ["node2"], forged_until)
+    assert sshd_connections(fleet, "node2", since, logins=True, until=forged_until) == 0
 
 
 def test_unit_exposure_score(converged):

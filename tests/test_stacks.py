@@ -12,7 +12,7 @@ from sglfleet import FILES, wheelhouse
 from sglfleet.facts.stack import StackHostState
 from sglfleet.operations.stack import build_commands, collect_commands
 from sglfleet.stacks import StackError, lock_path, load_stack, stack_id
-from sglfleet.stacks_cli import best_wheel, resolve, target_tags
+from sglfleet.stacks_cli import best_wheel, reachable, resolve, target_tags
 
 STACKS = FILES / "stacks"
 
@@ -112,13 +112,47 @@ def test_wheel_selection_takes_the_best_tag_for_the_hosts():
     assert best_wheel({"wheels": [{"url": "https://x/a-1-cp312-cp312-manylinux_2_28_x86_64.whl"}]}, tags) is None
 
 
-def test_lock_marks_unreachable_sources_unresolved_and_resolves_the_rest():
-    """Resolves against PyPI (metadata only); the other indexes are declared unreachable."""
-    text, unresolved = resolve("cu130-sglang-0.5.9", check_reachable=lambda url: False)
-    assert {u["name"] for u in unresolved} == {"torch", "torchvision", "torchaudio", "sgl-kernel", "flashinfer-jit-cache"}
-    assert 'name = "flashinfer-python"\nversion = "0.6.4"' in text  # the override beat sglang's ==0.6.3
-    assert '[[packages]]\nname = "torch"\n' not in text
-    assert text.count("[[packages]]") == text.count("hashes = { sha256 = ") > 100
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_reachable_tells_a_live_server_from_a_closed_port(index):
+    _, url, _ = index
+    assert reachable(f"{url}/simple/") is True  # 404 is an answer
+    assert reachable(f"http://127.0.0.1:{closed_port()}/simple/", timeout=2) is False
+
+
+def test_lock_marks_unreachable_sources_unresolved_and_resolves_the_rest(tmp_path):
+    """A real resolution against PyPI, with one index that really cannot be reached (a closed port)."""
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    (stacks / "split.toml").write_text(f"""
+python = "3.11"
+platform = "x86_64-manylinux_2_36"
+uv = "0.13.9"
+
+[indexes]
+private = "http://127.0.0.1:{closed_port()}/simple"
+
+[[package]]
+name = "packaging"
+version = "24.2"
+
+[[package]]
+name = "six"
+version = "1.17.0"
+index = "private"
+""")
+    text, unresolved = resolve("split", stacks_dir=stacks)
+    assert [(u["name"], u["source"]) for u in unresolved] == [("six", unresolved[0]["source"])]
+    assert unresolved[0]["source"].startswith("127.0.0.1:")
+    assert 'name = "packaging"\nversion = "24.2"' in text and 'name = "six"' not in text.split("[tool.sglfleet]")[0]
+    assert text.count("[[packages]]") == text.count("hashes = { sha256 = ") == 2  # packaging and uv
 
 
 def test_dev_lock_resolves_to_one_hashed_wheel_each():

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from deploying import deploy, host_state, pyinfra, sglfleet, ssh_logins
+from deploying import converged, deploy, host_state, pyinfra, sglfleet, ssh_logins
 
 pytestmark = pytest.mark.fleet
 
@@ -34,18 +34,12 @@ def currents(fleet) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def converged(fleet):
-    for host in fleet.hosts:
-        fleet.fault(host, "clear")
-    done = deploy(*AS_DEPLOY)
-    assert done.returncode == 0, done.stdout[-3000:]
-    yield fleet
-    for host in fleet.hosts:
-        fleet.fault(host, "clear")
+def as_deploy(fleet):
+    yield from converged(fleet, *AS_DEPLOY)
 
 
-def test_deploy_user_rolls_out_gates_and_rolls_back_without_root_logging_in(converged):
-    fleet = converged
+def test_deploy_user_rolls_out_gates_and_rolls_back_without_root_logging_in(as_deploy):
+    fleet = as_deploy
     since = time.time()
     first = currents(fleet)
 
@@ -93,20 +87,20 @@ def tree_digest_inside(fleet, host: str) -> str:
     return fleet.inside(host, "find /opt/sglfleet /etc -xdev -type f -print0 | sort -z | xargs -0 sha256sum").stdout
 
 
-def test_root_login_without_sudo_still_converges(converged):
+def test_root_login_without_sudo_still_converges(as_deploy):
     since = time.time()
-    starts = {host: started(converged, host) for host in converged.hosts}
+    starts = {host: started(as_deploy, host) for host in as_deploy.hosts}
     done = pyinfra("deploy.py", "-y", env={"SGLFLEET_DEVFLEET_USER": "root"})
     assert done.returncode == 0, done.stdout[-3000:]
     assert re.search(r"Grand total\s+\d+\s+\S+\s+-", done.stdout), done.stdout[-2000:]  # no error
-    assert {host: started(converged, host) for host in converged.hosts} == starts  # serving as it was
-    assert {user for user, _ in ssh_logins(converged, "node1", since)} == {"root"}
+    assert {host: started(as_deploy, host) for host in as_deploy.hosts} == starts  # serving as it was
+    assert {user for user, _ in ssh_logins(as_deploy, "node1", since)} == {"root"}
 
 
-def test_secrets_never_sit_in_a_file_others_can_read_during_a_converge(converged):
+def test_secrets_never_sit_in_a_file_others_can_read_during_a_converge(as_deploy):
     """Rotate the API key (a new env file and a rolling restart) while every host
     watches /tmp, the login users' homes and /etc/sglfleet for the new key."""
-    fleet = converged
+    fleet = as_deploy
     rotated = "sk-rotatedQ7pN3xV9"
     stop = "/run/sglfleet-watch-stop"
     folders = "/tmp /var/tmp /dev/shm /home /etc/sglfleet /opt/sglfleet"
@@ -145,8 +139,8 @@ def test_secrets_never_sit_in_a_file_others_can_read_during_a_converge(converged
     ("nosudo", "sudo asks nosudo for a password"),
     ("pwsudo", "sudo asks pwsudo for a password"),
 ])
-def test_user_without_passwordless_sudo_is_refused_before_anything_changes(converged, user, why):
-    fleet = converged
+def test_user_without_passwordless_sudo_is_refused_before_anything_changes(as_deploy, user, why):
+    fleet = as_deploy
     before = {host: tree_digest_inside(fleet, host) for host in fleet.hosts}
     done = deploy("--ssh-user", user, "--sudo", *CHANGE, timeout=120)
     assert done.returncode != 0
@@ -157,9 +151,9 @@ def test_user_without_passwordless_sudo_is_refused_before_anything_changes(conve
     assert {host: tree_digest_inside(fleet, host) for host in fleet.hosts} == before
 
 
-def test_hosts_behind_a_jump_host(converged):
+def test_hosts_behind_a_jump_host(as_deploy):
     """node1 is the bastion: the other hosts are reached through it (ProxyJump)."""
-    fleet = converged
+    fleet = as_deploy
     since = time.time()
     done = pyinfra("deploy.py", "-y", *AS_DEPLOY, env={"SGLFLEET_DEVFLEET_JUMP": "1"})
     assert done.returncode == 0, done.stdout[-3000:]

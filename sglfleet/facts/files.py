@@ -8,7 +8,6 @@ import posixpath
 import shlex
 
 from pyinfra.api import FactBase, FactProcessError
-from pyinfra.api.command import QuoteString, make_formatted_string_command
 
 from sglfleet.temporaries import STALE_MINUTES, temporaries_pattern
 
@@ -16,7 +15,7 @@ PRESENT = "sglfleet-file-present"
 ABSENT = "sglfleet-file-absent"
 
 
-class FileBytes(FactBase):
+class FileBytes(FactBase["bytes | None"]):
     """
     Returns the exact bytes of a file (line endings, encoding, a missing final
     newline and all), or ``None`` when it does not exist. pyinfra's
@@ -34,11 +33,9 @@ class FileBytes(FactBase):
         source = host.get_fact(FileBytes, path="/opt/app/kimi_k25.py")
     """
 
-    def command(self, path: str):
-        return make_formatted_string_command(
-            "if test -e {0}; then echo {1} && base64 -w0 < {0} && echo; else echo {2}; fi",
-            QuoteString(path), PRESENT, ABSENT,
-        )
+    def command(self, path: str) -> str:
+        q_path = shlex.quote(path)
+        return f"if test -e {q_path}; then echo {PRESENT} && base64 -w0 < {q_path} && echo; else echo {ABSENT}; fi"
 
     def process(self, output):
         if output and output[0] == ABSENT:
@@ -51,7 +48,7 @@ class FileBytes(FactBase):
             raise FactProcessError(f"FileBytes output is not base64: {error}")
 
 
-class FileDigests(FactBase):
+class FileDigests(FactBase[dict]):
     """
     Returns the sha256, octal mode and owner of several files in one round trip
     (a missing file maps to ``None``), and the temporaries of those files that
@@ -108,7 +105,7 @@ class FileDigests(FactBase):
 KNOWN = "sglfleet-file-known"
 
 
-class FileBytesUnlessKnown(FactBase):
+class FileBytesUnlessKnown(FactBase["str | bytes | None"]):
     """
     Returns a file's sha256 (a ``str``) when it is one of ``known``, else its
     exact bytes as ``FileBytes`` does; ``None`` when it does not exist. A file

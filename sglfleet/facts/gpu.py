@@ -47,7 +47,7 @@ def parse(lines: list[str]) -> list[Gpu]:
     return gpus
 
 
-class NvidiaGpus(FactBase):
+class NvidiaGpus(FactBase[list[Gpu]]):
     """
     The host's NVIDIA GPUs, one ``Gpu`` each; an empty list where nvidia-smi is missing.
     """

@@ -23,7 +23,7 @@ def _tool(*args: str) -> str:
     return f"if [ -x {LAYOUT.tool} ]; then {shlex.join([LAYOUT.tool, 'models', *args])}; else echo null; fi"
 
 
-class ModelState(FactBase):
+class ModelState(FactBase["dict | None"]):
     """
     Each wanted revision's state: its marker against the manifest's digest and
     one ``stat`` per file against the marker's snapshot; no file is read.
@@ -37,7 +37,7 @@ class ModelState(FactBase):
         return json.loads("\n".join(output) or "null")
 
 
-class ModelGarbage(FactBase):
+class ModelGarbage(FactBase[list[str]]):
     """Revisions (and stale partial folders) the store holds that no staged release loads and ``keep`` lacks."""
 
     @staticmethod

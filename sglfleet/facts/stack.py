@@ -60,7 +60,7 @@ def parse_wheels(lines: list[str]) -> dict[str, str]:
     return wheels
 
 
-class StackState(FactBase):
+class StackState(FactBase[StackHostState]):
     """
     A stack's state on a host: marker, venv, python, uv, free disk, stacks,
     the stacks of the current and previous releases, and (when the stack is not
@@ -148,7 +148,7 @@ class StackState(FactBase):
         return state
 
 
-class WheelhouseFiles(FactBase):
+class WheelhouseFiles(FactBase[dict[str, str]]):
     """``{filename: sha256}`` of every wheel in the host's wheelhouse."""
 
     @staticmethod

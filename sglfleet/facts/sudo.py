@@ -9,7 +9,7 @@ PASSWORD = ("a password is required", "a terminal is required")
 REFUSED = ("is not in the sudoers file", "is not allowed to execute", "may not run sudo")
 
 
-class SudoAccess(FactBase):
+class SudoAccess(FactBase[dict]):
     """
     Returns how ``sudo -n true`` ends for the SSH user: ``ok``, ``password``
     (sudo asks for one), ``refused`` (sudo says so without asking), ``missing``

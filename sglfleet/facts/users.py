@@ -7,7 +7,7 @@ import shlex
 from pyinfra.api import FactBase
 
 
-class PasswdEntry(FactBase):
+class PasswdEntry(FactBase["dict | None"]):
     """
     Returns one user's passwd entry, or ``None`` when there is no such user.
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+import shlex
 from io import BytesIO
 
 from pyinfra import host, logger, state
-from pyinfra.api import FileUploadCommand, StringCommand, operation
+from pyinfra.api import FileUploadCommand, operation
 
 from sglfleet.diffs import first_pass, show_diff, wants_diff
 from sglfleet.facts.files import FileBytes, FileDigests
@@ -52,8 +53,8 @@ def in_place(files: dict[str, tuple[bytes, str]], owner: str = "root", group: st
         host.noop(f"{len(files)} files already in place")
         return
 
-    yield from removed_leftovers(found["leftovers"])
-
+    # Everything is said before the first command: planning stops at the first
+    # command an operation yields (it only asks whether there is a change).
     for path in stale:
         content, mode = files[path]
         if first_pass() and not state.config.DIFF:
@@ -65,11 +66,15 @@ def in_place(files: dict[str, tuple[bytes, str]], owner: str = "root", group: st
             old = (host.get_fact(FileBytes, path=path) or b"") if digests.get(path) else b""
             show_diff(f"Will {'update' if digests.get(path) else 'create'} {path}",
                       old.decode(errors="replace"), content.decode(errors="replace"))
+    yield from removed_leftovers(found["leftovers"])
+    for path in stale:
+        content, mode = files[path]
         temporary = temporary_beside(path)
-        yield StringCommand("mkdir", "-p", posixpath.dirname(path))
+        yield shlex.join(["mkdir", "-p", posixpath.dirname(path)])
         yield FileUploadCommand(BytesIO(content), temporary)
-        yield StringCommand("chmod", mode, temporary, "&&", "chown", f"{owner}:{group}", temporary)
-        yield StringCommand("mv", "-f", temporary, path)
+        q_temp = shlex.quote(temporary)
+        yield f"chmod {mode} {q_temp} && chown {shlex.quote(f'{owner}:{group}')} {q_temp}"
+        yield shlex.join(["mv", "-f", temporary, path])
 
 
 def what_differs(found: dict, content: bytes, mode: str, owner: str, group: str) -> str:
@@ -89,4 +94,4 @@ def removed_leftovers(leftovers: list[str]):
     # Bodies run twice unless -y (to plan, then to execute): say it once.
     if first_pass():
         host.log(f"Will remove what killed runs left: {', '.join(leftovers)}", logger.info)
-    yield StringCommand("rm", "-f", "--", *leftovers)
+    yield shlex.join(["rm", "-f", "--", *leftovers])

@@ -151,11 +151,11 @@ def staged(models: list[tuple[StagedModel, Manifest]], source: str = "hub", pyth
                 raise OperationError(str(error)) from None
             partial = partial_of(model.dir)
             folders = sorted({posixpath.dirname(posixpath.join(partial, p)) for p in paths})
-            yield StringCommand("mkdir", "-p", *folders)
+            yield shlex.join(["mkdir", "-p", *folders])
             for path in paths:
                 yield FileUploadCommand(str(local[path]), posixpath.join(partial, path))
         # The manifest travels on stdin: the tool checks every file against it.
-        yield StringCommand(*command, _stdin=manifest.text)
+        yield StringCommand(shlex.join(command), _stdin=manifest.text)
 
 
 @operation()
@@ -179,4 +179,4 @@ def collected(keep: list[str]):
         return
     if wants_diff():
         host.log_styled("\n".join(f"  - remove {path}" for path in doomed), fg="yellow")
-    yield StringCommand(LAYOUT.tool, "models", "collect", *(f"--keep={path}" for path in sorted(keep)))
+    yield shlex.join([LAYOUT.tool, "models", "collect", *(f"--keep={path}" for path in sorted(keep))])

@@ -13,7 +13,7 @@ import shlex
 from io import BytesIO
 
 from pyinfra import host, logger, state
-from pyinfra.api import FileUploadCommand, FunctionCommand, StringCommand, operation
+from pyinfra.api import FileUploadCommand, FunctionCommand, operation
 
 from sglfleet.diffs import show_diff, wants_diff
 from sglfleet.facts.files import FileBytesUnlessKnown
@@ -80,7 +80,7 @@ def eagle3_methods(path: str, patch_path: str | None = None, done_digests: list[
     q_path, q_temp = shlex.quote(path), shlex.quote(temporary)
     # Rename only over the bytes the patch was computed from, keeping owner and mode;
     # bytes another run already patched the same way are left as they are.
-    yield StringCommand(
+    yield (
         f"if printf %s {shlex.quote(check)} | sha256sum --check --status -; then "
         f"chown --reference={q_path} {q_temp} && chmod --reference={q_path} {q_temp} "
         f"&& mv -f {q_temp} {q_path}; "

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import shlex
 from dataclasses import dataclass
 from io import StringIO
 
@@ -34,6 +35,7 @@ from sglfleet.release import Release
 from sglfleet.temporaries import RUN_TOKEN, STALE_MINUTES, temporary_beside
 
 RESULT = "sglfleet-result "
+q = shlex.quote
 
 
 def _sha256(text: str) -> str:
@@ -91,24 +93,21 @@ def staged(release: Release, diff_against: str = "launch.args"):
 def _write(path: str, text: str, mode: int):
     temporary = temporary_beside(path)
     yield FileUploadCommand(StringIO(text), temporary)
-    yield StringCommand("chmod", f"{mode:o}", temporary, "&&", "mv", "-f", temporary, path)
+    yield f"chmod {mode:o} {q(temporary)} && mv -f {q(temporary)} {q(path)}"
 
 
 def _stage(release: Release, final: str):
     # One folder per run: two runs staging the same release at once never share it.
     temporary = f"{LAYOUT.releases}/.{release.release_id}.partial-{RUN_TOKEN}"
     # Runs killed while staging leave their folders; clear those over an hour old.
-    yield StringCommand("find", LAYOUT.releases, "-maxdepth", "1", "-name", "'.*.partial-*'",
-                        "-mmin", f"+{STALE_MINUTES}", "-exec", "rm", "-rf", "{}", "+", "2>/dev/null", ";",
-                        "mkdir", "-p", temporary)
+    yield (f"find {q(LAYOUT.releases)} -maxdepth 1 -name '.*.partial-*' -mmin +{STALE_MINUTES} "
+           f"-exec rm -rf {{}} + 2>/dev/null; mkdir -p {q(temporary)}")
     for name, (text, mode) in sorted({**release.files, **release.settings}.items()):
         yield FileUploadCommand(StringIO(text), f"{temporary}/{name}")
-        yield StringCommand("chmod", f"{mode:o}", f"{temporary}/{name}")
+        yield f"chmod {mode:o} {q(f'{temporary}/{name}')}"
     # A release is immutable: when another run renamed it into place first, keep that one.
-    yield StringCommand(
-        "mv", "-T", temporary, final, "2>/dev/null", "||",
-        "{", "rm", "-rf", temporary, "&&", "test", "-f", f"{final}/release.json", ";", "}",
-    )
+    yield (f"mv -T {q(temporary)} {q(final)} 2>/dev/null || "
+           f"{{ rm -rf {q(temporary)} && test -f {q(f'{final}/release.json')}; }}")
 
 
 @dataclass(frozen=True)
@@ -252,8 +251,8 @@ def _tool(host, connector_arguments, step: WaveStep, *args: str, extra_timeout_s
     ("" when unknown), its ``sglfleet-result`` records and its error lines.
     """
     # The tool's exit status tells a rolled-back host (1, serving) from a down one.
-    command = StringCommand(LAYOUT.tool, "--wait-lock", f"{step.lock_wait_s:g}", "--keep", str(step.releases_keep),
-                            *args, "; echo sglfleet-exit=$? >&2")
+    command = StringCommand(shlex.join([LAYOUT.tool, "--wait-lock", f"{step.lock_wait_s:g}",
+                                        "--keep", str(step.releases_keep), *args]) + "; echo sglfleet-exit=$? >&2")
     timeout = step.timeout_s + extra_timeout_s if step.timeout_s else None
     try:
         # Around the whole call: a link cut before the channel opens blocks in paramiko too.

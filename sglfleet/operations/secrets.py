@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import posixpath
+import shlex
 
 from pyinfra import host, logger, state
 from pyinfra.api import StringCommand, operation
@@ -67,6 +68,6 @@ def secret_file(path: str, content: str, redacted: str):
     # The secret travels on the command's stdin, not as an upload: under sudo,
     # pyinfra uploads through a file of the SSH user's in /tmp. Written by root
     # with umask 077, the file is 0600 root's before a byte of the secret reaches it.
-    yield StringCommand("mkdir", "-p", posixpath.dirname(path))
-    yield StringCommand("umask", "077", "&&", "cat", ">", temporary, _stdin=content)
-    yield StringCommand("chown", "root:root", temporary, "&&", "mv", "-f", temporary, path)
+    yield shlex.join(["mkdir", "-p", posixpath.dirname(path)])
+    yield StringCommand(f"umask 077 && cat > {shlex.quote(temporary)}", _stdin=content)
+    yield f"chown root:root {shlex.quote(temporary)} && mv -f {shlex.quote(temporary)} {shlex.quote(path)}"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 
 from pyinfra import host
-from pyinfra.api import StringCommand, operation
+from pyinfra.api import operation
 
 from sglfleet.facts.users import PasswdEntry
 
@@ -39,6 +39,6 @@ def system_user(user: str, home: str, shell: str = "/usr/sbin/nologin"):
                f"then useradd --system --gid {shlex.quote(user)} {options}; "
                f"else useradd --system --user-group {options}; fi")
     elif (entry["home"], entry["shell"]) != (home, shell):
-        yield StringCommand("usermod", "--home", home, "--shell", shell, user)
+        yield shlex.join(["usermod", "--home", home, "--shell", shell, user])
     else:
         host.noop(f"user {user} exists")
