@@ -1,0 +1,303 @@
+"""
+Benchmark: sglfleet at fleet scale on the local fleet, outside CI (it boots up to 24 hosts).
+
+Sections (``--only`` picks some), each writing its figures to
+``.cache/bench/scale.json`` and its table into BENCHMARKS.md between the
+``scale`` markers:
+
+- ``noop``: a no-op converge (``deploy.py``) against the engine floor
+  (``pyinfra INVENTORY exec -- true`` from a folder without config.py) at 3,
+  12 and 24 hosts, interleaved round by round in a rotating order, medians;
+  the cost over the floor per host, the 24/3 ratio, and a profile of the
+  controller's CPU at 24 hosts (cProfile, the top functions by own time).
+  Draws ``bench/figures/scale.svg``: wall time against fleet size.
+- ``fanout``: a new stack on 12 hosts (their wheelhouses and stacks removed
+  first), once with ``distribution = "peers"`` and once with ``"controller"``:
+  the controller's egress (bytes the bridge takes from the controller, its
+  ``tx_bytes``) against the stack's size, and the wall time of the converge.
+- ``rollout``: a changed launch configuration rolled out to 24 hosts with
+  ``rollout_serial = [1, "25%", "100%"]``: wall time, batches, and the
+  time of each batch from pyinfra's own output.
+
+Runs on a fleet of its own (``--fleet-dir``, subnet 10.213.90.0/24, bridge
+sglfleetb0), so it never disturbs the test fleet; it boots and stops hosts as
+it goes, and ``--keep`` leaves them up.
+
+**Example:**
+
+.. code:: shell
+
+    .venv/bin/python bench/scale.py --rounds 5
+    .venv/bin/python bench/scale.py --only noop --sizes 3,12,24 --rounds 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import pstats
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sglfleet import PROJECT_ROOT
+from sglfleet.stacks import load_stack
+
+BENCH = PROJECT_ROOT / "bench"
+CACHE = PROJECT_ROOT / ".cache" / "bench"
+RESULTS = CACHE / "scale.json"
+FIGURE = BENCH / "figures" / "scale.svg"
+REPORT = PROJECT_ROOT / "BENCHMARKS.md"
+BEGIN, END = "<!-- scale:begin -->", "<!-- scale:end -->"
+PYINFRA = Path(sys.executable).with_name("pyinfra")
+SECTIONS = ("noop", "fanout", "rollout")
+SECRETS = {"SGLFLEET_HF_TOKEN": "hf_benchtoken7Q2vX9", "SGLFLEET_API_KEY": "sk-benchkey4Lm8Zp3"}
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+class Bench:
+    """The bench's own fleet (its state folder, subnet, bridge and prefix) and the commands run against it."""
+
+    def __init__(self, fleet_dir: Path):
+        self.env = {**os.environ, **SECRETS, "PYTHONUNBUFFERED": "1",
+                    "SGLFLEET_FLEET_DIR": str(fleet_dir), "SGLFLEET_DEVFLEET_SUBNET": "10.213.90.0/24",
+                    "SGLFLEET_DEVFLEET_BRIDGE": "sglfleetb0", "SGLFLEET_DEVFLEET_PREFIX": "b"}
+        os.environ.update({key: value for key, value in self.env.items() if key.startswith("SGLFLEET_")})
+        from sglfleet.devfleet import Fleet  # reads the fleet settings from the environment
+
+        self.fleet = Fleet(state_dir=fleet_dir, log=lambda line: None)
+
+    def up(self, n: int) -> None:
+        started = time.monotonic()
+        self.fleet.up(n)
+        log(f"{n} hosts up in {time.monotonic() - started:.1f} s")
+
+    def run(self, argv: list[str], cwd: Path = PROJECT_ROOT, ok=(0,), timeout: float = 1800) -> tuple[float, str]:
+        started = time.monotonic()
+        done = subprocess.run(argv, cwd=cwd, env=self.env, text=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, timeout=timeout)
+        if done.returncode not in ok:
+            sys.exit(f"bench: {' '.join(map(str, argv))} failed ({done.returncode}):\n{done.stdout[-3000:]}")
+        return time.monotonic() - started, done.stdout
+
+    def deploy(self, *args: str, limit: list[str] | None = None) -> tuple[float, str]:
+        limits = [arg for host in limit or [] for arg in ("--limit", host)]
+        return self.run([str(PYINFRA), "inventory/dev.py", "deploy.py", "-y", *limits, *args])
+
+    def floor(self, limit: list[str]) -> float:
+        folder = CACHE / "floor"  # no config.py there: pyinfra alone
+        folder.mkdir(parents=True, exist_ok=True)
+        limits = [arg for host in limit for arg in ("--limit", host)]
+        return self.run([str(PYINFRA), str(PROJECT_ROOT / "inventory/dev.py"), "exec", "-y", *limits, "--", "true"],
+                        cwd=folder)[0]
+
+    def bridge_tx(self) -> int:
+        """Bytes the bridge has taken from the controller's side (what the controller sent to the hosts)."""
+        return int(Path(f"/sys/class/net/{self.env['SGLFLEET_DEVFLEET_BRIDGE']}/statistics/tx_bytes").read_text())
+
+
+def unchanged(output: str) -> bool:
+    total = re.search(r"Grand total\s+(\d+)\s+(\S+)\s+(\S+)", output)
+    return bool(total) and total.group(2) == "-" and total.group(3) == "-"
+
+
+def bench_noop(bench: Bench, rounds: int, sizes: list[int]) -> dict:
+    bench.up(max(sizes))
+    bench.deploy()
+    hosts = bench.fleet.hosts
+    runs = {(n, name): [] for n in sizes for name in ("floor", "sglfleet")}
+    for r in range(rounds):
+        for n in (sizes if r % 2 == 0 else list(reversed(sizes))):
+            limit = hosts[:n]
+            runs[(n, "floor")].append(bench.floor(limit))
+            wall, output = bench.deploy(limit=limit)
+            if not unchanged(output):
+                sys.exit(f"bench: the no-op converge of {n} hosts changed something:\n{output[-3000:]}")
+            runs[(n, "sglfleet")].append(wall)
+        log(f"noop round {r + 1}/{rounds}")
+    median = {f"{name}_{n}": statistics.median(values) for (n, name), values in runs.items()}
+    result = {"rounds": rounds, "sizes": sizes, "median": median,
+              "x_floor": {str(n): median[f"sglfleet_{n}"] / median[f"floor_{n}"] for n in sizes}}
+    lo, hi = min(sizes), max(sizes)
+    result["ratio_hi_lo"] = median[f"sglfleet_{hi}"] / median[f"sglfleet_{lo}"]
+    over = {n: median[f"sglfleet_{n}"] - median[f"floor_{n}"] for n in sizes}
+    result["over_floor_per_host_ms"] = 1000 * (over[hi] - over[lo]) / (hi - lo)
+    result["profile"] = profile(bench, hi)
+    draw(result)
+    return result
+
+
+def profile(bench: Bench, n: int) -> list[dict]:
+    """The controller's own CPU in a no-op converge of ``n`` hosts: the top functions by own time."""
+    profiler_out = CACHE / f"noop-{n}.prof"
+    code = ("import sys, runpy; sys.argv = ['pyinfra', 'inventory/dev.py', 'deploy.py', '-y', "
+            + ", ".join(f"'--limit', '{h}'" for h in bench.fleet.hosts[:n]) + "]; "
+            "runpy.run_module('pyinfra_cli', run_name='__main__')")
+    bench.run([sys.executable, "-m", "cProfile", "-o", str(profiler_out), "-c", code])
+    stream = io.StringIO()
+    stats = pstats.Stats(str(profiler_out), stream=stream)
+    total = stats.total_tt
+    rows = []
+    for (filename, line, function), (_, calls, own, cumulative, _) in sorted(
+            stats.stats.items(), key=lambda item: item[1][2], reverse=True)[:12]:
+        where = filename.split("site-packages/")[-1].replace(str(PROJECT_ROOT) + "/", "")
+        rows.append({"function": f"{where}:{line}({function})", "calls": calls, "own_s": round(own, 3),
+                     "share": round(own / total, 3) if total else 0.0})
+    return rows
+
+
+def draw(result: dict) -> None:
+    """Wall time of a no-op converge and of the floor against the number of hosts, as an SVG line chart."""
+    sizes, median = result["sizes"], result["median"]
+    width, height, pad = 560, 320, 50
+    top = max(max(median.values()) * 1.15, 0.1)
+    x = lambda n: pad + (width - 2 * pad) * (n - 0) / max(sizes)  # noqa: E731
+    y = lambda s: height - pad - (height - 2 * pad) * s / top  # noqa: E731
+    lines = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+             f'font-size="12"><rect width="100%" height="100%" fill="white"/>',
+             f'<line x1="{pad}" y1="{height - pad}" x2="{width - pad}" y2="{height - pad}" stroke="black"/>',
+             f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{height - pad}" stroke="black"/>',
+             f'<text x="{width / 2}" y="{height - 12}" text-anchor="middle">hosts</text>',
+             f'<text x="14" y="{height / 2}" transform="rotate(-90 14 {height / 2})" text-anchor="middle">'
+             f'wall seconds (median)</text>']
+    for n in sizes:
+        lines.append(f'<text x="{x(n):.0f}" y="{height - pad + 16}" text-anchor="middle">{n}</text>')
+    for step in range(5):
+        s = top * step / 4
+        lines.append(f'<text x="{pad - 6}" y="{y(s) + 4:.0f}" text-anchor="end">{s:.1f}</text>')
+    for name, colour in (("sglfleet", "#c0392b"), ("floor", "#2c3e50")):
+        points = " ".join(f"{x(n):.1f},{y(median[f'{name}_{n}']):.1f}" for n in sizes)
+        lines.append(f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        for n in sizes:
+            lines.append(f'<circle cx="{x(n):.1f}" cy="{y(median[f"{name}_{n}"]):.1f}" r="3" fill="{colour}"/>')
+        label = "no-op converge (deploy.py)" if name == "sglfleet" else "engine floor (exec -- true)"
+        last = max(sizes)
+        lines.append(f'<text x="{x(last) - 4:.0f}" y="{y(median[f"{name}_{last}"]) - 8:.0f}" text-anchor="end" '
+                     f'fill="{colour}">{label}</text>')
+    lines.append("</svg>")
+    FIGURE.parent.mkdir(parents=True, exist_ok=True)
+    FIGURE.write_text("\n".join(lines) + "\n")
+
+
+def bench_fanout(bench: Bench, rounds: int, n: int = 12) -> dict:
+    bench.up(n)
+    bench.deploy()
+    stack = load_stack("dev")
+    hosts = bench.fleet.hosts[:n]
+    result = {"hosts": n, "stack_bytes": stack.size, "runs": {}}
+    for distribution in ("peers", "controller"):
+        for host in hosts:  # a new stack for every host: no wheel and no build there
+            bench.fleet.inside(host, f"rm -rf /opt/sglfleet/wheelhouse {stack.path}")
+        before = bench.bridge_tx()
+        wall, output = bench.deploy("--data", f"distribution={distribution}", limit=hosts)
+        egress = bench.bridge_tx() - before
+        result["runs"][distribution] = {"wall_s": round(wall, 1), "egress_bytes": egress,
+                                        "egress_x_stack": round(egress / stack.size, 2)}
+        log(f"{distribution}: {wall:.1f} s, controller egress {egress / 1e6:.1f} MB "
+            f"({egress / stack.size:.2f} x the stack's {stack.size / 1e6:.1f} MB)")
+    return result
+
+
+def bench_rollout(bench: Bench, rounds: int, n: int = 24) -> dict:
+    bench.up(n)
+    bench.deploy()
+    started = time.monotonic()
+    process = subprocess.Popen(
+        [str(PYINFRA), "inventory/dev.py", "deploy.py", "-y", "--data", "rollout_serial=[1, \"25%\", \"100%\"]",
+         "--data", "speculative_num_steps=4", "--data", "speculative_eagle_topk=1",
+         "--data", "speculative_num_draft_tokens=5"],
+        cwd=PROJECT_ROOT, env=bench.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    marks, lines = [], []
+    for line in process.stdout:
+        lines.append(line)
+        if line.startswith("--> "):
+            marks.append((time.monotonic() - started, line[4:].strip()))
+    if process.wait() != 0:
+        sys.exit(f"bench: the rollout of {n} hosts failed:\n{''.join(lines)[-3000:]}")
+    total = time.monotonic() - started
+    batches = [(what.split("Roll out | ")[1].split(":")[0], round(t_next - t, 1))
+               for (t, what), (t_next, _) in zip(marks, marks[1:]) if "Roll out |" in what]
+    passed = re.search(r"--> Rollout: (\d+) passed", "".join(lines))
+    bench.deploy()  # back to the inventory's configuration
+    return {"hosts": n, "total_s": round(total, 1), "batches": batches,
+            "passed": int(passed.group(1)) if passed else 0}
+
+
+def render(results: dict, command: str) -> str:
+    out = [f"Measured by `{command}` on this 2-core machine (a fleet of its own; medians).", ""]
+    if "noop" in results:
+        r = results["noop"]
+        out += ["| hosts | no-op converge s | engine floor s | x floor |", "| --- | --- | --- | --- |"]
+        for n in r["sizes"]:
+            out.append(f"| {n} | {r['median'][f'sglfleet_{n}']:.2f} | {r['median'][f'floor_{n}']:.2f} | "
+                       f"{r['x_floor'][str(n)]:.2f}x |")
+        lo, hi = min(r["sizes"]), max(r["sizes"])
+        out += ["", f"{hi}/{lo} hosts: {r['ratio_hi_lo']:.2f}x the wall time; beyond the floor, the controller "
+                    f"spends {r['over_floor_per_host_ms']:.0f} ms per extra host.", "",
+                "![no-op converge against fleet size](bench/figures/scale.svg)", "",
+                f"Where the controller's CPU goes in a no-op converge of {hi} hosts (cProfile, own time):", "",
+                "| function | calls | own s | share |", "| --- | --- | --- | --- |"]
+        out += [f"| `{p['function']}` | {p['calls']} | {p['own_s']} | {p['share']:.0%} |" for p in r["profile"]]
+        out.append("")
+    if "fanout" in results:
+        r = results["fanout"]
+        out += [f"A new stack ({r['stack_bytes'] / 1e6:.1f} MB) on {r['hosts']} hosts:", "",
+                "| distribution | wall s | controller egress | x the stack |", "| --- | --- | --- | --- |"]
+        for name, run in r["runs"].items():
+            out.append(f"| {name} | {run['wall_s']} | {run['egress_bytes'] / 1e6:.1f} MB | {run['egress_x_stack']}x |")
+        out.append("")
+    if "rollout" in results:
+        r = results["rollout"]
+        out += [f"A changed launch configuration rolled out to {r['hosts']} hosts with rollout_serial "
+                f"[1, \"25%\", \"100%\"]: {r['total_s']} s, {r['passed']} hosts passed; batches: "
+                + ", ".join(f"{name} {seconds} s" for name, seconds in r["batches"]) + ".", ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def write_report(text: str) -> None:
+    old = REPORT.read_text()
+    if BEGIN not in old:
+        old += f"\n## Fleet scale\n\n{BEGIN}\n{END}\n"
+    head, _, rest = old.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    REPORT.write_text(f"{head}{BEGIN}\n{text}{END}{tail}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5, help="runs per figure (median)")
+    parser.add_argument("--only", action="append", choices=SECTIONS, help="run these sections (default: all)")
+    parser.add_argument("--sizes", default="3,12,24", help="fleet sizes for the no-op section")
+    parser.add_argument("--fleet-dir", type=Path, default=CACHE / "scale-fleet", help="the bench fleet's state")
+    parser.add_argument("--keep", action="store_true", help="leave the bench fleet up")
+    args = parser.parse_args()
+    CACHE.mkdir(parents=True, exist_ok=True)
+    bench = Bench(args.fleet_dir)
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    try:
+        for section in args.only or SECTIONS:
+            log(f"== {section}")
+            if section == "noop":
+                results[section] = bench_noop(bench, args.rounds, [int(s) for s in args.sizes.split(",")])
+            else:
+                results[section] = globals()[f"bench_{section}"](bench, args.rounds)
+            results[section]["measured_at"] = time.strftime("%Y-%m-%d %H:%M:%S")
+            RESULTS.write_text(json.dumps(results, indent=1))
+    finally:
+        if not args.keep:
+            bench.fleet.down()
+    text = render(json.loads(RESULTS.read_text()), "bench/scale.py" + (f" --rounds {args.rounds}"))
+    print(text)
+    write_report(text)
+
+
+if __name__ == "__main__":
+    main()
