@@ -3,17 +3,23 @@ SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
 HOSTS ?= 3
+# The demo's change: other EAGLE-3 numbers, a new release on every host, rolled out in batches.
+CHANGE := --data speculative_num_steps=4 --data speculative_eagle_topk=1 --data speculative_num_draft_tokens=5 \
+	--data 'rollout_serial=[1, "50%"]'
 
 .PHONY: demo test deps down
 
 ## Boot the local fleet, converge it, then roll a changed launch configuration out wave by wave.
+## A tiny model and its EAGLE-3 draft, pinned, staged on every host from a local HF mirror, served offline.
+demo: export SGLFLEET_MODELS = $(CURDIR)/.fleet/mirror/manifests
 demo: deps
 	$(BIN)/sglfleet devfleet up --hosts $(HOSTS)
+	$(BIN)/sglfleet devfleet mirror up
 	$(BIN)/pyinfra inventory/dev.py deploy.py -y
 	$(BIN)/sglfleet status inventory/dev.py
-	$(BIN)/pyinfra inventory/dev.py deploy.py --dry --diff --data speculative_num_steps=4 --data speculative_eagle_topk=1 --data speculative_num_draft_tokens=5
-	$(BIN)/pyinfra inventory/dev.py deploy.py -y --data speculative_num_steps=4 --data speculative_eagle_topk=1 --data speculative_num_draft_tokens=5
-	$(BIN)/sglfleet status inventory/dev.py
+	$(BIN)/pyinfra inventory/dev.py deploy.py --dry --diff $(CHANGE)
+	$(BIN)/pyinfra inventory/dev.py deploy.py -y $(CHANGE)
+	$(BIN)/sglfleet status inventory/dev.py $(CHANGE)
 
 ## Run the whole test suite (it boots the local fleet itself when none is up).
 test: deps

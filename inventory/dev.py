@@ -7,7 +7,9 @@ as production hosts are: over SSH as ``deploy`` with the fleet's key and strict
 host-key checking, and root through passwordless sudo.
 ``SGLFLEET_DEVFLEET_USER=root`` logs in as root instead, without sudo;
 ``SGLFLEET_DEVFLEET_JUMP=1`` reaches every host but node1 through node1, the
-bastion (``ProxyJump`` in ``.fleet/ssh_config.jump``).
+bastion (``ProxyJump`` in ``.fleet/ssh_config.jump``). With the demo's mirror up
+(``sglfleet devfleet mirror up``) and ``SGLFLEET_MODELS`` pointing at its
+manifests, the hosts serve its tiny model and draft, pinned and staged from it.
 
 **Example:**
 
@@ -17,6 +19,7 @@ bastion (``ProxyJump`` in ``.fleet/ssh_config.jump``).
     pyinfra inventory/dev.py deploy.py -y
 """
 
+import json as _json
 import os as _os
 
 from sglfleet.devfleet import Fleet as _Fleet
@@ -30,6 +33,10 @@ if not _state.get("hosts"):
 
 
 _user = _os.environ.get("SGLFLEET_DEVFLEET_USER", "deploy")
+_mirror = _fleet.state_dir / "mirror.json"
+_mirror = _json.loads(_mirror.read_text()) if _mirror.is_file() else None
+if _mirror and _os.environ.get("SGLFLEET_MODELS") != _mirror["manifests"]:
+    _mirror = None  # the mirror is up, but this run does not use its manifests
 _jump = _os.environ.get("SGLFLEET_DEVFLEET_JUMP") == "1"
 
 
@@ -56,7 +63,16 @@ def _host(name):
         # Served by name, with no weights on the hosts: nothing to pin or stage.
         # tests/test_models.py pins tiny models it serves from a mirror instead.
         "allow_unpinned_models": True,
+        **(_pinned(_mirror) if _mirror else {}),
     })
+
+
+def _pinned(mirror):
+    """The demo mirror's tiny model and draft, pinned, staged from it and served offline."""
+    return {"model_path": mirror["model"], "model_revision": mirror["revision"],
+            "speculative_draft_model_path": mirror["draft"],
+            "speculative_draft_model_revision": mirror["draft_revision"],
+            "hf_endpoint": mirror["url"], "allow_unpinned_models": False}
 
 
 _names = sorted(_state["hosts"], key=lambda name: int(name[4:]))

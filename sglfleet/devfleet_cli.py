@@ -1,7 +1,9 @@
 """``sglfleet devfleet``: boot, inspect and remove the local fleet."""
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import click
 
@@ -42,11 +44,52 @@ def up(n):
 @devfleet.command()
 def down():
     """Stop every host by its recorded pid and remove links, overlays and state."""
+    from sglfleet.devfleet.mirror import stop_demo
+
+    fleet = _fleet()
+    stop_demo(fleet.state_dir)
     try:
-        stopped = _fleet().down()
+        stopped = fleet.down()
     except DevFleetError as error:
         _fail(error)
     click.echo(f"stopped: {' '.join(stopped)}" if stopped else "no fleet was up; nothing to stop")
+
+
+@devfleet.group()
+def mirror():
+    """A local HF mirror (olah) serving a tiny pinned model and its draft, for the demo."""
+
+
+@mirror.command("up")
+@click.option("--port", default=8095, show_default=True, help="The mirror's port on the fleet's bridge.")
+def mirror_up(port):
+    """Make the demo's models, serve them on the bridge, lock their manifests (in .fleet/mirror/manifests)."""
+    from sglfleet.devfleet.mirror import start_demo, stop_demo
+
+    fleet = _fleet()
+    if not fleet.state().get("gateway"):
+        _fail(DevFleetError("no local fleet: run sglfleet devfleet up first"))
+    stop_demo(fleet.state_dir)
+
+    def lock(repo, revision, url, manifests):
+        done = subprocess.run([str(Path(sys.executable).with_name("sglfleet")), "model", "lock",
+                               f"{repo}@{revision}", "--endpoint", url], capture_output=True, text=True,
+                              env={**os.environ, "SGLFLEET_MODELS": str(manifests)})
+        if done.returncode != 0:
+            raise click.ClickException(f"sglfleet model lock {repo}@{revision}: {done.stderr.strip()}")
+
+    record = start_demo(fleet.state_dir, fleet.state()["gateway"], port, lock)
+    click.echo(f"mirror: {record['url']} serves {record['model']}@{record['revision'][:12]} and "
+               f"{record['draft']}@{record['draft_revision'][:12]}")
+    click.echo(f"pin them: SGLFLEET_MODELS={record['manifests']} pyinfra inventory/dev.py deploy.py -y")
+
+
+@mirror.command("down")
+def mirror_down():
+    """Stop the demo's mirror by its recorded pid."""
+    from sglfleet.devfleet.mirror import stop_demo
+
+    click.echo("mirror stopped" if stop_demo(_fleet().state_dir) else "no mirror was running")
 
 
 @devfleet.command()
@@ -80,8 +123,10 @@ def exec_(host, command):
 @devfleet.command()
 @click.argument("host")
 @click.argument("mode", type=click.Choice([*FAULT_MODES, "clear"]))
-def fault(host, mode):
-    """Set the stand-in's fault on HOST for its next start (clear removes it)."""
+@click.argument("params", nargs=-1)
+def fault(host, mode, params):
+    """Set the stand-in's fault on HOST for its next start (clear removes it); slow-after takes SECONDS [FACTOR]."""
+    mode = " ".join([mode, *params])
     try:
         _fleet().fault(host, mode)
     except DevFleetError as error:

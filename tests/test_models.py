@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mirroring import Mirror, commit, write_model
+from sglfleet.devfleet.mirror import Mirror, commit, write_model
 from sglfleet.host import models as host_models
 from sglfleet.host.layout import Layout
 from sglfleet.models import (ModelError, load_manifest, model_findings, offline, parse_manifest, served_launch,

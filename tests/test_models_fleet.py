@@ -24,7 +24,7 @@ import pytest
 
 from deploying import host_state, pyinfra
 from faulting import Run, results, serving
-from mirroring import Mirror, commit, write_model
+from sglfleet.devfleet.mirror import Mirror, commit, write_model
 from sglfleet.host.layout import LAYOUT
 from sglfleet.models import load_manifest
 

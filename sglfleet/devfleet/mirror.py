@@ -1,4 +1,4 @@
-"""Small models the tests make, and a real HF-compatible mirror (olah, offline) that serves them.
+"""Small models for the local fleet, and a real HF-compatible mirror (olah, offline) that serves them.
 
 A model is a folder of what the Hub holds for a small llama-style model:
 ``config.json``, tokenizer files, a README and sharded safetensors with their
@@ -6,7 +6,9 @@ A model is a folder of what the Hub holds for a small llama-style model:
 olah reads (LFS pointers committed, objects under ``.git/lfs/objects``, made by
 hand as git-lfs's clean filter would) and returns the commit. ``Mirror`` runs
 ``olah-cli`` on an address the local fleet's hosts reach (the bridge's) and
-stops it by its pid.
+stops it by its pid. ``start_demo`` and ``stop_demo`` keep one running for the
+local fleet's demo (``sglfleet devfleet mirror up|down``): a tiny model and its
+EAGLE-3 draft, pinned, with their manifests, recorded in ``mirror.json``.
 
 **Example:**
 
@@ -131,8 +133,9 @@ class Mirror:
             f'repos-path = "{self.workdir / "repos"}"\nmirrors-path = ["{self.mirror}"]\n'
             f"\n[accessibility]\noffline = true\n")
         olah = str(Path(sys.executable).with_name("olah-cli"))
+        # Its own session: a demo's mirror outlives the command that started it.
         self.process = subprocess.Popen([olah, "-c", str(config)], cwd=self.workdir, stdin=subprocess.DEVNULL,
-                                        stdout=self.log.open("w"), stderr=subprocess.STDOUT)
+                                        stdout=self.log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 30
         while True:  # olah's index page answers 500; an API path is the readiness probe
             try:
@@ -154,3 +157,53 @@ class Mirror:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(10)
+
+
+DEMO_MODEL, DEMO_DRAFT = "demo/tiny-model", "demo/tiny-eagle3"
+
+
+def demo_record(state_dir: Path) -> Path:
+    return state_dir / "mirror.json"
+
+
+def start_demo(state_dir: Path, address: str, port: int, lock) -> dict:
+    """
+    Make the demo's tiny model and draft, serve them with olah on ``address:port``
+    (running on after this returns; ``stop_demo`` ends it), lock their manifests
+    with ``lock(repo, revision, url, manifests)``, and record it all.
+
+    + state_dir: the fleet's state folder (``.fleet``)
+    + address, port: where hosts reach the mirror (the bridge's address)
+    + lock: writes one manifest, e.g. by running ``sglfleet model lock``
+    """
+    folder = state_dir / "mirror"
+    shutil.rmtree(folder, ignore_errors=True)
+    mirror_dir = folder / "repos"
+    # Kimi K2.5's architecture: the stand-in checks the patched EAGLE-3 methods as for the real model.
+    revision = commit(mirror_dir, DEMO_MODEL, write_model(folder / "src-model", seed=1,
+                                                          architecture="KimiK25ForConditionalGeneration"),
+                      "tiny model")
+    draft = commit(mirror_dir, DEMO_DRAFT, write_model(folder / "src-draft", seed=2, shard_sizes=(1 << 20,),
+                                                       architecture="LlamaForCausalLMEagle3"), "tiny draft")
+    mirror = Mirror(mirror_dir, address, port).__enter__()
+    record = {"url": mirror.url, "pid": mirror.process.pid, "manifests": str(folder / "manifests"),
+              "model": DEMO_MODEL, "revision": revision, "draft": DEMO_DRAFT, "draft_revision": draft}
+    demo_record(state_dir).write_text(json.dumps(record, indent=2) + "\n")
+    for repo, sha in ((DEMO_MODEL, revision), (DEMO_DRAFT, draft)):
+        lock(repo, sha, mirror.url, folder / "manifests")
+    return record
+
+
+def stop_demo(state_dir: Path) -> bool:
+    """Stop the demo's mirror by the pid it recorded; False when none runs."""
+    record_path = demo_record(state_dir)
+    try:
+        record = json.loads(record_path.read_text())
+    except (OSError, ValueError):
+        return False
+    try:
+        os.kill(record["pid"], signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    record_path.unlink()
+    return True
