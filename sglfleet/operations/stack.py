@@ -54,7 +54,7 @@ def wheels_fanned_out(stack: Stack, share: Share, full_check: bool = False):
 
     + stack: a loaded, complete stack
     + share: the host's turn in the fan-out (``sglfleet.fanout``)
-    + full_check: as ``installed``'s (the same fact, so one round trip serves both)
+    + full_check: as ``installed``'s
 
     **Example:**
 
@@ -326,8 +326,10 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: b
 
         stack.installed(name="Stack dev", stack=load_stack("dev"), gpu_less=True)
     """
+    # The wheels are in place by now (wheels_fanned_out): hashing them again would cost
+    # seconds a GB on every build and decide nothing here.
     state = host.get_fact(StackState, stack_id=stack.id, python=stack.python, uv_version=stack.uv.version,
-                          full=full_check)
+                          hash_wheels=False, full=full_check)
     commands = []
     hashes = None
     if state.built and state.drift:
