@@ -147,7 +147,7 @@ def test_killed_build_is_completed_and_the_stack_in_use_stays_intact(fleet, env,
 def test_too_little_disk_fails_that_host_alone_with_a_clear_message(fleet, env, stack):
     host = fleet.hosts[-1]
     stacks = "/opt/sglfleet/stacks"
-    # A small filesystem for the stack folder, holding what was there, with less than twice the stack free.
+    # A small filesystem for the stack folder, holding what was there, with less free than a build takes.
     fleet.exec(host, f"rm -rf {stack.path} && used=$(du -sk {stacks} | cut -f1) && mkdir -p /tmp/stacks-copy"
                      f" && cp -a {stacks}/. /tmp/stacks-copy/ && mount -t tmpfs -o size=$((used + 4096))k tmpfs {stacks}"
                      f" && cp -a /tmp/stacks-copy/. {stacks}/ && rm -rf /tmp/stacks-copy")
@@ -157,7 +157,8 @@ def test_too_little_disk_fails_that_host_alone_with_a_clear_message(fleet, env, 
         fleet.exec(host, f"umount -l {stacks}")
     assert done.returncode != 0
     assert re.search(rf"\[{host}\] {host}: [\d.]+ GiB free under {stacks} is too little for stack {NAME} "
-                     rf"\(needs [\d.]+ GiB, twice its [\d.]+ GiB\): free space or grow the filesystem", done.stdout)
+                     rf"\(needs [\d.]+ GiB: its wheels, [\d.]+ GiB, and the venv built from them, [\d.]+ GiB\): "
+                     rf"free space or grow the filesystem", done.stdout)
     assert results(done.stdout)["Preflight"][2] == "1"  # the other hosts passed
     assert fleet.exec(host, f"test -e {stack.path}", check=False).returncode != 0
 
