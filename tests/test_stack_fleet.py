@@ -115,13 +115,16 @@ def test_corrupted_and_partial_wheels_are_replaced(fleet, env, stack):
     host = fleet.hosts[1]
     sglang = next(f for f in stack.files if f.name == "sglang")
     psutil = next(f for f in stack.files if f.name == "psutil")
-    fleet.exec(host, f"echo corrupt >> {WHEELHOUSE}/{sglang.filename}"
-                     f" && head -c 1000 {WHEELHOUSE}/{psutil.filename} > {WHEELHOUSE}/{psutil.filename}.part"
+    # Transfers land in a run's own .incoming-<token> folder: a killed run's, two hours old, holds a partial.
+    killed = f"{WHEELHOUSE}/.incoming-killedrun"
+    fleet.exec(host, f"echo corrupt >> {WHEELHOUSE}/{sglang.filename} && mkdir -p {killed}"
+                     f" && head -c 1000 {WHEELHOUSE}/{psutil.filename} > {killed}/{psutil.filename}.part"
+                     f" && touch -d '2 hours ago' {killed}"
                      f" && rm {WHEELHOUSE}/{psutil.filename} && rm -rf {stack.path}")
     done = converge(fleet, env)
     assert done.returncode == 0, done.stdout
     assert results(done.stdout)["Stack"][1:] == ["1", "-", str(len(fleet.hosts) - 1)]
-    sums = fleet.exec(host, f"cd {WHEELHOUSE} && sha256sum {sglang.filename} {psutil.filename} && ls").stdout
+    sums = fleet.exec(host, f"cd {WHEELHOUSE} && sha256sum {sglang.filename} {psutil.filename} && ls -AR").stdout
     assert sglang.sha256 in sums and psutil.sha256 in sums and ".part" not in sums
     assert marker(fleet, host, stack)["ok"] is True
 
