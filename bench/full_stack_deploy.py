@@ -1,12 +1,17 @@
-"""Deploy for bench/full_stack_build.py: the stack step only, on GPU-less local-fleet hosts.
+"""Deploy for bench/full_stack_build.py: the service step, then the stack, on GPU-less local-fleet hosts.
 
-Preflight is left out on purpose: it refuses a CUDA stack on a host without a
-GPU, which is right for a real fleet; here the build, the offline install and
-the GPU-less probe are what is measured.
+In the order deploy.py runs them, so the host gets what a real one gets: the
+service step installs the host tools, among them the file server the stack's
+fan-out starts on each host (``sglfleet_host/share.py``). Preflight is left out
+on purpose: it refuses a CUDA stack on a host without a GPU, which is right for
+a real fleet; here the build, the offline install and the GPU-less probe are
+what is measured.
 
     pyinfra inventory/dev.py bench/full_stack_deploy.py -y --limit node1 --data stack=cu130-sglang-0.5.23
 """
 
+from tasks.service import install_service
 from tasks.stack import install_stack
 
+install_service()
 install_stack()

@@ -3,6 +3,7 @@
 from pyinfra import host
 from pyinfra.api import deploy
 
+from sglfleet import wheelhouse
 from sglfleet.context import host_config
 from sglfleet.facts.gpu import NvidiaGpus
 from sglfleet.facts.stack import StackState
@@ -25,5 +26,6 @@ def preflight():
         VERIFIED.add(host.name)  # the stack step needs no round trip to know it
     declared = Declared(config.gpu_compute_cap, config.gpu_count, config.launch.tp_size)
     problems = check(host.name, stack, gpus, state.disk_free, config.gpu_less, state.python,
-                     built=state.verified, declared=declared)
+                     built=state.verified, declared=declared,
+                     unpacked=0 if state.verified else wheelhouse.unpacked_size(stack))
     stack_ops.fits(name=f"Preflight for stack {stack.name}", problems=problems)

@@ -17,6 +17,7 @@ import pytest
 
 from sglfleet import FILES, wheelhouse
 from sglfleet.patcher import apply, load_patch, missing_methods
+from sglfleet.preflight import disk_needed
 from sglfleet.server_flags import build_parser, load_flags
 from sglfleet.stacks import load_stack
 from sglfleet.stacks_cli import uv_binary
@@ -47,7 +48,7 @@ def venv(stack, tmp_path_factory) -> Path:
                     str(root / "venv")], check=True, env=env)
     subprocess.run([uv_binary(), "pip", "install", "--quiet", "--python", str(root / "venv/bin/python"),
                     "--offline", "--no-index", "--find-links", str(links), "--require-hashes", "--no-deps",
-                    "--link-mode", "copy", "-r", str(root / "requirements.txt")], check=True, env=env)
+                    "--link-mode", "hardlink", "-r", str(root / "requirements.txt")], check=True, env=env)
     return root / "venv"
 
 
@@ -70,6 +71,13 @@ def test_installed_sglang_is_0523_without_its_cuda_dependencies(venv):
     site = site_packages(venv)
     assert (site / "sglang-0.5.23.dist-info").is_dir()
     assert not list(site.glob("torch*")) and not list(site.glob("sgl_kernel*"))
+
+
+def test_the_venv_fits_in_the_disk_preflight_asks_for(stack, venv):
+    # What the build leaves beside the wheels: every file of the venv as built, bytecode included.
+    built = sum(path.stat().st_size for path in venv.rglob("*") if path.is_file() and not path.is_symlink())
+    unpacked = wheelhouse.unpacked_size(stack)
+    assert unpacked < built <= disk_needed(stack, unpacked) - stack.size
 
 
 def test_flags_of_the_installed_0523_are_read(venv, tmp_path):

@@ -1,6 +1,13 @@
 """The fan-out's plan and its progress lines, as pure functions; the fleet test shows the bytes."""
 
+import hashlib
+import subprocess
+from types import SimpleNamespace
+
 from sglfleet.fanout import Progress, aria2_input, human, rounds
+from sglfleet.host.layout import Layout
+from sglfleet.operations import stack as stack_ops
+from sglfleet.wheelhouse import Local
 
 
 def test_rounds_double_so_a_fleet_of_n_takes_about_log2_n_rounds():
@@ -46,3 +53,30 @@ def test_progress_says_bytes_rate_and_time_left_at_most_every_interval():
     progress.update(2_000_000_000)
     assert host.lines == ["wheels from the controller: 2.0 GB of 4.0 GB (50 %), 100.0 MB/s, about 20 s left"]
     assert human(999) == "999 B" and human(1_500_000) == "1.5 MB"
+
+
+def test_wheels_are_checked_on_arrival_by_one_short_command_however_many(tmp_path, monkeypatch):
+    # sudo sh -c takes the script as one argument, which Linux caps at 128 KiB (MAX_ARG_STRLEN):
+    # a command per wheel failed cu130-sglang-0.5.23's 207 wheels. Run as a host runs it, with 400.
+    monkeypatch.setattr(stack_ops, "LAYOUT", Layout(root=str(tmp_path)))
+    incoming = tmp_path / "wheelhouse" / ".incoming-x"
+    incoming.mkdir(parents=True)
+    local = {}
+    for i in range(400):
+        name = f"nvidia_cutlass_dsl_libs_cu13-4.8.{i}-cp311-cp311-manylinux_2_28_x86_64.whl"
+        (incoming / f"{name}.part").write_bytes(name.encode())
+        local[name] = Local(incoming / name, hashlib.sha256(name.encode()).hexdigest(), len(name))
+    corrupted = sorted(local)[7]
+    (incoming / f"{corrupted}.part").write_bytes(b"flipped")
+    seen = []
+
+    def run(command, _stdin=""):
+        seen.append(command)
+        done = subprocess.run(["sh", "-c", command], input=_stdin, capture_output=True, text=True)
+        return done.returncode == 0, SimpleNamespace(stdout_lines=done.stdout.splitlines(),
+                                                     stderr_lines=done.stderr.splitlines())
+
+    assert stack_ops._checked_into_place(None, run, sorted(local), str(incoming), local) == [corrupted]
+    assert len(seen[0]) < 1000
+    assert sorted(p.name for p in (tmp_path / "wheelhouse").glob("*.whl")) == sorted(set(local) - {corrupted})
+    assert not list(incoming.iterdir())  # the corrupted part is removed, the others moved

@@ -93,12 +93,15 @@ def test_gpu_less_host_needs_the_inventory_to_say_so(dev, cu130):
     assert "needs a GPU" in problem
 
 
-def test_disk_must_hold_the_stack_twice_unless_built(dev):
-    twice = 2 * dev.size
-    assert check("node1", dev, [], twice, True, "3.11.2") == []
-    (problem,) = check("node1", dev, [], twice - 1, True, "3.11.2")
-    assert problem.startswith("node1: ") and "too little for stack dev" in problem and "free space" in problem
-    assert check("node1", dev, [], 0, True, "3.11.2", built=True) == []
+def test_disk_must_hold_the_wheels_and_the_venv_built_from_them_unless_built(dev):
+    unpacked = 100 << 20
+    needed = dev.size + unpacked + unpacked // 5  # the wheels, the venv, its bytecode and blocks
+    assert check("node1", dev, [], needed, True, "3.11.2", unpacked=unpacked) == []
+    (problem,) = check("node1", dev, [], needed - 1, True, "3.11.2", unpacked=unpacked)
+    assert problem == (f"node1: {needed / GIB:.1f} GiB free under /opt/sglfleet/stacks is too little for stack dev "
+                       f"(needs {needed / GIB:.1f} GiB: its wheels, {dev.size / GIB:.1f} GiB, and the venv built "
+                       f"from them, {(needed - dev.size) / GIB:.1f} GiB): free space or grow the filesystem")
+    assert check("node1", dev, [], 0, True, "3.11.2", built=True, unpacked=unpacked) == []
 
 
 def test_missing_python(dev):

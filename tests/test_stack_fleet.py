@@ -115,13 +115,16 @@ def test_corrupted_and_partial_wheels_are_replaced(fleet, env, stack):
     host = fleet.hosts[1]
     sglang = next(f for f in stack.files if f.name == "sglang")
     psutil = next(f for f in stack.files if f.name == "psutil")
-    fleet.exec(host, f"echo corrupt >> {WHEELHOUSE}/{sglang.filename}"
-                     f" && head -c 1000 {WHEELHOUSE}/{psutil.filename} > {WHEELHOUSE}/{psutil.filename}.part"
+    # Transfers land in a run's own .incoming-<token> folder: a killed run's, two hours old, holds a partial.
+    killed = f"{WHEELHOUSE}/.incoming-killedrun"
+    fleet.exec(host, f"echo corrupt >> {WHEELHOUSE}/{sglang.filename} && mkdir -p {killed}"
+                     f" && head -c 1000 {WHEELHOUSE}/{psutil.filename} > {killed}/{psutil.filename}.part"
+                     f" && touch -d '2 hours ago' {killed}"
                      f" && rm {WHEELHOUSE}/{psutil.filename} && rm -rf {stack.path}")
     done = converge(fleet, env)
     assert done.returncode == 0, done.stdout
     assert results(done.stdout)["Stack"][1:] == ["1", "-", str(len(fleet.hosts) - 1)]
-    sums = fleet.exec(host, f"cd {WHEELHOUSE} && sha256sum {sglang.filename} {psutil.filename} && ls").stdout
+    sums = fleet.exec(host, f"cd {WHEELHOUSE} && sha256sum {sglang.filename} {psutil.filename} && ls -AR").stdout
     assert sglang.sha256 in sums and psutil.sha256 in sums and ".part" not in sums
     assert marker(fleet, host, stack)["ok"] is True
 
@@ -147,7 +150,7 @@ def test_killed_build_is_completed_and_the_stack_in_use_stays_intact(fleet, env,
 def test_too_little_disk_fails_that_host_alone_with_a_clear_message(fleet, env, stack):
     host = fleet.hosts[-1]
     stacks = "/opt/sglfleet/stacks"
-    # A small filesystem for the stack folder, holding what was there, with less than twice the stack free.
+    # A small filesystem for the stack folder, holding what was there, with less free than a build takes.
     fleet.exec(host, f"rm -rf {stack.path} && used=$(du -sk {stacks} | cut -f1) && mkdir -p /tmp/stacks-copy"
                      f" && cp -a {stacks}/. /tmp/stacks-copy/ && mount -t tmpfs -o size=$((used + 4096))k tmpfs {stacks}"
                      f" && cp -a /tmp/stacks-copy/. {stacks}/ && rm -rf /tmp/stacks-copy")
@@ -157,7 +160,8 @@ def test_too_little_disk_fails_that_host_alone_with_a_clear_message(fleet, env, 
         fleet.exec(host, f"umount -l {stacks}")
     assert done.returncode != 0
     assert re.search(rf"\[{host}\] {host}: [\d.]+ GiB free under {stacks} is too little for stack {NAME} "
-                     rf"\(needs [\d.]+ GiB, twice its [\d.]+ GiB\): free space or grow the filesystem", done.stdout)
+                     rf"\(needs [\d.]+ GiB: its wheels, [\d.]+ GiB, and the venv built from them, [\d.]+ GiB\): "
+                     rf"free space or grow the filesystem", done.stdout)
     assert results(done.stdout)["Preflight"][2] == "1"  # the other hosts passed
     assert fleet.exec(host, f"test -e {stack.path}", check=False).returncode != 0
 

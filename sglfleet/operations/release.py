@@ -63,10 +63,11 @@ def staged(release: Release, diff_against: str = "launch.args"):
         return  # the fact failed, and with it the host
     current = found.current
     if wants_diff() and current != release.release_id:
-        old = b""
+        old, stack = b"", ""
         if current:
             old = host.get_fact(FileBytes, path=LAYOUT.release(current, diff_against)) or b""
-        show_diff(f"Release {release.release_id} differs from the serving {current or 'none'}:",
+            stack = _stack_change(current, release.stack_id)
+        show_diff(f"Release {release.release_id} differs from the serving {current or 'none'}{stack}:",
                   old.decode(errors="replace"), release.files[diff_against][0])
 
     final = LAYOUT.release(release.release_id)
@@ -88,6 +89,16 @@ def staged(release: Release, diff_against: str = "launch.args"):
     for name in drifted + settings:
         text, mode = {**release.files, **release.settings}[name]
         yield from _write(f"{final}/{name}", text, mode)
+
+
+def _stack_change(current: str, stack_id: str) -> str:
+    """`` (stack A -> B)`` when the serving release runs another stack than ``stack_id``, else "".
+    An upgrade changes no launch flag by itself: the diff of the flags would not show it."""
+    try:
+        old = json.loads(host.get_fact(FileBytes, path=LAYOUT.release(current, "release.json")) or b"{}").get("stack")
+    except ValueError:
+        return ""
+    return f" (stack {old} -> {stack_id})" if old and old != stack_id else ""
 
 
 def _write(path: str, text: str, mode: int):

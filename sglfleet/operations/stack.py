@@ -54,7 +54,7 @@ def wheels_fanned_out(stack: Stack, share: Share, full_check: bool = False):
 
     + stack: a loaded, complete stack
     + share: the host's turn in the fan-out (``sglfleet.fanout``)
-    + full_check: as ``installed``'s (the same fact, so one round trip serves both)
+    + full_check: as ``installed``'s
 
     **Example:**
 
@@ -125,16 +125,23 @@ def _fetch_and_serve(state, host, connector_arguments, missing, sources, share: 
     return True
 
 
-def _checked_into_place(run, names: list[str], incoming: str, local: dict) -> list[str]:
+def _checked_into_place(host, run, names: list[str], incoming: str, local: dict) -> list[str]:
     """Rename each ``<name>.part`` whose sha256 matches into the wheelhouse; the names that did not."""
-    script = "; ".join(
-        f"if echo {local[name].sha256}'  '{q(f'{incoming}/{name}.part')} | sha256sum --check --status 2>/dev/null; "
-        f"then chown root:root {q(f'{incoming}/{name}.part')} && chmod 644 {q(f'{incoming}/{name}.part')} && "
-        f"mv -f {q(f'{incoming}/{name}.part')} {q(f'{LAYOUT.wheelhouse}/{name}')}; "
-        f"else rm -f {q(f'{incoming}/{name}.part')}; echo {q(name)}; fi"
-        for name in names)
-    ok, output = run(script)
-    return [line for line in output.stdout_lines if line in local] if ok else list(names)
+    # The sums go on stdin: a command line per wheel passes Linux's 128 KiB limit on one
+    # argument (MAX_ARG_STRLEN; sudo sh -c takes the script as one) near 150 wheels, and
+    # a CUDA stack has 207.
+    part = '"$name.part"'
+    script = (
+        f"cd {q(incoming)} && while read -r sum name; do "
+        f'if echo "$sum  $name.part" | sha256sum --check --status 2>/dev/null; '
+        f"then chown root:root {part} && chmod 644 {part} && mv -f {part} {q(LAYOUT.wheelhouse)}/\"$name\"; "
+        f'else rm -f {part}; echo "$name"; fi; done'
+    )
+    ok, output = run(script, _stdin="".join(f"{local[name].sha256} {name}\n" for name in names))
+    if not ok:  # not one file was checked: say why, not only that they failed
+        host.log(f"cannot check the wheels in {incoming}: {' '.join(output.stderr_lines)[-300:]}", logger.error)
+        return list(names)
+    return [line for line in output.stdout_lines if line in local]
 
 
 def _from_peers(host, run, left: dict, sources: tuple[str, ...], incoming: str) -> dict:
@@ -151,7 +158,7 @@ def _from_peers(host, run, left: dict, sources: tuple[str, ...], incoming: str) 
             sizes = run(f"du -sb {q(incoming)} 2>/dev/null | cut -f1")[1].stdout_lines
             progress.update(int(sizes[0]) if sizes and sizes[0].isdigit() else 0)
     fetched_ok, output = fetch.value if fetch.successful() else (False, None)
-    still = _checked_into_place(run, names, incoming, left)
+    still = _checked_into_place(host, run, names, incoming, left)
     if still:
         # A corrupt peer file fails its checksum and aria2c tries no other source: the controller sends it.
         why = "" if fetched_ok else f" (aria2c: {' '.join(output.stderr_lines)[-200:] if output else 'failed'})"
@@ -172,7 +179,7 @@ def _from_controller(host, connector_arguments, run, left: dict, incoming: str) 
         except Exception as error:  # noqa: BLE001 - the link, the disk: fail this host with the cause
             return _failed(host, f"cannot send {name}: {type(error).__name__}: {error}")
         sent += local.size
-    corrupted = _checked_into_place(run, sorted(left), incoming, left)
+    corrupted = _checked_into_place(host, run, sorted(left), incoming, left)
     if corrupted:
         return _failed(host, f"{', '.join(corrupted)} arrived corrupted (sha256 mismatch): run the deploy again")
     return True
@@ -235,9 +242,12 @@ def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
     probe += ["--gpu-less"] if gpu_less else []
     marker = f"{build}/{MARKER}"
     old = f"{LAYOUT.stacks}/.old-{stack.id}"
+    # Hard links from uv's cache, which lives in the build folder (same file system) and
+    # goes once the venv is built: the venv keeps the only links. A copy would hold the
+    # unpacked stack twice at the peak (2 x 10 GB for cu130-sglang-0.5.23).
     install = [uv, "pip", "install", "--quiet", "--python", f"{build}/venv/bin/python",
                "--offline", "--no-index", "--find-links", LAYOUT.wheelhouse, "--require-hashes",
-               "--overrides", f"{build}/overrides.txt", "--compile-bytecode", "--link-mode", "copy",
+               "--overrides", f"{build}/overrides.txt", "--compile-bytecode", "--link-mode", "hardlink",
                "-r", f"{build}/requirements.txt"]
     if stack.no_deps:
         install.append("--no-deps")  # the lock lists every file; some packages come without their deps
@@ -319,8 +329,10 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: b
 
         stack.installed(name="Stack dev", stack=load_stack("dev"), gpu_less=True)
     """
+    # The wheels are in place by now (wheels_fanned_out): hashing them again would cost
+    # seconds a GB on every build and decide nothing here.
     state = host.get_fact(StackState, stack_id=stack.id, python=stack.python, uv_version=stack.uv.version,
-                          full=full_check)
+                          hash_wheels=False, full=full_check)
     commands = []
     hashes = None
     if state.built and state.drift:

@@ -1,0 +1,172 @@
+"""
+A stack upgrade, sglang 0.5.9 to 0.5.23, and its way back, as staged rollouts on the local fleet.
+
+The fleet converges on stack ``dev`` (the real sglang 0.5.9 wheel); then
+``deploy.py --data stack=dev-sglang-0.5.23`` (the real 0.5.23 wheel) builds the
+new stack beside the serving one on every host in phase A and rolls the
+release that uses it out canary first; ``rollback.py`` returns every host to
+its 0.5.9 release on the old stack, which the stack collection kept.
+
+The tests share one fleet and run in file order: the upgrade happens once
+(the ``upgraded`` fixture), the rollback last.
+"""
+
+import hashlib
+import json
+import re
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from deploying import deploy, fleet_state, host_state, pyinfra, tree_digest
+from faulting import results
+from sglfleet.flagsets import flagset_for
+from sglfleet.host.layout import LAYOUT
+from sglfleet.host.stacks import PATCHED, patched
+from sglfleet.stacks import MARKER, load_stack
+from sglfleet.upstream import sglang_file
+from test_rollout import server_info
+
+pytestmark = pytest.mark.fleet
+
+UPGRADE = ("--data", "stack=dev-sglang-0.5.23")
+OLD, NEW = load_stack("dev"), load_stack("dev-sglang-0.5.23")
+WAVES = ("node1", "node2", "node3")  # canary, wave1, wave2 of inventory/dev.py
+# systemd's catalogue ids of "Stopping <unit>..." and "Started <unit>." (systemd/sd-messages.h).
+UNIT_STOPPING, UNIT_STARTED = "de5b426a63be47a7b6ac3eaac82e2f6f", "39f53479d3a045ac8e11786248231fbf"
+
+
+def unit_events(fleet, host: str, since: float) -> list[tuple[float, str]]:
+    """``(epoch seconds, "stopping" | "started")`` for each time systemd stopped or started
+    sglang.service on ``host`` since ``since``, from its journal, read through nsenter
+    (the hosts share the machine's clock)."""
+    log = fleet.inside(host, f"journalctl -o json --no-pager --since @{since:.6f} _PID=1 UNIT=sglang.service").stdout
+    kinds = {UNIT_STOPPING: "stopping", UNIT_STARTED: "started"}
+    return [(int(entry["__REALTIME_TIMESTAMP"]) / 1e6, kinds[entry["MESSAGE_ID"]])
+            for entry in map(json.loads, log.splitlines()) if entry.get("MESSAGE_ID") in kinds]
+
+
+def mtime(fleet, host: str, path: str) -> float:
+    return float(fleet.exec(host, f"stat -c %.6Y {path}").stdout)
+
+
+def serving_command(fleet, host: str) -> list[str]:
+    """The command line of the unit's running process."""
+    pid = fleet.exec(host, "systemctl show -p MainPID --value sglang.service").stdout.strip()
+    return fleet.exec(host, f"cat /proc/{pid}/cmdline").stdout.split("\0")
+
+
+@pytest.fixture(scope="module")
+def on_059(fleet):
+    """The fleet converged on stack dev (sglang 0.5.9), every host serving: each host's state."""
+    for host in fleet.hosts:
+        fleet.fault(host, "clear")
+    assert fleet.hosts == list(WAVES), "these tests take the 3 hosts of one canary and two waves"
+    done = deploy()
+    assert done.returncode == 0, done.stdout[-3000:]
+    states = fleet_state(fleet)
+    for host, state in states.items():
+        assert state["health"] == 200 and state["stack"] == OLD.id, (host, state)
+        # Left by an earlier run of these tests: the upgrade must build it.
+        fleet.exec(host, f"rm -rf {NEW.path}")
+    return states
+
+
+@dataclass
+class Upgrade:
+    events: dict[str, list[tuple[float, str]]]  # each host's stops and starts of sglang.service during the run
+    states: dict[str, dict]  # each host's state after the run
+
+
+@pytest.fixture(scope="module")
+def upgraded(fleet, on_059) -> Upgrade:
+    """The upgrade's converge, run once: ``deploy.py -y --data stack=dev-sglang-0.5.23``."""
+    began = time.time()
+    done = deploy(*UPGRADE)
+    assert done.returncode == 0, done.stdout[-3000:]
+    return Upgrade({host: unit_events(fleet, host, began) for host in fleet.hosts}, fleet_state(fleet))
+
+
+def test_dry_run_names_the_new_stack_and_the_switches_and_changes_no_byte(fleet, on_059):
+    before = {host: tree_digest(fleet, host, "/opt/sglfleet", "/etc") for host in fleet.hosts}
+    done = pyinfra("deploy.py", "--dry", "--diff", *UPGRADE)
+    assert done.returncode == 0, done.stdout[-3000:]
+    for wave, host in zip(("canary", "wave1", "wave2"), WAVES):
+        old = on_059[host]["current"]
+        assert f"[{host}] Stack {NEW.id}:" in done.stdout and f"+ build and verify {NEW.path}" in done.stdout
+        # No launch flag changes: the diff's title says the stack does.
+        change = f"(stack {OLD.id} -> {NEW.id}):"
+        assert re.search(rf"\[{host}\] Release \w+ differs from the serving {old} {re.escape(change)}", done.stdout)
+        assert f"[{host}] {wave}: will switch {old} -> " in done.stdout, done.stdout[-3000:]
+    after = {host: tree_digest(fleet, host, "/opt/sglfleet", "/etc") for host in fleet.hosts}
+    assert after == before
+
+
+def test_phase_a_builds_the_new_stack_everywhere_before_any_serving_process_changes(fleet, on_059, upgraded):
+    built = {}
+    for host in fleet.hosts:
+        marker = json.loads(fleet.exec(host, f"cat {NEW.marker}").stdout)
+        assert (marker["stack_id"], marker["ok"]) == (NEW.id, True), (host, marker)
+        release = upgraded.states[host]["current"]
+        built[host] = max(mtime(fleet, host, NEW.marker), mtime(fleet, host, LAYOUT.release(release, "release.json")))
+    # Each host stopped its 0.5.9 process once, and only once phase A was done on every host.
+    for host in fleet.hosts:
+        assert [kind for _, kind in upgraded.events[host]] == ["stopping", "started"], (host, upgraded.events[host])
+    first_stop = min(events[0][0] for events in upgraded.events.values())
+    assert max(built.values()) < first_stop, (built, upgraded.events)
+
+
+def test_the_rollout_goes_canary_first_each_wave_after_the_one_before_passed(fleet, on_059, upgraded):
+    starts = [upgraded.events[host][1][0] for host in WAVES]
+    assert starts == sorted(starts), upgraded.events
+    for earlier, later in zip(WAVES, WAVES[1:]):
+        state = upgraded.states[earlier]
+        passed = mtime(fleet, earlier, LAYOUT.release(state["current"], "verdict.json"))
+        assert state["startup"]["passed"] is True
+        # The later wave's 0.5.9 process served until the earlier wave had passed its gate.
+        assert passed < upgraded.events[later][0][0], (earlier, later, passed, upgraded.events)
+    for host, state in upgraded.states.items():
+        assert (state["stack"], state["previous"], state["health"]) == (NEW.id, on_059[host]["current"], 200)
+
+
+def test_the_patch_leaves_0523s_kimi_k25_byte_identical(fleet, upgraded):
+    upstream = hashlib.sha256(sglang_file("0.5.23", PATCHED).read_bytes()).hexdigest()
+    for host in fleet.hosts:
+        on_host = fleet.exec(host, f"sha256sum {NEW.venv}/{patched(NEW.python)}").stdout.split()[0]
+        assert on_host == upstream, host
+
+
+def test_the_standin_runs_0523s_flags_and_reports_0523(fleet, upgraded):
+    dests_0523 = {spec.dest for spec in flagset_for("0.5.23").flags}
+    for host in fleet.hosts:
+        info = server_info(fleet, host)
+        assert info["version"] == "0.5.23", host
+        # Every 0.5.23 argument (--config FILE is merged into the others, never a ServerArgs
+        # field: 0.5.23 server_args.py:683); 0.5.23 split --cuda-graph-max-bs in two.
+        assert dests_0523 - {"config"} - info.keys() == set(), host
+        assert "cuda_graph_max_bs_decode" in info and "cuda_graph_max_bs" not in info, host
+        assert serving_command(fleet, host)[0] == f"{NEW.venv}/bin/python", host
+
+
+def test_a_second_converge_after_the_upgrade_changes_nothing_and_restarts_nothing(fleet, upgraded):
+    since = time.time()
+    done = deploy(*UPGRADE)
+    assert done.returncode == 0, done.stdout[-3000:]
+    totals = results(done.stdout)
+    assert (totals["success"], totals["error"]) == (0, 0), done.stdout[-3000:]
+    assert {host: unit_events(fleet, host, since) for host in fleet.hosts} == {host: [] for host in fleet.hosts}
+    assert fleet_state(fleet) == upgraded.states
+
+
+def test_rollback_returns_every_host_to_its_059_release_on_the_old_stack(fleet, on_059, upgraded):
+    done = pyinfra("rollback.py", "-y")
+    assert done.returncode == 0, done.stdout[-3000:]
+    for host in WAVES:
+        state = host_state(fleet, host)
+        assert (state["current"], state["stack"], state["health"]) == (on_059[host]["current"], OLD.id, 200), host
+        assert state["previous"] == upgraded.states[host]["current"], host
+        # The stack collection kept the old stack while a kept release uses it; the process runs from it.
+        assert fleet.exec(host, f"test -f {OLD.path}/{MARKER} && test -d {NEW.path}", check=False).returncode == 0
+        assert serving_command(fleet, host)[0] == f"{OLD.venv}/bin/python", host
+        assert server_info(fleet, host)["version"] == "0.5.9", host
