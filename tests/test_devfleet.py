@@ -233,6 +233,17 @@ def test_taken_subnet_and_bridge_name_are_refused(scratch):
         subprocess.run(["ip", "link", "del", "sglfleett0"], check=True)
 
 
+def test_running_fleet_refuses_other_network_settings(scratch):
+    scratch.up(1)
+    other = Fleet(state_dir=scratch.state_dir, subnet="10.213.49.0/24", bridge="sglfleett0",
+                  prefix="u", log=lambda line: None)
+    with pytest.raises(DevFleetError, match=r"runs with subnet 10.213.48.0/24 \(asked: 10.213.49.0/24\), "
+                                            r"prefix t \(asked: u\)"):
+        other.up(2)
+    assert scratch.hosts == ["node1"] and not _link_exists("vb-unode2")
+    assert scratch.up(2)["started"] == ["node2"]  # the same settings still grow it
+
+
 def test_up_without_root_or_nspawn_says_what_to_install():
     result = sglfleet("devfleet", "up", env={**os.environ, "PATH": "/nonexistent"})
     assert result.returncode == 1

@@ -21,7 +21,9 @@ import pytest
 from deploying import deploy
 from faulting import Run, new_release, results, serving, wait_serving, wait_unlocked
 from sglfleet import FILES
+from sglfleet.preflight import disk_needed
 from sglfleet.stacks import load_stack, lock_path
+from sglfleet.wheelhouse import unpacked_size
 
 pytestmark = pytest.mark.fleet
 
@@ -118,7 +120,7 @@ def test_link_cut_for_good_during_the_gate(fleet_ok):
     # node2 serves: its old release if the command never reached it, else the new one,
     # switched and gated on its own under its lock.
     assert wait_serving(fleet, "node2", timeout=30) in (before["node2"], release)
-    again = deploy(*args)
+    again = deploy(*args[:2])  # the same release (the answer's timeout is the controller's), waited for in full
     assert again.returncode == 0, again.stdout[-3000:]
     assert serving(fleet) == {host: release for host in fleet.hosts}
 
@@ -216,11 +218,12 @@ def test_full_disk_and_corrupted_wheel_during_a_stack_build(fleet_ok, faulttest_
     before = serving(fleet)
     sglang = next(f for f in stack.files if f.name == "sglang")
     # node2: a wheel in its wheelhouse corrupted; node3: its stack filesystem fills up
-    # as soon as the build starts (a small tmpfs holding what was there, then a filler).
+    # as soon as the build starts (a small tmpfs holding what was there and room enough
+    # for preflight, then a filler).
     fleet.exec("node2", f"echo corrupt >> /opt/sglfleet/wheelhouse/{sglang.filename}")
     fleet.exec("node3", f"used=$(du -sk {STACKS} | cut -f1) && mkdir -p /root/stacks-copy"
                         f" && cp -a {STACKS}/. /root/stacks-copy/"
-                        f" && mount -t tmpfs -o size=$((used + {2 * stack.size // 1024 + 20000}))k tmpfs {STACKS}"
+                        f" && mount -t tmpfs -o size=$((used + {disk_needed(stack, unpacked_size(stack)) // 1024 + 20000}))k tmpfs {STACKS}"
                         f" && cp -a /root/stacks-copy/. {STACKS}/ && rm -rf /root/stacks-copy")
     try:
         fleet.exec("node3", f"setsid -f timeout 120 sh -c 'until ls -d {STACKS}/.build-faulttest-*/venv; do sleep 0.05;"
@@ -248,3 +251,18 @@ def test_full_disk_and_corrupted_wheel_during_a_stack_build(fleet_ok, faulttest_
         fleet.exec("node3", f"rm -f {STACKS}/.filler; mkdir -p /mnt/opt && mount --bind /opt/sglfleet /mnt/opt"
                             f" && cp -a {STACKS}/. /mnt/opt/stacks/; umount /mnt/opt; umount -l {STACKS}",
                    check=False)
+
+
+def test_systemd_out_of_reach_is_one_line_and_changes_nothing(fleet_ok):
+    """A tool whose systemctl cannot reach systemd (a host dying, say) says so in one line, exit 7."""
+    fleet = fleet_ok
+    release = os.path.basename(fleet.inside("node1", "readlink /opt/sglfleet/current").stdout.strip())
+    pid = fleet.inside("node1", "systemctl show -p MainPID --value sglang.service").stdout.strip()
+    done = fleet.inside("node1", "unshare -m sh -c 'mount -t tmpfs none /run/systemd"
+                                 f" && /opt/sglfleet/bin/sglfleet-release activate {release} --restart'",
+                        check=False)
+    assert done.returncode == 7, done.stdout + done.stderr
+    assert re.fullmatch(r"systemctl \S+( \S+)* failed \(exit 1\): Failed to connect to bus: [^\n]+",
+                        done.stderr.strip()), done.stderr
+    assert fleet.inside("node1", "systemctl show -p MainPID --value sglang.service").stdout.strip() == pid
+    assert serving(fleet)["node1"] == release

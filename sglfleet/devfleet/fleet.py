@@ -52,6 +52,14 @@ def _known_fault(mode: str) -> bool:
         return False
 
 
+def _freeze(cgroup: Path, timeout: float = 5) -> None:
+    """Freeze a cgroup2 group and wait until all of its tasks are stopped."""
+    (cgroup / "cgroup.freeze").write_text("1")
+    deadline = time.monotonic() + timeout
+    while "frozen 1" not in (cgroup / "cgroup.events").read_text() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 @dataclass
 class Fleet:
     """
@@ -228,10 +236,19 @@ class Fleet:
     # fault helpers for gate and rollback tests
 
     def kill_host(self, host: str) -> None:
-        """Kill ``host`` at once (its container's PID 1), as a power cut would."""
+        """
+        Kill ``host`` at once, as a power cut would: every process stops in the
+        same instant (frozen, then killed), so none sees the others die first.
+        """
         record = self._host(host)
         if _alive(record.get("leader_pid"), record.get("leader_start")):
-            os.kill(record["leader_pid"], signal.SIGKILL)
+            payloads = [path / "payload" for path in _cgroups(record["machine"])
+                        if (path / "payload" / "cgroup.kill").exists()]
+            for payload in payloads:
+                _freeze(payload)
+                (payload / "cgroup.kill").write_text("1")
+            if not payloads:  # no cgroup2 freezer: the container's init, then its namespace
+                os.kill(record["leader_pid"], signal.SIGKILL)
         self._wait_gone(record, 10)
 
     def stop_host(self, host: str) -> None:
@@ -311,6 +328,8 @@ class Fleet:
     def _up(self, n: int, boot_timeout: float) -> dict:
         state = self.state()
         state.setdefault("hosts", {})
+        self._same_network(state)
+        state["prefix"] = self.prefix
         wanted = [f"node{i}" for i in range(1, n + 1)]
         changes = {"started": [], "stopped": [], "kept": []}
 
@@ -366,6 +385,20 @@ class Fleet:
                                 + "\nthe hosts this run started were torn down")
         changes["started"] = to_start
         return changes
+
+    def _same_network(self, state: dict) -> None:
+        """Refuse to add hosts to a running fleet on another bridge, subnet or prefix."""
+        if not state["hosts"]:
+            return
+        booted = {"bridge": state.get("bridge", self.bridge), "subnet": state.get("subnet", self.subnet),
+                  "prefix": state.get("prefix", self.prefix)}
+        asked = {"bridge": self.bridge, "subnet": self.subnet, "prefix": self.prefix}
+        if booted != asked:
+            differ = ", ".join(f"{key} {booted[key]} (asked: {asked[key]})"
+                               for key in booted if booted[key] != asked[key])
+            raise DevFleetError(
+                f"the fleet in {self.state_dir} runs with {differ}; set SGLFLEET_DEVFLEET_* "
+                "as when it came up, or bring it down first")
 
     def _client_key(self, state: dict) -> None:
         if not self.ssh_key.is_file():

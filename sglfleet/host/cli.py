@@ -20,7 +20,8 @@ Thresholds come from the release's ``gate.json``. Exit status: 0 passed;
 1 failed, the host serves its earlier release again; 2 usage or layout error;
 3 busy (another run held the lock past --wait-lock); 4 failed and nothing
 serves; 5 the bake failed (the release still serves: ``revert`` it);
-6 the release is no longer current (another run switched the host). The last
+6 the release is no longer current (another run switched the host); 7 a system
+command (systemctl) failed, so the host's state is unknown. The last
 line on stdout, ``sglfleet-result {...}``, holds the figures.
 """
 
@@ -29,7 +30,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
+import subprocess
 import sys
 
 from . import bake, models, releases, service
@@ -286,3 +289,7 @@ def main(argv=None, layout: Layout = LAYOUT) -> int:
     except releases.Busy as busy:
         fail(str(busy))
         return 3
+    except subprocess.CalledProcessError as error:  # systemd went away, or refused
+        said = (error.stderr or "").strip().splitlines()
+        fail(f"{shlex.join(error.cmd)} failed (exit {error.returncode})" + (f": {said[-1]}" if said else ""))
+        return 7
