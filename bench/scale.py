@@ -70,10 +70,11 @@ class Bench:
         self.env = {**os.environ, **SECRETS, "PYTHONUNBUFFERED": "1",
                     "SGLFLEET_FLEET_DIR": str(fleet_dir), "SGLFLEET_DEVFLEET_SUBNET": "10.213.90.0/24",
                     "SGLFLEET_DEVFLEET_BRIDGE": "sglfleetb0", "SGLFLEET_DEVFLEET_PREFIX": "b"}
-        os.environ.update({key: value for key, value in self.env.items() if key.startswith("SGLFLEET_")})
-        from sglfleet.devfleet import Fleet  # reads the fleet settings from the environment
+        from sglfleet.devfleet import Fleet
 
-        self.fleet = Fleet(state_dir=fleet_dir, log=lambda line: None)
+        self.fleet = Fleet(state_dir=fleet_dir, subnet=self.env["SGLFLEET_DEVFLEET_SUBNET"],
+                           bridge=self.env["SGLFLEET_DEVFLEET_BRIDGE"], prefix=self.env["SGLFLEET_DEVFLEET_PREFIX"],
+                           log=lambda line: None)
 
     def up(self, n: int) -> None:
         started = time.monotonic()
