@@ -233,6 +233,23 @@ def test_taken_subnet_and_bridge_name_are_refused(scratch):
         subprocess.run(["ip", "link", "del", "sglfleett0"], check=True)
 
 
+def test_a_fleet_ended_without_down_leaves_a_bridge_the_next_checkout_takes_over(scratch, tmp_path):
+    # What CI meets after a session stops: the hosts' processes were ended, no 'down' ran,
+    # and a fresh clone with an empty state folder boots its own fleet on the same bridge.
+    scratch.up(1)
+    other = Fleet(state_dir=tmp_path / "clone", subnet=scratch.subnet, bridge=scratch.bridge,
+                  prefix="c", log=lambda line: None)
+    with pytest.raises(DevFleetError, match="bridge sglfleett0 carries another local fleet's hosts"):
+        other.up(1)
+    scratch.kill_host("node1")
+    try:
+        other.up(1)
+        assert other.system_state("node1") == "running"
+    finally:
+        other.down()
+    assert not _link_exists("sglfleett0")
+
+
 def test_running_fleet_refuses_other_network_settings(scratch):
     scratch.up(1)
     other = Fleet(state_dir=scratch.state_dir, subnet="10.213.49.0/24", bridge="sglfleett0",

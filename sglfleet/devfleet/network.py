@@ -20,6 +20,8 @@ SUBNET = os.environ.get("SGLFLEET_DEVFLEET_SUBNET", "10.213.47.0/24")
 BRIDGE = os.environ.get("SGLFLEET_DEVFLEET_BRIDGE", "sglfleet0")
 # Prepended to nspawn machine names, so a second fleet's links (vb-<machine>) differ.
 PREFIX = os.environ.get("SGLFLEET_DEVFLEET_PREFIX", "")
+# Every bridge a local fleet makes carries this alias, so a leftover one is told from a stranger's.
+ALIAS = "sglfleet local fleet"
 
 
 def veth_of(machine: str) -> str:
@@ -64,18 +66,32 @@ def ensure_bridge(state: dict, bridge: str, subnet: str, save) -> None:
         if ipaddress.ip_network(dst, strict=False).overlaps(net):
             raise DevFleetError(f"subnet {net} overlaps route {dst} via {route.get('dev')}; "
                                 f"set SGLFLEET_DEVFLEET_SUBNET to a free private /24")
-    if bridge in links:
-        if not state.get("bridge_created"):
+    if bridge in links and not state.get("bridge_created"):
+        if links[bridge].get("ifalias") != ALIAS:
             raise DevFleetError(f"link {bridge} exists and is not this fleet's; remove it "
                                 f"(ip link del {bridge}) or set SGLFLEET_DEVFLEET_BRIDGE")
-    else:
+        if _ports(bridge):
+            raise DevFleetError(f"bridge {bridge} carries another local fleet's hosts; stop that "
+                                f"fleet (sglfleet devfleet down, in its checkout) or set "
+                                f"SGLFLEET_DEVFLEET_BRIDGE")
+        # A local fleet's bridge with no host on it: left by a fleet whose processes were
+        # ended without 'down' (a session stopped, a machine's jobs killed). Take it over.
+        state["bridge_created"] = True
+        save(state)
+    elif bridge not in links:
         _run(["ip", "link", "add", bridge, "type", "bridge"])
+        _run(["ip", "link", "set", bridge, "alias", ALIAS])
         state["bridge_created"] = True
         save(state)
     if not any(a.get("local") == str(net[1]) for a in links.get(bridge, {}).get("addr_info", [])):
         _run(["ip", "addr", "replace", gateway, "dev", bridge])
     _run(["ip", "link", "set", bridge, "up"])
     state.update(bridge=bridge, subnet=str(net), gateway=str(net[1]))
+
+
+def _ports(bridge: str) -> list[str]:
+    """The links attached to ``bridge``: the veths of hosts that are up."""
+    return [link["ifname"] for link in json.loads(_run(["ip", "-j", "link", "show", "master", bridge]).stdout)]
 
 
 def delete_link(name: str) -> None:
