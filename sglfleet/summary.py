@@ -7,18 +7,23 @@ run names the hosts that need a look.
 
 .. code:: python
 
+    verdict("node1", "gate passed on 3f2a9c1d0b7e (accept length 2.9, 256 tokens in 4 generations, 1.2 s)")
     passed("node1", "serves 3f2a9c1d0b7e6a55")
     failed("node2", "gate failed on release 3f2a9c1d0b7e6a55: unit: ...")
-    print_summary()   # --> Rollout: 1 passed (node1); 1 failed: node2 (gate failed on ...)
+    print_summary()   # --> Rollout: 1 passed (node1); 1 failed: node2 (gate failed on ...);
+                      # -->   node1: gate passed on 3f2a9c1d0b7e (accept length 2.9, ...)
 """
 
 from __future__ import annotations
+
+import re
 
 import click
 
 _passed: dict[str, str] = {}
 _failed: dict[str, str] = {}
 _held: list[str] = []
+_verdicts: dict[str, list[str]] = {}
 
 
 def passed(host_name: str, outcome: str) -> None:
@@ -29,6 +34,11 @@ def passed(host_name: str, outcome: str) -> None:
 def failed(host_name: str, message: str) -> None:
     """Record why a host failed; the first reason counts (later lines explain it)."""
     _failed.setdefault(host_name, message.splitlines()[0] if message else "failed")
+
+
+def verdict(host_name: str, line: str) -> None:
+    """Record one gate or bake verdict of a host, with its figures, in the order they came."""
+    _verdicts.setdefault(host_name, []).append(line)
 
 
 def held(waves: list[str], until: str) -> None:
@@ -46,7 +56,14 @@ def lines() -> list[str]:
         out.append(f"--> Rollout: {len(_failed)} failed: " + "; ".join(
             f"{name} ({reason})" for name, reason in sorted(_failed.items())))
     out += [f"--> Rollout: {line}" for line in _held]
+    for name in sorted(_verdicts, key=_host_order):
+        out += [f"-->   {name}: {line}" for line in _verdicts[name]]
     return out
+
+
+def _host_order(name: str) -> tuple:
+    """node2 before node10: digits compare as numbers."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name))
 
 
 def print_summary() -> None:

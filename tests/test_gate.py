@@ -52,6 +52,10 @@ def test_accept_length_threshold_passes_on_a_standin_that_reports_as_059(fleet_u
         assert line and float(line.group(1)) >= 2.0, done.stdout[-3000:]
         startup = host_state(fleet, host)["startup"]
         assert startup["passed"] and startup["figures"]["tokens"] == 256
+        # The run's closing summary, after pyinfra's results, names each host's verdict and figures.
+        closing = done.stdout[done.stdout.index("--> Rollout: 3 passed"):]
+        assert re.search(rf"-->   {host}: gate passed on \w+ \(accept length {line.group(1)}, 256 tokens", closing), \
+            closing
 
 
 def test_a_low_accept_length_rolls_the_canary_back_and_touches_no_later_wave(fleet_up):
@@ -97,6 +101,7 @@ def test_the_bake_catches_a_latency_regression_and_rolls_the_host_back(fleet_up)
             assert baseline.returncode == 0, baseline.stdout[-3000:]
             for wave, host in (("canary", "node1"), ("wave1", "node2"), ("wave2", "node3")):
                 assert re.search(rf"\[{host}\] {wave}: bake pass on \w+ \(\d+ requests, TTFT p99 ", baseline.stdout)
+                assert re.search(rf"-->   {host}: bake pass on \w+ \(\d+ requests, TTFT p99 ", baseline.stdout)
             rows = status_rows()
             assert all(rows[host]["bake"]["verdict"] == "pass" and rows[host]["bake"]["figures"]["requests"] > 0
                        for host in fleet.hosts), rows
@@ -115,6 +120,7 @@ def test_the_bake_catches_a_latency_regression_and_rolls_the_host_back(fleet_up)
     failed = re.search(r"\[node1\] bake fail on release (\w+): (TTFT|inter-token) p99 [\d.]+ s is \d+% above "
                        r"[\d.]+ s under the previous release", regressed.stdout)
     assert failed, regressed.stdout[-3000:]
+    assert re.search(rf"-->   node1: bake fail on {failed.group(1)} \(\d+ requests, TTFT p99 ", regressed.stdout)
     assert "wave1 not started: node1 of canary did not pass (1 of 1 hosts, above max_fail_percentage 0)" in regressed.stdout
     assert currents(fleet) == before
     assert {host: started(fleet, host) for host in ("node2", "node3")} == untouched

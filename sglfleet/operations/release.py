@@ -297,18 +297,21 @@ def _router(step: WaveStep, action) -> str | None:
     return None
 
 
-def _summary(step: WaveStep, results: list[dict]) -> list[str]:
-    lines = []
+def _verdicts(host, step: WaveStep, results: list[dict]) -> None:
+    """Log each gate and bake verdict with its figures, and keep it for the run's summary."""
     for result in results:
         figures = result.get("figures") or {}
         if result.get("stage") == "startup" and result.get("passed") and not result.get("already"):
             accept = (f"accept length {figures['spec_accept_length']:g}, "
                       if "spec_accept_length" in figures else "")
-            lines.append(f"{step.label}: gate passed on {result['release']} ({accept}{figures.get('tokens', 0)} "
-                         f"tokens in {figures.get('requests', 0)} generations, {figures.get('seconds', 0):g} s)")
+            line = (f"gate passed on {result['release']} ({accept}{figures.get('tokens', 0)} "
+                    f"tokens in {figures.get('requests', 0)} generations, {figures.get('seconds', 0):g} s)")
         elif result.get("stage") == "bake":
-            lines.append(f"{step.label}: bake {result['verdict']} on {result['release']} ({describe(figures)})")
-    return lines
+            line = f"bake {result['verdict']} on {result['release']} ({describe(figures)})"
+        else:
+            continue
+        host.log(f"{step.label}: {line}", logger.info)
+        summary.verdict(host.name, line)
 
 
 def _over_budget(state, step: WaveStep) -> str | None:
@@ -337,8 +340,7 @@ def _switch_in_wave(state, host, connector_arguments, step: WaveStep, release_id
     except _Lost as lost:
         return _log_error(state, host, _lost(host, str(lost)))
     passed = status == "0"
-    for line in _summary(step, results):
-        host.log(line, logger.info)
+    _verdicts(host, step, results)
     for line in () if passed else messages or [_lost(host, f"exit status {status or 'unknown'}")]:
         _log_error(state, host, line)
     # 1: the gate failed and the host serves its earlier release again; rejoin either way.
@@ -359,8 +361,7 @@ def _bake_in_wave(state, host, connector_arguments, step: WaveStep, release_id: 
                                           extra_timeout_s=step.bake_s)
     except _Lost as lost:
         return _log_error(state, host, _lost(host, str(lost)))
-    for line in _summary(step, results):
-        host.log(line, logger.info)
+    _verdicts(host, step, results)
     if status == "0":
         summary.passed(host.name, f"serves {release_id}, baked")
         return True
