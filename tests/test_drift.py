@@ -33,12 +33,19 @@ def drift_lines(output: str) -> list[str]:
     return [line.strip() for line in output.splitlines() if "Drift: " in line]
 
 
+# Another release first, so that every host has a previous one to drift towards.
+OTHER = ("--data", "speculative_num_steps=2", "--data", "speculative_eagle_topk=1",
+         "--data", "speculative_num_draft_tokens=3")
+
+
 @pytest.fixture(scope="module")
 def fleet_up(fleet):
     for host in fleet.hosts:
         fleet.fault(host, "clear")
-    done = deploy()
-    assert done.returncode == 0, done.stdout[-3000:]
+    for args in (OTHER, ()):
+        done = deploy(*args)
+        assert done.returncode == 0, done.stdout[-3000:]
+    assert all(host_state(fleet, host)["previous"] for host in fleet.hosts)
     clean = deploy()
     assert results(clean.stdout)["success"] == 0 and drift_lines(clean.stdout) == [], clean.stdout[-3000:]
     return fleet
@@ -72,8 +79,6 @@ def test_a_release_edited_on_the_host_is_put_back_without_a_restart(fleet_up):
 def test_current_moved_by_hand_is_pointed_back_and_status_flags_it(fleet_up):
     fleet = fleet_up
     state = host_state(fleet, "node3")
-    if not state["previous"]:
-        pytest.skip("needs a previous release on node3")  # the module's first converge made one
     fleet.inside("node3", f"ln -sfn releases/{state['previous']} /opt/sglfleet/current.new && "
                           "mv -T /opt/sglfleet/current.new /opt/sglfleet/current")
     moved = host_state(fleet, "node3")
@@ -88,6 +93,8 @@ def test_current_moved_by_hand_is_pointed_back_and_status_flags_it(fleet_up):
     after = host_state(fleet, "node3")
     assert (after["current"], after["serving"]) == (state["current"], state["current"])
     assert starts(fleet) == running
+    again = deploy()
+    assert drift_lines(again.stdout) == [] and results(again.stdout)["success"] == 0, again.stdout[-3000:]
 
 
 def test_a_process_serving_another_release_is_switched_behind_the_gate(fleet_up):
@@ -101,12 +108,18 @@ def test_a_process_serving_another_release_is_switched_behind_the_gate(fleet_up)
     assert host_state(fleet, "node3")["serving"] == state["previous"]
     others = {host: started(fleet, host) for host in ("node1", "node2")}
 
+    dry = pyinfra("deploy.py", "--dry")
+    assert re.search(rf"\[node3\] wave2: will switch {state['previous']} -> {state['current']}, gate", dry.stdout), \
+        dry.stdout[-3000:]
+    assert host_state(fleet, "node3")["serving"] == state["previous"]  # the dry run switched nothing
     repaired = deploy()
     assert repaired.returncode == 0, repaired.stdout[-3000:]
     assert re.search(rf"\[node3\] wave2: will switch {state['previous']} -> {state['current']}, gate", repaired.stdout)
     assert re.search(rf"\[node3\] wave2: gate passed on {state['current']}", repaired.stdout)
     assert host_state(fleet, "node3")["serving"] == state["current"]
     assert {host: started(fleet, host) for host in ("node1", "node2")} == others
+    again = deploy()
+    assert results(again.stdout)["success"] == 0 and "will switch" not in again.stdout, again.stdout[-3000:]
 
 
 def test_a_stack_changed_on_the_host_is_rebuilt_and_its_release_restarted_behind_the_gate(fleet_up):
@@ -184,6 +197,13 @@ def test_two_files_changed_in_one_operation_both_show_in_a_dry_run(fleet_up):
     assert "[node1] Will update /etc/systemd/system/sglang.service" in dry.stdout
     assert "[node1] Will update /opt/sglfleet/lib/sglfleet_host/layout.py" in dry.stdout
     assert re.search(r"^\s+- Restart=always$", dry.stdout, re.M) and re.search(r"^\s+- # edited by hand$", dry.stdout, re.M)
+    assert tree(fleet, "node1") == before
+    # -y skips pyinfra's own change table, but a dry run still shows every diff.
+    confirmed = pyinfra("deploy.py", "-y", "--dry", "--diff")
+    assert confirmed.returncode == 0, confirmed.stdout[-3000:]
+    assert "[node1] Will update /etc/systemd/system/sglang.service" in confirmed.stdout
+    assert "[node1] Will update /opt/sglfleet/lib/sglfleet_host/layout.py" in confirmed.stdout
+    assert re.search(r"^\s+- Restart=always$", confirmed.stdout, re.M), confirmed.stdout[-3000:]
     assert tree(fleet, "node1") == before
     plain = pyinfra("deploy.py", "--dry")  # without --diff: which file, and what differs
     assert "[node1] Will write /etc/systemd/system/sglang.service: its content differs on the host" in plain.stdout
