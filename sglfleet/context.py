@@ -200,8 +200,11 @@ def fleet_rollout(inventory: Inventory, targets: list[str]) -> Rollout:
         configs = {host.name: host_config(host) for host in inventory}
         waves = fleet_waves(inventory, targets)
         now = until(waves, fleet_setting(configs, "rollout_until"))
-        # Percentages count the targeted hosts, as Ansible's serial counts the play's.
-        _rollouts[key] = Rollout(batches=tuple(plan_batches(now, fleet_setting(configs, "rollout_serial"))),
+        # Percentages count every targeted host, as Ansible's serial counts the play's: a pause
+        # holds batches back but sizes none differently.
+        planned = plan_batches(waves, fleet_setting(configs, "rollout_serial"))
+        started = {wave.name for wave in now}
+        _rollouts[key] = Rollout(batches=tuple(batch for batch in planned if batch.wave in started),
                                  max_fail_percentage=fleet_setting(configs, "max_fail_percentage"),
                                  held=tuple(waves[len(now):]))
     return _rollouts[key]

@@ -69,6 +69,28 @@ def test_batches_follow_serial_across_waves_and_never_cross_a_wave():
     assert [b.hosts for b in plan_batches(waves, None)] == [wave.hosts for wave in waves]
 
 
+def test_a_pause_holds_batches_back_but_sizes_them_as_the_whole_rollout(tmp_path):
+    from pyinfra.api import State
+    from pyinfra.context import ctx_state
+    from pyinfra_cli.inventory import make_inventory_from_files
+    from sglfleet.context import fleet_rollout
+
+    # 8 targeted hosts, serial 25 %: batches of 2, whether paused after wave1 or not.
+    path = tmp_path / "paused_inventory.py"
+    path.write_text(
+        "D = {'stack': 'dev', 'model_path': 'moonshotai/Kimi-K2.5', "
+        "'speculative_draft_model_path': 'lightseekorg/kimi-k2.5-eagle3', 'allow_unpinned_models': True, "
+        "'rollout_serial': [1, '25%'], 'rollout_until': 'wave1'}\n"
+        "canary = [('n1', D)]\nwave1 = [(f'n{i}', D) for i in range(2, 6)]\n"
+        "wave2 = [(f'n{i}', D) for i in range(6, 9)]\n")
+    with ctx_state.use(State()):
+        inventory = make_inventory_from_files(str(path))
+    rollout = fleet_rollout(inventory, [f"n{i}" for i in range(1, 9)])
+    assert [(b.wave, b.hosts) for b in rollout.batches] == [
+        ("canary", ("n1",)), ("wave1", ("n2", "n3")), ("wave1", ("n4", "n5"))]
+    assert [wave.name for wave in rollout.held] == ["wave2"]
+
+
 def test_rollout_until_stops_after_the_named_wave():
     waves = [Wave("canary", ("n1",)), Wave("wave1", ("n2",)), Wave("wave2", ("n3",))]
     assert [w.name for w in until(waves, "wave1")] == ["canary", "wave1"]
