@@ -128,3 +128,33 @@ def test_one_cuda_runtime_major_passes_and_a_second_is_named(tmp_path):
     assert (both["ok"], both["value"], both["expected"]) == (False, [12, 13], [13])
     assert any(seen.endswith("libcudart.so.12") for seen in both["seen"]["12"])
     assert "nvidia-cuda-runtime-cu12 12.9.79" in both["seen"]["12"]
+
+
+def test_the_common_ops_failure_seen_on_a_gpu_is_explained_by_its_first_cause():
+    # sgl_kernel's own ImportError from a real H200: sglang-kernel 0.4.10 (torch 2.14.1) beside torch 2.11.
+    seen = (Path(__file__).parent / "data" / "gpu" / "sglang-kernel-0.4.10-on-torch-2.11-import-error.txt").read_text()
+    error = ImportError(seen[seen.index("\n[sgl_kernel] CRITICAL"):].rstrip())
+
+    class Torch:  # the probe reads only these two names of torch
+        __version__ = "2.11.0+cu130"
+        version = type("version", (), {"cuda": "13.0"})
+
+    line = probe.explain(error, Torch)
+    assert "\n" not in line
+    assert line.startswith("sgl_kernel could not load any common_ops library: its build does not match torch "
+                           "2.11.0+cu130 (CUDA 13.0)")
+    assert "undefined symbol: _ZN3c104cuda19CUDAErrorLogCaptureC1Ev" in line
+    assert line.endswith("install the kernel wheel built for this torch")
+
+
+def test_a_kernel_error_the_probe_does_not_know_is_kept_in_one_line():
+    line = probe.explain(RuntimeError("CUDA error: out of memory\nCUDA kernel errors might be reported later"), None)
+    assert line == "RuntimeError: CUDA error: out of memory CUDA kernel errors might be reported later"
+
+
+def test_no_kernel_image_names_the_missing_cubin_as_the_cause():
+    # cudaErrorNoKernelImageForDevice's text, as torch raises it (not reproduced on the H200:
+    # every sglang-kernel build carries sm_90)
+    error = RuntimeError("CUDA error: no kernel image is available for execution on the device")
+    assert probe.explain(error, None).startswith("no kernel image is available for this GPU: the wheel carries no "
+                                                 "cubin for its architecture")
