@@ -110,6 +110,7 @@ def test_secrets_never_sit_in_a_file_others_can_read_during_a_converge(as_deploy
     stop = "/run/sglfleet-watch-stop"
     folders = "/tmp /var/tmp /dev/shm /home /etc/sglfleet /opt/sglfleet"
     watchers = {}
+    fleet.inside("node2", "mkdir -p /home/deploy/.cache")  # there before the watcher starts
     for host in fleet.hosts:
         fleet.inside(host, f"rm -f {stop}")
         record = fleet.state()["hosts"][host]
@@ -119,20 +120,22 @@ def test_secrets_never_sit_in_a_file_others_can_read_during_a_converge(as_deploy
             stdin=open(WATCHER), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         assert watchers[host].stdout.readline().strip() == "watching"
     try:
-        # The positive control: the watcher sees a secret in a file deploy can read.
-        fleet.inside("node2", f"echo {rotated} > /tmp/planted && chown deploy /tmp/planted")
+        # The positive controls: the watcher sees a secret in a file deploy can read, in /tmp
+        # and deep in a folder that was there before it started (the SSH user's home).
+        fleet.inside("node2", f"echo {rotated} > /tmp/planted && chown deploy /tmp/planted && "
+                              f"echo {rotated} > /home/deploy/.cache/planted")
         done = pyinfra("deploy.py", "-y", *AS_DEPLOY, env={"SGLFLEET_API_KEY": rotated})
     finally:
         for host in fleet.hosts:
             fleet.inside(host, f"touch {stop}")
         found = {host: [json.loads(line) for line in watcher.communicate(timeout=30)[0].splitlines()]
                  for host, watcher in watchers.items()}
-        fleet.inside("node2", "rm -f /tmp/planted")
+        fleet.inside("node2", "rm -f /tmp/planted /home/deploy/.cache/planted")
         restored = deploy(*AS_DEPLOY)
     assert done.returncode == 0, done.stdout[-3000:]
     assert rotated not in done.stdout
     assert restored.returncode == 0, restored.stdout[-3000:]
-    assert [entry["path"] for entry in found["node2"]] == ["/tmp/planted"], found
+    assert sorted(entry["path"] for entry in found["node2"]) == ["/home/deploy/.cache/planted", "/tmp/planted"], found
     assert found["node1"] == found["node3"] == [], found
     for host in fleet.hosts:  # and the key did reach the root-only env file
         assert fleet.inside(host, "stat -c '%a %U' /etc/sglfleet/sglang.env").stdout.split() == ["600", "root"]

@@ -4,7 +4,9 @@ anyone but root could read it. Runs on a local-fleet host, as root.
 
     python3 secret_watch.py SECRET STOPFILE MAX_SECONDS DIR...
 
-Each file created in a watched folder (and in folders created there) is opened
+Every folder under each DIR is watched, those there at the start (but the
+stacks', wheels' and models' trees, which hold only public files) and those
+created during the run. Each file created in a watched folder is opened
 at once and kept open, so its bytes can be read after it is closed, renamed or
 removed; its owner and mode are read at every event. At the end, one JSON line
 per offending file: path, owner uid, mode. Ends when STOPFILE exists or after
@@ -55,9 +57,11 @@ def check(path):
         exposed[path] = {"path": path, "uid": info.st_uid, "mode": oct(stat.S_IMODE(info.st_mode))}
 
 
+PUBLIC = {"/opt/sglfleet/stacks", "/opt/sglfleet/wheelhouse", "/opt/sglfleet/models"}
 for folder in folders:
-    if os.path.isdir(folder):
-        watch(folder)
+    for root, subfolders, _ in os.walk(folder):
+        subfolders[:] = [name for name in subfolders if os.path.join(root, name) not in PUBLIC]
+        watch(root)
 print("watching", flush=True)
 deadline = time.monotonic() + float(max_seconds)
 while time.monotonic() < deadline and not os.path.exists(stop_file):
