@@ -12,7 +12,7 @@ SUBCOMMANDS = {
     "lint": "sglfleet.lint_cli:lint",
     "lock": "sglfleet.stacks_cli:lock",
     "model": "sglfleet.models_cli:model",
-    "status": "sglfleet.status:status",
+    "status": "sglfleet.status_cli:status",
 }
 
 

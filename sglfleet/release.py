@@ -22,14 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sglfleet.host.gate import GateSettings
-from sglfleet.host.layout import LAYOUT
+from sglfleet.host.layout import LAYOUT, Layout
 from sglfleet.host.releases import content_id
 from sglfleet.models import offline, served_launch
 from sglfleet.schema import LAUNCH_KEYS, LaunchSettings
 from sglfleet.templates import TEMPLATES, render
-
-STANDIN_SCRIPT = f"{LAYOUT.standin}/sglang_standin.py"
-
 
 def launch_args(launch: LaunchSettings) -> list[str]:
     """
@@ -119,6 +116,7 @@ class Release:
 
 def render_release(
     config, stack_id: str, patch_digest: str, templates: Path = TEMPLATES, service_digest: str = "",
+    layout: Layout = LAYOUT,
 ) -> Release:
     """
     Render a host's release and compute its id.
@@ -130,6 +128,7 @@ def render_release(
     + service_digest: a digest of the unit and the env file, so that a change to
       either (a new hardening, a rotated key) restarts hosts wave by wave behind
       the gate; "" for none
+    + layout: where things are on the host (the stack's python, the stand-in, the unit's runtime directory)
 
     **Example:**
 
@@ -140,9 +139,9 @@ def render_release(
     """
     # Pinned models load from their staged folders, which name the revision.
     args = launch_args(served_launch(config))
-    python = LAYOUT.python(stack_id)
+    python = layout.python(stack_id)
     if config.server == "standin":
-        command = f"{python} {STANDIN_SCRIPT}"
+        command = f"{python} {layout.standin}/sglang_standin.py"
         environment = [("SGLFLEET_STANDIN_WARMUP", shlex.quote(f"{config.standin_warmup_s:g}"))]
         if config.standin_spec_accept_length is not None:
             environment.append(("SGLFLEET_STANDIN_SPEC_ACCEPT_LENGTH",
@@ -162,6 +161,9 @@ def render_release(
         environment=environment,
         arg_lines=arg_lines(args),
         command=command,
+        unit=layout.unit,
+        root=layout.root,
+        runtime_dir=layout.runtime_dir,
     )
     meta = {
         "stack": stack_id,

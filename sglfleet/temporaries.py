@@ -1,6 +1,7 @@
 """
 Temporary files on hosts: each run writes its own, beside the file it replaces,
-and the next run finds those that killed runs left.
+and the next run finds those that killed runs left (older than
+``sglfleet.host.layout.STALE_MINUTES``).
 """
 
 import posixpath
@@ -10,10 +11,6 @@ from secrets import token_hex as _token_hex
 # Names this controller run's temporary files on hosts, so two runs at once
 # never write, rename or remove each other's.
 RUN_TOKEN = _token_hex(4)
-
-# A temporary file this old belongs to a run that was killed: no live run takes an hour
-# between writing a file and renaming it into place.
-STALE_MINUTES = 60
 
 
 def temporary_beside(path: str) -> str:

@@ -13,7 +13,7 @@ def install_service():
     config = host_config(host)
     users.system_user(
         name=f"System user {LAYOUT.service_user} for {LAYOUT.unit}",
-        user=LAYOUT.service_user, home=f"/var/lib/{LAYOUT.service_user}", shell="/usr/sbin/nologin",
+        user=LAYOUT.service_user, home=LAYOUT.state_dir, shell="/usr/sbin/nologin",
     )
     service = host_service_files(host)
     secret_files.secret_file(

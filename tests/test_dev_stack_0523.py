@@ -20,7 +20,7 @@ from sglfleet.patcher import apply, load_patch, missing_methods
 from sglfleet.preflight import disk_needed
 from sglfleet.server_flags import build_parser, load_flags
 from sglfleet.stacks import load_stack
-from sglfleet.stacks_cli import uv_binary
+from sglfleet.locking import uv_binary
 from test_standin import EAGLE3, STANDIN, free_port, get, wait_for
 
 NAME = "dev-sglang-0.5.23"

@@ -19,7 +19,7 @@ from sglfleet.host import models as host_models
 from sglfleet.host.layout import Layout
 from sglfleet.models import (ModelError, load_manifest, model_findings, offline, parse_manifest, served_launch,
                              staged_models)
-from sglfleet.models_cli import write_manifest
+from sglfleet.model_lock import write_manifest
 from sglfleet.operations.models import wanted_paths
 from sglfleet.release import render_release
 from sglfleet.schema import validate_host_data

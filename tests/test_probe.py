@@ -12,7 +12,7 @@ import pytest
 
 from sglfleet import FILES, upstream, wheelhouse
 from sglfleet.stacks import load_stack
-from sglfleet.stacks_cli import uv_binary
+from sglfleet.locking import uv_binary
 
 PROBE = FILES / "probe" / "verify_stack.py"
 ARCHS = Path(__file__).parent / "data" / "fatbin" / "archs.so"  # nvcc 13 output, see its README

@@ -12,7 +12,7 @@ from sglfleet import FILES, wheelhouse
 from sglfleet.facts.stack import StackHostState
 from sglfleet.operations.stack import build_commands, collect_commands
 from sglfleet.stacks import StackError, lock_path, load_stack, stack_id
-from sglfleet.stacks_cli import best_wheel, reachable, resolve, target_tags
+from sglfleet.locking import best_wheel, reachable, resolve, target_tags
 
 STACKS = FILES / "stacks"
 

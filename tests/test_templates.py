@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from sglfleet.host.layout import Layout
+from sglfleet.release import render_release
 from sglfleet.schema import validate_host_data
 from sglfleet.secrets import SecretsError, load_secrets, redact, render_env
 from sglfleet.templates import TemplateRenderError, render_unit
@@ -95,3 +97,17 @@ def test_a_template_that_does_not_render_names_itself(tmp_path):
     (tmp_path / "sglang.service.j2").write_text("[Service]\nUser={{ user }\n")
     with pytest.raises(TemplateRenderError, match=r"sglang.service.j2:2: .*fix the template syntax"):
         render_unit(CONFIG, tmp_path)
+
+
+def test_another_service_name_reaches_the_unit_and_the_launch_script():
+    layout = Layout(service="sglang-a")
+    unit = render_unit(CONFIG, layout=layout)
+    launch = render_release(CONFIG, "dev-0123456789ab", "p1", layout=layout).launch_script
+    for line in ("User=sglang-a", "EnvironmentFile=/etc/sglfleet/sglang-a.env", "Environment=HOME=/var/lib/sglang-a",
+                 "StateDirectory=sglang-a", "CacheDirectory=sglang-a", "RuntimeDirectory=sglang-a"):
+        assert line + "\n" in unit
+    assert "sglang-a.service runs this" in launch and "${RUNTIME_DIRECTORY:-/run/sglang-a}/" in launch
+    for text in (unit, launch):
+        # Not "sglang-a.service" nor "/run/sglang-a": the default name, whole.
+        assert not re.search(r"(?<![\w-])sglang\.service|/run/sglang(?![\w-])|/var/lib/sglang(?![\w-])", text)
+        assert not re.search(r"=sglang$|/sglang\.env", text, re.M)

@@ -9,7 +9,8 @@ import shlex
 
 from pyinfra.api import FactBase, FactProcessError
 
-from sglfleet.temporaries import STALE_MINUTES, temporaries_pattern
+from sglfleet.host.layout import STALE_MINUTES
+from sglfleet.temporaries import temporaries_pattern
 
 PRESENT = "sglfleet-file-present"
 ABSENT = "sglfleet-file-absent"

@@ -20,7 +20,8 @@ from sglfleet.host.layout import LAYOUT
 
 def _tool(*args: str) -> str:
     # Before the host tool is installed (a blank host being planned) nothing is staged either.
-    return f"if [ -x {LAYOUT.tool} ]; then {shlex.join([LAYOUT.tool, 'models', *args])}; else echo null; fi"
+    return (f"if [ -x {shlex.quote(LAYOUT.tool)} ]; then {shlex.join([LAYOUT.tool, 'models', *args])}; "
+            "else echo null; fi")
 
 
 class ModelState(FactBase["dict | None"]):

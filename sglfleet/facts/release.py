@@ -79,8 +79,8 @@ class ReleaseState(FactBase["ReleaseHostState | None"]):
             f"echo releases=$(ls {shlex.quote(LAYOUT.releases)} 2>/dev/null); "  # no staging dot-folders
             f"if [ -e {lock} ] && ! flock -n {lock} true; then echo busy=1; fi; "
             f"echo verdict=$(tr -d '\\n' < {shlex.quote(LAYOUT.current)}/verdict.json 2>/dev/null); "
-            f"s=$(systemctl show {LAYOUT.unit} -p ActiveState -p ActiveEnterTimestamp -p NRestarts -p MainPID "
-            "2>/dev/null); echo \"$s\"; "
+            f"s=$(systemctl show {shlex.quote(LAYOUT.unit)} -p ActiveState -p ActiveEnterTimestamp -p NRestarts "
+            "-p MainPID 2>/dev/null); echo \"$s\"; "
             # What the process was started from, read back from its environment (launch.sh exports it).
             "p=$(echo \"$s\" | sed -n 's/^MainPID=//p'); "
             "[ \"${p:-0}\" = 0 ] || tr '\\0' '\\n' < /proc/$p/environ 2>/dev/null "

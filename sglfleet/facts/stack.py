@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from pyinfra.api import FactBase
 
-from sglfleet.host.layout import LAYOUT
+from sglfleet.host.layout import LAYOUT, STALE_MINUTES
 from sglfleet.host.stacks import PATCHED, SNAPSHOT, describe, snapshot_command
 from sglfleet.stacks import MARKER
 
@@ -69,36 +69,38 @@ class StackState(FactBase[StackHostState]):
 
     def command(self, stack_id: str, python: str, uv_version: str, hash_wheels: bool = True,
                 full: bool = False) -> str:
-        stack = LAYOUT.stack(stack_id)
-        marker = shlex.quote(f"{stack}/{MARKER}")
-        venv_python = shlex.quote(f"{stack}/venv/bin/python")
-        snapshot = shlex.quote(f"{stack}/{SNAPSHOT}")
+        marker = shlex.quote(LAYOUT.stack(stack_id, MARKER))
+        venv_python = shlex.quote(LAYOUT.python(stack_id))
+        snapshot = shlex.quote(LAYOUT.stack(stack_id, SNAPSHOT))
+        venv = shlex.quote(LAYOUT.venv(stack_id))
+        stacks, wheelhouse = shlex.quote(LAYOUT.stacks), shlex.quote(LAYOUT.wheelhouse)
         # The full check reads every installed file against its wheel's RECORD: on request only.
-        records = (f"echo '## records'; [ -x {venv_python} ] && {venv_python} {shlex.quote(stack)}/verify_stack.py "
+        records = (f"echo '## records'; [ -x {venv_python} ] && {venv_python} "
+                   f"{shlex.quote(LAYOUT.stack(stack_id, 'verify_stack.py'))} "
                    f"--records {shlex.quote(PATCHED)} 2>&1 | head -n 50" if full else "true")
-        releases = f"{LAYOUT.current} {LAYOUT.previous}"
+        releases = f"{shlex.quote(LAYOUT.current)} {shlex.quote(LAYOUT.previous)}"
         return "\n".join([
             f"echo '## id'; echo {shlex.quote(stack_id)}",
             f"echo '## marker'; cat {marker} 2>/dev/null; echo",
             f"echo '## venv'; [ -x {venv_python} ] && echo yes",
             # `-V` answers before the interpreter initialises: 1 ms instead of 12 for `-c`.
             f"echo '## python'; python{python} -V 2>/dev/null",
-            f"echo '## uv'; [ -x {LAYOUT.uv(uv_version)} ] && echo yes",
+            f"echo '## uv'; [ -x {shlex.quote(LAYOUT.uv(uv_version))} ] && echo yes",
             "echo '## aria2'; command -v aria2c >/dev/null && echo yes",
-            f"echo '## disk'; d={LAYOUT.stacks}; while [ ! -d \"$d\" ]; do d=$(dirname \"$d\"); done; "
+            f"echo '## disk'; d={stacks}; while [ ! -d \"$d\" ]; do d=$(dirname \"$d\"); done; "
             "df -Pk \"$d\" | tail -n 1",
-            f"echo '## stacks'; ls -1t {LAYOUT.stacks} 2>/dev/null",
-            # Build leftovers an hour old: killed builds, never one in progress.
-            f"echo '## stale'; find {LAYOUT.stacks} -mindepth 1 -maxdepth 1 \\( -name '.build-*' -o -name '.old-*' \\) "
-            "-mmin +60 -printf '%f\\n' 2>/dev/null",
+            f"echo '## stacks'; ls -1t {stacks} 2>/dev/null",
+            # Build leftovers older than STALE_MINUTES: killed builds, never one in progress.
+            f"echo '## stale'; find {stacks} -mindepth 1 -maxdepth 1 \\( -name '.build-*' -o -name '.old-*' \\) "
+            f"-mmin +{STALE_MINUTES} -printf '%f\\n' 2>/dev/null",
             f"echo '## releases'; for r in {releases}; do printf '%s\\t' \"$r\"; "
             "tr -d '\\n' < \"$r/release.json\" 2>/dev/null; echo; done",
             # Hashing the wheelhouse costs seconds for a CUDA stack: only when it may be needed.
             f"echo '## wheels'; if {'false' if hash_wheels else 'true'} || grep -qs '\"ok\": true' {marker} && [ -x {venv_python} ]; then echo skipped; "
-            f"elif [ -d {LAYOUT.wheelhouse} ]; then cd {LAYOUT.wheelhouse} && find . -maxdepth 1 -name '*.whl' "
+            f"elif [ -d {wheelhouse} ]; then cd {wheelhouse} && find . -maxdepth 1 -name '*.whl' "
             "-type f -exec sha256sum {} +; fi",
             # Milliseconds, not a re-hash of gigabytes: what the venv holds against its build-time snapshot.
-            f"echo '## drift'; if [ -d {shlex.quote(LAYOUT.venv(stack_id))} ] && [ -f {marker} ]; then "
+            f"echo '## drift'; if [ -d {venv} ] && [ -f {marker} ]; then "
             f"if [ -f {snapshot} ]; then {snapshot_command(LAYOUT.venv(stack_id), python)} | diff {snapshot} - "
             "| grep '^[<>]' | head -n 200; else echo 'no-snapshot'; fi; fi",
             records,
@@ -156,7 +158,8 @@ class WheelhouseFiles(FactBase[dict[str, str]]):
         return {}
 
     def command(self) -> str:
-        return (f"[ -d {LAYOUT.wheelhouse} ] && cd {LAYOUT.wheelhouse} && "
+        wheelhouse = shlex.quote(LAYOUT.wheelhouse)
+        return (f"[ -d {wheelhouse} ] && cd {wheelhouse} && "
                 "find . -maxdepth 1 -name '*.whl' -type f -exec sha256sum {} + || true")
 
     def process(self, output: list[str]) -> dict[str, str]:

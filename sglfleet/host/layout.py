@@ -13,6 +13,7 @@ library only: it runs on the hosts' own python3 (3.9 or newer).
     /opt/sglfleet/bin/sglfleet-release          the host tool; its modules in lib/
     /etc/systemd/system/sglang.service          runs current/launch
     /etc/sglfleet/sglang.env                    secrets, root-only
+    /var/lib/sglang/, /run/sglang/              the service's state (its home) and runtime directories
 
 **Example:**
 
@@ -27,6 +28,11 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass
+
+# A temporary file or folder this old belongs to a run that was killed: no live
+# run takes an hour between writing it and renaming it into place. The controller
+# and the host tool both collect by it.
+STALE_MINUTES = 60
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,16 @@ class Layout:
     def service_user(self) -> str:
         """The system user the service runs as."""
         return self.service
+
+    @property
+    def state_dir(self) -> str:
+        """The service user's home and model cache: the unit's ``StateDirectory=``."""
+        return posixpath.join("/var/lib", self.service)
+
+    @property
+    def runtime_dir(self) -> str:
+        """The unit's private ``RuntimeDirectory=``, where the launcher writes the API key's config."""
+        return posixpath.join("/run", self.service)
 
     # Switching
 

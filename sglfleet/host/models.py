@@ -46,12 +46,11 @@ import subprocess
 import sys
 import time
 
-from .layout import LAYOUT, Layout
+from .layout import LAYOUT, STALE_MINUTES, Layout
 
 MARKER = ".sglfleet-verified.json"
 CHUNK = 8 << 20
 PINNED = re.compile(r"^[0-9a-f]{40}$")
-STALE_MINUTES = 60
 MODEL_FLAGS = ("--model-path", "--speculative-draft-model-path")
 HUB_FETCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hub_fetch.py")
 

@@ -28,14 +28,13 @@ from sglfleet.diffs import report_drift, show_diff, wants_diff
 from sglfleet.facts.files import FileBytes
 from sglfleet.facts.release import ReleaseState
 from sglfleet.host.bake import describe
-from sglfleet.host.layout import LAYOUT
+from sglfleet.host.layout import LAYOUT, STALE_MINUTES
 from sglfleet.operations.remote import HostFunctionCommand
 from sglfleet.operations.stack import REBUILT
 from sglfleet.release import Release
-from sglfleet.temporaries import RUN_TOKEN, STALE_MINUTES, temporary_beside
+from sglfleet.temporaries import RUN_TOKEN, temporary_beside
 
 RESULT = "sglfleet-result "
-q = shlex.quote
 
 
 def _sha256(text: str) -> str:
@@ -104,21 +103,21 @@ def _stack_change(current: str, stack_id: str) -> str:
 def _write(path: str, text: str, mode: int):
     temporary = temporary_beside(path)
     yield FileUploadCommand(StringIO(text), temporary)
-    yield f"chmod {mode:o} {q(temporary)} && mv -f {q(temporary)} {q(path)}"
+    yield f"chmod {mode:o} {shlex.quote(temporary)} && mv -f {shlex.quote(temporary)} {shlex.quote(path)}"
 
 
 def _stage(release: Release, final: str):
     # One folder per run: two runs staging the same release at once never share it.
     temporary = f"{LAYOUT.releases}/.{release.release_id}.partial-{RUN_TOKEN}"
     # Runs killed while staging leave their folders; clear those over an hour old.
-    yield (f"find {q(LAYOUT.releases)} -maxdepth 1 -name '.*.partial-*' -mmin +{STALE_MINUTES} "
-           f"-exec rm -rf {{}} + 2>/dev/null; mkdir -p {q(temporary)}")
+    yield (f"find {shlex.quote(LAYOUT.releases)} -maxdepth 1 -name '.*.partial-*' -mmin +{STALE_MINUTES} "
+           f"-exec rm -rf {{}} + 2>/dev/null; mkdir -p {shlex.quote(temporary)}")
     for name, (text, mode) in sorted({**release.files, **release.settings}.items()):
         yield FileUploadCommand(StringIO(text), f"{temporary}/{name}")
-        yield f"chmod {mode:o} {q(f'{temporary}/{name}')}"
+        yield f"chmod {mode:o} {shlex.quote(f'{temporary}/{name}')}"
     # A release is immutable: when another run renamed it into place first, keep that one.
-    yield (f"mv -T {q(temporary)} {q(final)} 2>/dev/null || "
-           f"{{ rm -rf {q(temporary)} && test -f {q(f'{final}/release.json')}; }}")
+    yield (f"mv -T {shlex.quote(temporary)} {shlex.quote(final)} 2>/dev/null || "
+           f"{{ rm -rf {shlex.quote(temporary)} && test -f {shlex.quote(f'{final}/release.json')}; }}")
 
 
 @dataclass(frozen=True)

@@ -25,14 +25,13 @@ from sglfleet import FILES, wheelhouse
 from sglfleet.diffs import first_pass, report_drift, wants_diff
 from sglfleet.fanout import Progress, Share, aria2_command, aria2_input, human
 from sglfleet.facts.stack import StackHostState, StackState, WheelhouseFiles
-from sglfleet.host.layout import LAYOUT
+from sglfleet.host.layout import LAYOUT, STALE_MINUTES
 from sglfleet.host.stacks import SNAPSHOT, snapshot_command
 from sglfleet.stacks import MARKER, Stack, StackError
 from sglfleet.operations.remote import HostFunctionCommand
-from sglfleet.temporaries import RUN_TOKEN, STALE_MINUTES
+from sglfleet.temporaries import RUN_TOKEN
 
 PROBE = FILES / "probe" / "verify_stack.py"
-q = shlex.quote
 
 
 # Hosts whose stack this run builds again because it drifted: the process serving
@@ -99,9 +98,10 @@ def _fetch_and_serve(state, host, connector_arguments, missing, sources, share: 
     incoming = f"{wheelhouse_dir}/.incoming-{RUN_TOKEN}"
     # Private to the SSH user, who uploads without sudo, beside the wheelhouse (not /tmp,
     # often RAM): a rename puts a checked file in place. Killed runs' folders go after an hour.
-    ok, output = run(f"mkdir -p {q(wheelhouse_dir)} && find {q(wheelhouse_dir)} -maxdepth 1 -name '.incoming-*' "
+    q_wheelhouse = shlex.quote(wheelhouse_dir)
+    ok, output = run(f"mkdir -p {q_wheelhouse} && find {q_wheelhouse} -maxdepth 1 -name '.incoming-*' "
                      f"-mmin +{STALE_MINUTES} -exec rm -rf {{}} + && "
-                     f"install -d -m 700 -o \"${{SUDO_USER:-$(id -un)}}\" {q(incoming)}")
+                     f"install -d -m 700 -o \"${{SUDO_USER:-$(id -un)}}\" {shlex.quote(incoming)}")
     if not ok:
         return _failed(host, f"cannot prepare {incoming}: {' '.join(output.stderr_lines)[-300:]}")
     left = dict(missing)
@@ -109,10 +109,10 @@ def _fetch_and_serve(state, host, connector_arguments, missing, sources, share: 
         left = _from_peers(host, run, left, sources, incoming)
     if left and not _from_controller(host, connector_arguments, run, left, incoming):
         return False
-    run(f"rm -rf {q(incoming)}")
+    run(f"rm -rf {shlex.quote(incoming)}")
     unit = f"{share.unit}"
     server = (f"systemd-run --unit={unit} --collect --quiet --property=RuntimeMaxSec={share.serve_s} "
-              f"/usr/bin/python3 -I {q(LAYOUT.lib)}/sglfleet_host/share.py --dir {q(wheelhouse_dir)} "
+              f"/usr/bin/python3 -I {shlex.quote(LAYOUT.lib)}/sglfleet_host/share.py --dir {q_wheelhouse} "
               f"--port {share.port}")
     ready = (f"bash -c 'for i in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/{share.port}) 2>/dev/null && exit 0; "
              "sleep 0.1; done; exit 1'")
@@ -132,9 +132,9 @@ def _checked_into_place(host, run, names: list[str], incoming: str, local: dict)
     # a CUDA stack has 207.
     part = '"$name.part"'
     script = (
-        f"cd {q(incoming)} && while read -r sum name; do "
+        f"cd {shlex.quote(incoming)} && while read -r sum name; do "
         f'if echo "$sum  $name.part" | sha256sum --check --status 2>/dev/null; '
-        f"then chown root:root {part} && chmod 644 {part} && mv -f {part} {q(LAYOUT.wheelhouse)}/\"$name\"; "
+        f"then chown root:root {part} && chmod 644 {part} && mv -f {part} {shlex.quote(LAYOUT.wheelhouse)}/\"$name\"; "
         f'else rm -f {part}; echo "$name"; fi; done'
     )
     ok, output = run(script, _stdin="".join(f"{local[name].sha256} {name}\n" for name in names))
@@ -148,14 +148,14 @@ def _from_peers(host, run, left: dict, sources: tuple[str, ...], incoming: str) 
     """Fetch what is ``left`` from peers; return what is still missing (to come from the controller)."""
     names = sorted(left)
     total = sum(left[name].size for name in names)
-    ok, _ = run(f"cat > {q(incoming)}/aria2.input",
+    ok, _ = run(f"cat > {shlex.quote(incoming)}/aria2.input",
                 _stdin=aria2_input([(name, left[name].sha256) for name in names], sources))
     progress = Progress(host, f"wheels from {len(sources)} peer hosts", total)
     fetch = gevent.spawn(run, aria2_command(f"{incoming}/aria2.input", incoming))
     while not fetch.ready():
         fetch.join(timeout=progress.every_s)
         if not fetch.ready():
-            sizes = run(f"du -sb {q(incoming)} 2>/dev/null | cut -f1")[1].stdout_lines
+            sizes = run(f"du -sb {shlex.quote(incoming)} 2>/dev/null | cut -f1")[1].stdout_lines
             progress.update(int(sizes[0]) if sizes and sizes[0].isdigit() else 0)
     fetched_ok, output = fetch.value if fetch.successful() else (False, None)
     still = _checked_into_place(host, run, names, incoming, left)
@@ -204,7 +204,8 @@ def uv_extract_command(stack: Stack) -> str:
         "os.chmod(target + '.part', 0o755)\n"
         "os.replace(target + '.part', target)\n"
     )
-    return f"python3 -c {q(script)} {q(f'{LAYOUT.wheelhouse}/{stack.uv.filename}')} {q(target)}"
+    wheel = f"{LAYOUT.wheelhouse}/{stack.uv.filename}"
+    return f"python3 -c {shlex.quote(script)} {shlex.quote(wheel)} {shlex.quote(target)}"
 
 
 def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
@@ -223,7 +224,7 @@ def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
     # folder under the lock: a concurrent run never empties a build in progress.
     upload = f"{build}.upload-{RUN_TOKEN}"
     uv = LAYOUT.uv(stack.uv.version)
-    commands: list = [f"rm -rf {q(upload)} && mkdir -p {q(upload)}"]
+    commands: list = [f"rm -rf {shlex.quote(upload)} && mkdir -p {shlex.quote(upload)}"]
     if not state.uv:
         commands.append(uv_extract_command(stack))
     commands += [
@@ -252,34 +253,37 @@ def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
     if stack.no_deps:
         install.append("--no-deps")  # the lock lists every file; some packages come without their deps
     snapshot = f"{stack.path}/{SNAPSHOT}"
+    q_build, q_upload, q_marker, q_old = (shlex.quote(p) for p in (build, upload, marker, old))
+    q_path, q_snapshot = shlex.quote(stack.path), shlex.quote(snapshot)
     # Built and verified by another run while this one waited for the lock (and not
     # changed since). Not when this run builds it again because it drifted.
     done_meanwhile = "false" if state.built else (
-        f"[ -f {q(stack.marker)} ] && [ -f {q(snapshot)} ] && "
-        f"{snapshot_command(stack.venv, stack.python)} | cmp -s {q(snapshot)} -")
+        f"[ -f {shlex.quote(stack.marker)} ] && [ -f {q_snapshot} ] && "
+        f"{snapshot_command(stack.venv, stack.python)} | cmp -s {q_snapshot} -")
     script = "\n".join([
         "set -e",
-        f"if {done_meanwhile}; then rm -rf {q(upload)}; exit 0; fi",
+        f"if {done_meanwhile}; then rm -rf {q_upload}; exit 0; fi",
         # What a killed build left goes; this run's inputs take its place.
-        f"rm -rf {q(build)}; mv {q(upload)} {q(build)}",
+        f"rm -rf {q_build}; mv {q_upload} {q_build}",
         # Nothing from the network, no user config: the wheelhouse is the only source.
-        f"export UV_CACHE_DIR={q(build)}/.uv-cache UV_NO_CONFIG=1 UV_PYTHON_DOWNLOADS=never",
+        f"export UV_CACHE_DIR={q_build}/.uv-cache UV_NO_CONFIG=1 UV_PYTHON_DOWNLOADS=never",
         # Relocatable: scripts find their python relative to themselves, so the venv
         # stays valid after the rename from the build folder.
-        f"{q(uv)} venv --quiet --relocatable --python python{stack.python} {q(build)}/venv",
+        f"{shlex.quote(uv)} venv --quiet --relocatable --python python{stack.python} {q_build}/venv",
         shlex.join(install),
-        f"rm -rf {q(build)}/.uv-cache",
-        f"if ! {shlex.join(probe)} > {q(marker)}.part; then cat {q(marker)}.part >&2; "
-        f"echo {q(f'stack {stack.id} failed its verification probe (see above)')} >&2; exit 1; fi",
-        f"mv {q(marker)}.part {q(marker)}",
+        f"rm -rf {q_build}/.uv-cache",
+        f"if ! {shlex.join(probe)} > {q_marker}.part; then cat {q_marker}.part >&2; "
+        f"echo {shlex.quote(f'stack {stack.id} failed its verification probe (see above)')} >&2; exit 1; fi",
+        f"mv {q_marker}.part {q_marker}",
         # What the venv holds now, to tell on every converge whether it changed (paths are relative).
-        f"{snapshot_command(f'{build}/venv', stack.python)} > {q(build)}/{SNAPSHOT}",
-        f"if [ -e {q(stack.path)} ]; then rm -rf {q(old)}; mv {q(stack.path)} {q(old)}; fi",
-        f"mv -T {q(build)} {q(stack.path)}",
-        f"rm -rf {q(old)}",
+        f"{snapshot_command(f'{build}/venv', stack.python)} > {q_build}/{SNAPSHOT}",
+        f"if [ -e {q_path} ]; then rm -rf {q_old}; mv {q_path} {q_old}; fi",
+        f"mv -T {q_build} {q_path}",
+        f"rm -rf {q_old}",
     ])
     # One build or collection at a time on a host, whichever controller runs it.
-    commands.append(f"mkdir -p {LAYOUT.stacks} && flock {LAYOUT.stacks_lock} sh -c {q(script)}")
+    stacks, lock = shlex.quote(LAYOUT.stacks), shlex.quote(LAYOUT.stacks_lock)
+    commands.append(f"mkdir -p {stacks} && flock {lock} sh -c {shlex.quote(script)}")
     return commands
 
 
@@ -299,15 +303,15 @@ def collect_commands(stack: Stack, state: StackHostState, keep: int) -> list:
     doomed = collected(stack, state, keep)
     if not doomed:
         return []
-    script = f"rm -rf -- {' '.join(q(f'{LAYOUT.stacks}/{s}') for s in doomed)}"
+    script = f"rm -rf -- {' '.join(shlex.quote(f'{LAYOUT.stacks}/{s}') for s in doomed)}"
     if any(not s.startswith(".") for s in doomed):
         script += (
-            f"\ncd {LAYOUT.wheelhouse} 2>/dev/null || exit 0; keep=$(mktemp); "
-            f"cat {LAYOUT.stacks}/*/wheels.txt 2>/dev/null | sort -u > \"$keep\"; "
+            f"\ncd {shlex.quote(LAYOUT.wheelhouse)} 2>/dev/null || exit 0; keep=$(mktemp); "
+            f"cat {shlex.quote(LAYOUT.stacks)}/*/wheels.txt 2>/dev/null | sort -u > \"$keep\"; "
             f"ls -1 | grep '\\.whl$' | sort | comm -23 - \"$keep\" | xargs -r rm -f --; rm -f \"$keep\""
         )
     # Under the build lock: a build in progress is never collected halfway.
-    return [f"flock {LAYOUT.stacks_lock} sh -c {q(script)}"]
+    return [f"flock {shlex.quote(LAYOUT.stacks_lock)} sh -c {shlex.quote(script)}"]
 
 
 @operation()
@@ -353,7 +357,7 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: b
         summary = []
     if host.name in SHARING:
         # Every round has fetched by now: this host's file server is done.
-        commands.append(f"systemctl stop {q(SHARING[host.name])} 2>/dev/null || true")
+        commands.append(f"systemctl stop {shlex.quote(SHARING[host.name])} 2>/dev/null || true")
     commands += collect_commands(stack, state, keep)
     if collected(stack, state, keep):
         summary.append(f"  - collect {', '.join(collected(stack, state, keep))}")
@@ -381,4 +385,4 @@ def fits(problems: list[str]):
     if not problems:
         host.noop("preflight passed")
         return
-    yield " ; ".join([*(f"echo {q(p)} >&2" for p in problems), "exit 1"])
+    yield " ; ".join([*(f"echo {shlex.quote(p)} >&2" for p in problems), "exit 1"])

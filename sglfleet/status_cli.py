@@ -1,0 +1,80 @@
+"""
+``sglfleet status INVENTORY``: one row a host, read from the hosts themselves.
+
+The rows come from ``sglfleet.status.fleet_status``; this command prints them
+as a table (or JSON) and the rollout's progress, and exits 1 when a host did
+not answer.
+
+**Example:**
+
+.. code:: shell
+
+    sglfleet status inventory/dev.py
+    sglfleet status inventory/prod.py --ssh-user deploy --sudo --json
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from sglfleet.host.bake import describe
+from sglfleet.status import fleet_status, progress
+from sglfleet.validation import parse_data
+
+COLUMNS = ("host", "wave", "declared", "current", "serving", "previous", "stack", "unit", "health", "gate", "bake",
+           "models")
+
+
+def _cell(row: dict, column: str) -> str:
+    if column == "unit" and row.get("error"):
+        return row["error"]
+    if column == "serving" and row.get("serving") and row.get("serving") != row.get("current"):
+        return f"{row['serving'][:12]} (not current!)"
+    if column == "current" and row.get("current") and row.get("current") != row.get("declared"):
+        return f"{row['current'][:12]} (not declared!)"
+    if column in ("current", "previous") and row.get(column) in (row.get("drifted") or []):
+        return f"{row[column][:12]} (edited on the host!)"
+    if column == "gate":
+        startup = row.get("startup") or {}
+        figures = startup.get("figures") or {}
+        if not startup:
+            return "-"
+        if not startup.get("passed"):
+            return "failed"
+        return f"passed (accept {figures['spec_accept_length']:g})" if "spec_accept_length" in figures else "passed"
+    if column == "bake":
+        baked = row.get("bake") or {}
+        return f"{baked['verdict']}: {describe(baked.get('figures') or {})}" if baked else "-"
+    if column == "models":
+        revisions = [f"{m['repo']}@{m['revision'][:8]}{'' if m['verified'] else ' (unverified)'}"
+                     for m in row.get("models") or []]
+        return f"{', '.join(revisions)} ({row.get('models_bytes', 0) / 1e9:.2f} GB)" if revisions else "-"
+    value = row.get({"unit": "active_state"}.get(column, column))
+    if column in ("current", "previous", "serving") and value:
+        return value[:12]
+    return "-" if value is None else str(value)
+
+
+@click.command()
+@click.argument("inventory", type=click.Path(exists=True, dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option("--ssh-user", help="Log in as this user, as pyinfra's --ssh-user does.")
+@click.option("--sudo", is_flag=True, default=None, help="Run through sudo, as pyinfra's --sudo does.")
+@click.option("--data", "data", multiple=True, metavar="KEY=VALUE",
+              help="Override host data, as pyinfra's --data does (what the declared release is rendered from).")
+def status(inventory, as_json, ssh_user, sudo, data):
+    """Tabulate the hosts of INVENTORY: wave, releases, what serves, stack, unit, health, gate, bake and models."""
+    overrides = {**parse_data(data), "ssh_user": ssh_user, "_sudo": sudo}
+    rows = fleet_status(inventory, {key: value for key, value in overrides.items() if value is not None})
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    table = [COLUMNS] + [tuple(_cell(row, c) for c in COLUMNS) for row in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS))]
+    for line in table:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
+    click.echo(progress(rows))
+    if any(row.get("error") for row in rows):
+        raise SystemExit(1)
