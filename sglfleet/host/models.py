@@ -322,8 +322,10 @@ class Stager:
     def fetch_and_verify(self, paths: list, record: dict, record_path: str) -> None:
         """Fetch ``paths`` (from peers first), check them; fetch what failed once more; raise when it fails again."""
         missing = [p for p in paths if not os.path.isfile(os.path.join(self.partial, p))]
-        if self.peers and missing:
-            self.fetch_from_peers(missing)
+        # Peers serve no path with a dot component (share.py): .gitattributes and the like come from the source.
+        shared = [p for p in missing if not any(part.startswith(".") for part in p.split("/"))]
+        if self.peers and shared:
+            self.fetch_from_peers(shared)
         if self.source == "controller":
             failed = self.verified(paths, record, record_path)
             if failed and self.peers:
@@ -397,7 +399,7 @@ class Stager:
                 marker["files"][path] = stat_of(os.path.join(self.final, path))
             shutil.rmtree(self.partial, ignore_errors=True)
         write_json(marker_path, marker)
-        what = f"replaced {len(bad)} files that failed their check ({', '.join(bad[:3])}; {self.origins()})" \
+        what = f"replaced {len(bad)} files that failed their check, {', '.join(bad[:3])} ({self.origins()})" \
             if bad else f"{len(suspects)} changed files checked, all match"
         return f"{self.name}: repaired {self.final}: {what}"
 
