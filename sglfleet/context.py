@@ -10,6 +10,7 @@ from functools import cache
 from pyinfra.api import Host, Inventory
 
 from sglfleet import FILES, PROJECT_ROOT, wheelhouse
+from sglfleet.fanout import Share, rounds
 from sglfleet.host.layout import LAYOUT
 from sglfleet.host.stacks import PATCHED
 from sglfleet.patcher import PatchRefused, apply, load_patch
@@ -208,3 +209,23 @@ def fleet_rollout(inventory: Inventory, targets: list[str]) -> Rollout:
                                  max_fail_percentage=fleet_setting(configs, "max_fail_percentage"),
                                  held=tuple(waves[len(now):]))
     return _rollouts[key]
+
+
+def fleet_shares(host: Host, targets: list, distribution: str, port: int, unit: str):
+    """
+    The fan-out's rounds in order, each with ``host``'s turn (``sglfleet.fanout.Share``),
+    or None where the host is not in it; one round of every host without peers.
+
+    + targets: the hosts this run targets, in inventory order
+    + distribution: "peers" or "controller"
+    + port, unit: where and as what this run's file servers serve
+    """
+    if distribution == "controller":
+        yield Share(round=0, sources=(), port=port, unit=unit, serves=False)
+        return
+    planned = rounds(targets)
+    earlier: list[str] = []
+    for number, hosts in enumerate(planned):
+        yield Share(round=number, sources=tuple(earlier), port=port, unit=unit,
+                    serves=number < len(planned) - 1) if host in hosts else None
+        earlier += [f"http://{peer.data.get('ssh_hostname') or peer.name}:{port}" for peer in hosts]

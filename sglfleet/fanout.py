@@ -18,11 +18,13 @@ that finds no live peer falls back to the controller. Pure but for ``Progress``.
 
 from __future__ import annotations
 
-import shlex
 import time
 from dataclasses import dataclass
 
 from pyinfra import logger
+
+# The host tool runs aria2c too (model files), so the two live in the host package.
+from sglfleet.host.aria2 import aria2_command, aria2_input  # noqa: F401
 
 
 def rounds(hosts: list[str]) -> list[list[str]]:
@@ -45,6 +47,8 @@ class Share:
     + port: where this host serves once it holds the files
     + unit: the transient systemd unit of this run's file server
     + serve_s: how long the server may live at most (a killed run's ends by itself)
+    + serves: whether a later round fetches from this host (not in the last round,
+      nor without peers); model files heed it
     """
 
     round: int
@@ -52,32 +56,7 @@ class Share:
     port: int
     unit: str
     serve_s: int = 3600
-
-
-def aria2_input(files: list[tuple[str, str]], sources: tuple[str, ...]) -> str:
-    """
-    An aria2c input file: every file from every source, written to ``<name>.part``
-    and checked against its sha256.
-
-    + files: ``(file name, sha256)`` for each file to fetch
-    + sources: base URLs of the hosts that serve them
-    """
-    lines = []
-    for name, sha256 in files:
-        lines.append("\t".join(f"{source}/{name}" for source in sources))
-        lines += [f"  out={name}.part", f"  checksum=sha-256={sha256}"]
-    return "\n".join(lines) + "\n"
-
-
-def aria2_command(input_file: str, folder: str) -> str:
-    """aria2c for an input file into ``folder``: parts of each file from several peers, bounded retries."""
-    return shlex.join([
-        "aria2c", f"--input-file={input_file}", f"--dir={folder}",
-        "--split=4", "--min-split-size=16M", "--max-connection-per-server=2", "--max-concurrent-downloads=4",
-        "--connect-timeout=5", "--timeout=60", "--max-tries=3", "--retry-wait=1",
-        "--auto-file-renaming=false", "--allow-overwrite=true", "--file-allocation=none",
-        "--console-log-level=error", "--summary-interval=0", "--download-result=hide",
-    ])
+    serves: bool = True
 
 
 def human(size: float) -> str:

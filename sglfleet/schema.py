@@ -241,6 +241,7 @@ class HostConfig(BaseModel):
     distribution: Literal["peers", "controller"] = Field(description='"peers" (fan out through the hosts) or '
                                                          '"controller" (to every host from the controller)')
     share_port: Int = Field(ge=1, le=65535, description="a TCP port between 1 and 65535, e.g. 30089")
+    model_share_port: Int = Field(ge=1, le=65535, description="a TCP port between 1 and 65535, e.g. 30090")
 
     # housekeeping and safety
     verify_stacks: Literal["quick", "full"] = Field(description='"quick" (the venv against its snapshot) or '

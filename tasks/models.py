@@ -1,12 +1,13 @@
-"""Models: each pinned model staged and verified in the host's model store before any restart; unused revisions collected."""
+"""Models: each pinned model staged and verified in the host's model store before any restart, fanned out through peer hosts; unused revisions collected."""
 
-from pyinfra import host
+from pyinfra import host, inventory, state
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import PyinfraError
 
-from sglfleet.context import host_config, host_stack
+from sglfleet.context import fleet_shares, host_config, host_stack
 from sglfleet.models import ModelError, load_manifest, staged_models
 from sglfleet.operations import models
+from sglfleet.temporaries import RUN_TOKEN
 
 
 @deploy("Models")
@@ -20,14 +21,23 @@ def stage_models():
     except ModelError as error:
         # A missing manifest is the inventory's problem: stop before any host changes.
         raise PyinfraError(str(error)) from None
-    models.staged(
-        name="Models staged and verified",
-        models=pairs,
-        source=config.model_source,
-        python=host_stack(host).venv + "/bin/python",  # the stack's huggingface_hub, hash-pinned in its lock
-        endpoint=config.hf_endpoint,
-        controller_dir=config.models_controller_dir,
-    )
+    targets = [h for h in inventory if state.is_host_in_limit(h)]
+    shares = fleet_shares(host, targets, config.distribution, config.model_share_port,
+                          f"sglfleet-models-share-{RUN_TOKEN}")
+    # pyinfra orders operations by call site, then loop position: one operation a round.
+    for share in host.loop(shares):
+        if share:
+            models.staged(
+                name=f"Models staged and verified, round {share.round}",
+                models=pairs,
+                source=config.model_source,
+                python=host_stack(host).venv + "/bin/python",  # the stack's huggingface_hub, hash-pinned in its lock
+                endpoint=config.hf_endpoint,
+                controller_dir=config.models_controller_dir,
+                share=share,
+            )
+    # After every round of every host: no peer fetches from these servers any more.
+    models.serving_stopped(name="Model files no longer served to peers")
 
 
 @deploy("Models")

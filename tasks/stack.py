@@ -5,8 +5,7 @@ from pyinfra.api import deploy
 from pyinfra.api.exceptions import PyinfraError
 
 from sglfleet import wheelhouse
-from sglfleet.context import host_config, host_stack
-from sglfleet.fanout import Share, rounds
+from sglfleet.context import fleet_shares, host_config, host_stack
 from sglfleet.operations import stack as stack_ops
 from sglfleet.stacks import Stack, StackError
 from sglfleet.temporaries import RUN_TOKEN
@@ -26,26 +25,15 @@ def stack_or_refuse() -> Stack:
     return stack
 
 
-def _shares(config):
-    """The fan-out's rounds in order, each with this host's turn, or None where the host is not in it."""
-    targets = [h for h in inventory if state.is_host_in_limit(h)]
-    unit = f"sglfleet-share-{RUN_TOKEN}"
-    if config.distribution == "controller":
-        yield Share(round=0, sources=(), port=config.share_port, unit=unit)
-        return
-    earlier: list[str] = []
-    for number, hosts in enumerate(rounds(targets)):
-        yield Share(round=number, sources=tuple(earlier), port=config.share_port, unit=unit) \
-            if host in hosts else None
-        earlier += [f"http://{peer.data.get('ssh_hostname') or peer.name}:{config.share_port}" for peer in hosts]
-
-
 @deploy("Stack")
 def install_stack():
     config = host_config(host)
     stack = stack_or_refuse()
     # pyinfra orders operations by call site, then loop position: one operation a round.
-    for share in host.loop(_shares(config)):
+    targets = [h for h in inventory if state.is_host_in_limit(h)]
+    shares = fleet_shares(host, targets, config.distribution, config.share_port,
+                          f"sglfleet-share-{RUN_TOKEN}")
+    for share in host.loop(shares):
         if share:
             stack_ops.wheels_fanned_out(name=f"Stack {stack.id}: wheels, round {share.round}", stack=stack,
                                         share=share, full_check=config.verify_stacks == "full")

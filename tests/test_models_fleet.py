@@ -9,10 +9,13 @@ second converge transfers nothing; a byte corrupted on one host is found and
 repaired before that host switches; a new revision shows in ``--dry --diff``,
 then rolls out canary first while a full disk on one host fails that host
 alone, its serving release untouched, and the next run resumes; collection
-keeps the current and previous releases' revisions.
+keeps the current and previous releases' revisions; a new revision fans out
+(only round 0's host fetches from the mirror, the others from peers), and a
+peer's corrupted file is refused and fetched from the mirror instead.
 """
 
 import datetime
+import hashlib
 import os
 import re
 import socket
@@ -38,8 +41,9 @@ MIB = 1 << 20
 class Models:
     """The mirror, the manifests and the revisions the tests deploy."""
 
-    def __init__(self, mirror: Mirror, manifests: Path, revisions: dict[str, str], draft: str):
+    def __init__(self, mirror: Mirror, manifests: Path, revisions: dict[str, str], draft: str, sources: Path):
         self.mirror, self.manifests, self.revisions, self.draft = mirror, manifests, revisions, draft
+        self.sources = sources  # the files each revision was made of: <sources>/<name lowercased>/
         self.env = {"SGLFLEET_MODELS": str(manifests)}
 
     def data(self, name: str, *more: str) -> list[str]:
@@ -74,8 +78,9 @@ def models(fleet, tmp_path_factory):
         # B's big shard takes olah a few seconds to send: time for the full-disk fault to strike.
         "B": commit(mirror_dir, MODEL, write_model(root / "b", seed=2, shard_sizes=(MIB, 48 * MIB, MIB)), "B"),
         "C": commit(mirror_dir, MODEL, write_model(root / "c", seed=3), "C"),
+        "D": commit(mirror_dir, MODEL, write_model(root / "d", seed=4, shard_sizes=(MIB, 8 * MIB, MIB)), "D"),
     }
-    draft = commit(mirror_dir, DRAFT, write_model(root / "d", seed=9, shard_sizes=(MIB,),
+    draft = commit(mirror_dir, DRAFT, write_model(root / "draft", seed=9, shard_sizes=(MIB,),
                                                   architecture="LlamaForCausalLMEagle3"), "draft")
     gateway = fleet.state()["gateway"]
     with Mirror(mirror_dir, gateway, free_port(gateway)) as mirror:
@@ -87,7 +92,7 @@ def models(fleet, tmp_path_factory):
             assert done.returncode == 0, done.stderr
         for host in fleet.hosts:
             fleet.fault(host, "clear")
-        yield Models(mirror, manifests, revisions, draft)
+        yield Models(mirror, manifests, revisions, draft, root)
 
 
 def epoch(fleet, host: str, command: str) -> float:
@@ -186,8 +191,11 @@ def test_a_new_revision_shows_in_the_diff_then_rolls_out_canary_first_and_a_full
 
     root = LAYOUT.models
     fill_when_staging_starts(fleet, "node3", root, models.revisions["B"])
+    # Each host from the mirror: the fault strikes while the big shard still flows, which a
+    # peer's copy (a whole file at once, in a fraction of a second) leaves no time for.
+    direct = models.data("B", "distribution=controller")
     try:
-        done = Run(*models.data("B"), env=models.env).finish(300)
+        done = Run(*direct, env=models.env).finish(300)
         assert done.returncode != 0
         node3 = [line for line in done.stdout.splitlines() if "[node3]" in line]
         assert any("No space left on device" in line for line in node3), node3
@@ -203,7 +211,7 @@ def test_a_new_revision_shows_in_the_diff_then_rolls_out_canary_first_and_a_full
         assert "config.json" in inodes, inodes  # what arrived before the disk filled
 
         fleet.exec("node3", f"rm -f {root}/.filler")  # space is freed; nothing else is cleaned
-        again = Run(*models.data("B"), env=models.env).finish(300)
+        again = Run(*direct, env=models.env).finish(300)
         assert again.returncode == 0, again.stdout[-3000:]
         assert len(set(serving(fleet).values())) == 1
         # The files that had arrived were checked and kept, not fetched again (same inodes).
@@ -226,3 +234,102 @@ def test_collection_keeps_the_revisions_of_the_current_and_previous_releases(fle
         assert fleet.exec(host, f"test -e {models.dir('A')}", check=False).returncode != 0, host
         assert {m["revision"] for m in host_state(fleet, host)["models"] if m["repo"] == MODEL} == {
             models.revisions["B"], models.revisions["C"]}
+
+
+# The host tool's one line for a staging: what came from peers, and from the source.
+ORIGINS = re.compile(r"\[(node\d+)\] (\S+)@(\w{12}): (?:staged|repaired) .*?\((?:(\d+) bytes from (\d+) peer hosts, )?"
+                     r"(\d+) bytes fetched from (\S+?)[;)]")
+
+
+def origins(output: str, revision: str) -> dict[str, tuple[int, int]]:
+    """``{host: (bytes from peers, bytes from the source)}`` for MODEL at ``revision``, from the run's output."""
+    found = {}
+    for match in ORIGINS.finditer(output):
+        host, repo, short, peers, _, source, _ = match.groups()
+        if repo == MODEL and revision.startswith(short):
+            found[host] = (int(peers or 0), int(source))
+    return found
+
+
+def mirror_clients(models: Models, since: int, revision: str) -> dict[str, list[str]]:
+    """``{client address: [request line]}`` of olah's requests for ``revision``'s files since request ``since``."""
+    clients: dict[str, list[str]] = {}
+    for line in models.mirror.requests()[since:]:
+        found = re.search(r"(\d+\.\d+\.\d+\.\d+):\d+ - \"(\w+ \S+)", line)
+        if found and revision in found.group(2):
+            clients.setdefault(found.group(1), []).append(found.group(2))
+    return clients
+
+
+def served_units(fleet, host: str) -> str:
+    return fleet.exec(host, "systemctl list-units --all --no-legend 'sglfleet-models-share-*'").stdout.strip()
+
+
+def test_a_new_revision_fans_out_so_only_round_0_fetches_from_the_mirror(fleet, models):
+    revision, manifest = models.revisions["D"], models.manifest("D")
+    addresses = {host: record["address"] for host, record in fleet.state()["hosts"].items()}
+    before = len(models.mirror.requests())
+    done = models.deploy("D")
+    assert done.returncode == 0, done.stdout[-3000:]
+    seen = origins(done.stdout, revision)
+    print("bytes (from peers, from the mirror):", seen, "of", manifest.size)
+    # Peers serve no dot file (share.py), so .gitattributes (tens of bytes) comes from the mirror to each host.
+    dotted = {f.path for f in manifest.files if any(part.startswith(".") for part in f.path.split("/"))}
+    small = sum(manifest.file(path).size for path in dotted)
+    assert seen == {"node1": (0, manifest.size), "node2": (manifest.size - small, small),
+                    "node3": (manifest.size - small, small)}, done.stdout[-3000:]
+    clients = mirror_clients(models, before, revision)
+    assert set(clients) == set(addresses.values()), clients
+    for host in ("node2", "node3"):  # the weights from the mirror to round 0's host alone
+        assert {request.rsplit("/", 1)[-1] for request in clients[addresses[host]]} == dotted, clients
+    # What D was made of; .gitattributes, which commit() adds, as the mirror's repository holds it.
+    made = {f.path: models.sources / "d" / f.path for f in manifest.files}
+    made.update({path: models.mirror.mirror / "models" / MODEL / path for path in made if not made[path].exists()})
+    want = {path: hashlib.sha256(source.read_bytes()).hexdigest() for path, source in made.items()}
+    for host in fleet.hosts:
+        on_host = dict(line.split()[::-1] for line in fleet.exec(
+            host, f"cd {models.dir('D')} && sha256sum {' '.join(sorted(want))}").stdout.splitlines())
+        assert on_host == want, host
+        assert (MODEL, revision, True) in {(m["repo"], m["revision"], m["verified"])
+                                           for m in host_state(fleet, host)["models"]}
+        assert served_units(fleet, host) == "", host  # every server stopped once all had staged
+
+    marker = f"{models.dir('D')}/.sglfleet-verified.json"
+    checked = {host: fleet.exec(host, f"date -r {marker} +%s.%N").stdout for host in fleet.hosts}
+    since = len(models.mirror.requests())
+    again = models.deploy("D")
+    assert again.returncode == 0, again.stdout[-3000:]
+    assert results(again.stdout)["success"] == 0, again.stdout[-3000:]
+    assert models.mirror.requests()[since:] == []
+    assert origins(again.stdout, revision) == {}
+    assert {host: fleet.exec(host, f"date -r {marker} +%s.%N").stdout for host in fleet.hosts} == checked
+
+
+def test_a_corrupted_file_on_a_peer_is_refused_on_arrival_and_fetched_from_the_mirror(fleet, models):
+    revision, manifest = models.revisions["D"], models.manifest("D")
+    shard = "model-00002-of-00003.safetensors"
+    addresses = {host: record["address"] for host, record in fleet.state()["hosts"].items()}
+    # node1 holds a flipped byte its check cannot see (size and time kept, as bit rot leaves them), and
+    # lacks its README, so it repairs that and serves; node2 lacks the revision and fetches it from node1.
+    fleet.exec("node1", f"cd {models.dir('D')} && rm README.md && python3 -c \"import os; s=os.stat('{shard}'); "
+                        f"f=open('{shard}','r+b'); f.seek(5000); b=f.read(1); f.seek(5000); f.write(bytes([b[0]^255])); "
+                        f"f.close(); os.utime('{shard}', ns=(s.st_atime_ns, s.st_mtime_ns))\"")
+    assert sha256_on(fleet, "node1", f"{models.dir('D')}/{shard}") != manifest.file(shard).sha256
+    fleet.exec("node2", f"rm -rf {models.dir('D')}")
+    before = len(models.mirror.requests())
+    try:
+        done = models.deploy("D")
+        assert done.returncode == 0, done.stdout[-3000:]
+        seen = origins(done.stdout, revision)
+        print("bytes (from peers, from the mirror):", seen)
+        small = manifest.file(".gitattributes").size  # peers serve no dot file
+        assert seen == {"node1": (0, manifest.file("README.md").size),
+                        "node2": (manifest.size - manifest.file(shard).size - small,
+                                  manifest.file(shard).size + small)}, done.stdout[-3000:]
+        assert re.search(r"\[node2\] .*1 files came from no peer", done.stdout), done.stdout[-3000:]
+        clients = mirror_clients(models, before, revision)
+        assert {request.rsplit("/", 1)[-1] for request in clients[addresses["node2"]]} == {shard, ".gitattributes"}, \
+            clients
+        assert sha256_on(fleet, "node2", f"{models.dir('D')}/{shard}") == manifest.file(shard).sha256
+    finally:
+        fleet.exec("node1", f"touch {models.dir('D')}/{shard}", check=False)  # the next converge repairs it

@@ -69,8 +69,9 @@ standin_warmup_s = 10.0           # seconds the stand-in "loads the model" befor
 standin_spec_accept_length = None  # e.g. 1.2: the accept length it produces; None: its default (2.8)
 
 # --- how files reach hosts ---
-distribution = "peers"            # wheels cross the controller's uplink once, then hosts fetch them from each other
+distribution = "peers"            # wheels and model files cross the uplink once, then hosts fetch them from each other
 share_port = 30089                # where a host serves files to its peers during a run (the fleet network only)
+model_share_port = 30090          # where a host serves its model store to its peers during a run (the same)
 
 # --- housekeeping and safety ---
 verify_stacks = "quick"           # every converge: the venv against its snapshot; "full": every file's RECORD hash

@@ -10,10 +10,14 @@ compares the snapshot with the files (one ``stat`` each: milliseconds for a
 - it works in ``.<revision>.partial/`` beside the final folder, under a lock
   per revision; the partial folder's own record lists the files already
   verified, so a killed staging resumes file by file without hashing them again;
-- it fetches what is missing: from the Hub or a mirror with the stack's
-  huggingface_hub (``hub_fetch.py``, run by the stack's python with ``HF_TOKEN``
-  read from the root-only env file, in its environment only), or it finds the
-  files the controller uploaded there;
+- it fetches what is missing: first from peer hosts that staged the revision
+  earlier in this run (``--peer``, with aria2c: several sources a file, LFS
+  files checked by sha256 on arrival), then what they did not give from the Hub
+  or a mirror with the stack's huggingface_hub (``hub_fetch.py``, run by the
+  stack's python with ``HF_TOKEN`` read from the root-only env file, in its
+  environment only), or it finds the files the controller uploaded there (with
+  peers, what they did not give is listed on a ``sglfleet-needs`` line, exit 3,
+  for the controller to send);
 - it checks every file against the manifest (sha256 for LFS files, the git
   blob sha1 for the rest: neither huggingface_hub nor a mirror checks content);
   a file that fails is removed and fetched once more, then the host fails;
@@ -41,11 +45,13 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 import time
 
+from .aria2 import aria2_command, aria2_input
 from .layout import LAYOUT, STALE_MINUTES, Layout
 
 MARKER = ".sglfleet-verified.json"
@@ -55,8 +61,20 @@ MODEL_FLAGS = ("--model-path", "--speculative-draft-model-path")
 HUB_FETCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hub_fetch.py")
 
 
+NEEDS = "sglfleet-needs"
+NEEDS_EXIT = 3
+
+
 class StageFailed(Exception):
     """Staging stopped; the message names the model, the file and the fix."""
+
+
+class NeedsUpload(Exception):
+    """Source "controller" with peers: these files came from no peer; the controller sends them."""
+
+    def __init__(self, paths: list):
+        super().__init__(f"{len(paths)} files for the controller to send")
+        self.paths = paths
 
 
 def partial_of(final: str) -> str:
@@ -211,25 +229,60 @@ class Stager:
     """One staging of one revision: what to fetch, from where, and the record of what passed."""
 
     def __init__(self, manifest: dict, final: str, source: str, python: str | None, endpoint: str | None,
-                 env_file: str, digest: str):
+                 env_file: str, digest: str, peers: tuple = ()):
         self.manifest, self.final, self.source = manifest, final, source
         self.python, self.endpoint, self.env_file, self.digest = python, endpoint, env_file, digest
+        self.peers = tuple(peers)  # base URLs of this revision on hosts that staged it
         self.entries = {entry["path"]: entry for entry in manifest["files"]}
         self.name = f"{manifest['repo']}@{manifest['revision'][:12]}"
         self.partial = partial_of(final)
         self.fetched = 0
         self.reused = 0  # files a killed run fetched but had not checked: checked now, not fetched again
+        self.from_peers = set()  # files that arrived from peers and are not checked yet
+        self.peer_bytes = 0  # bytes from peers that passed their check
+        self.refused = 0  # files peers did not give, or gave wrong
 
-    def where(self) -> str:
+    def where(self, path: str | None = None) -> str:
+        if path in self.from_peers:
+            return "a peer host"
         return {"hub": self.endpoint or "the Hub", "controller": "the controller"}[self.source]
 
     def passes(self, folder: str, path: str) -> bool:
         want, found = digest_of(os.path.join(folder, path), self.entries[path])
         if want == found:
             return True
-        sys.stderr.write(f"{self.name}: {path} from {self.where()} has digest {found[:16]}..., the manifest "
+        sys.stderr.write(f"{self.name}: {path} from {self.where(path)} has digest {found[:16]}..., the manifest "
                          f"says {want[:16]}...: removed\n")
         return False
+
+    def fetch_from_peers(self, paths: list) -> None:
+        """Fetch ``paths`` from the peers into the partial folder with aria2c; what fails is left to the source."""
+        if not shutil.which("aria2c"):
+            sys.stderr.write(f"{self.name}: aria2c is missing, so the files come from {self.where()}: "
+                             f"apt install aria2 to fetch them from peer hosts\n")
+            return
+        # Under .cache, which goes before the rename: a part left by a failed fetch never lands in the revision.
+        folder = os.path.join(self.partial, ".cache", "peers")
+        os.makedirs(folder, exist_ok=True)
+        input_file = os.path.join(folder, "aria2.input")
+        with open(input_file, "w") as handle:
+            handle.write(aria2_input([(p, self.entries[p].get("sha256")) for p in paths], self.peers))
+        # Its exit status says little (one refused file fails it): each file's own check decides.
+        subprocess.run(shlex.split(aria2_command(input_file, folder)), stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for path in paths:
+            part = os.path.join(folder, f"{path}.part")
+            if os.path.isfile(part) and not os.path.exists(f"{part}.aria2"):  # a control file: unfinished
+                os.makedirs(os.path.dirname(os.path.join(self.partial, path)), exist_ok=True)
+                os.replace(part, os.path.join(self.partial, path))
+                self.from_peers.add(path)
+        self.refused += len(paths) - len(self.from_peers & set(paths))
+
+    def origins(self) -> str:
+        """Where this staging's bytes came from, for its one line of output."""
+        peers = f"{self.peer_bytes} bytes from {len(self.peers)} peer hosts, " if self.peers else ""
+        refused = f"; {self.refused} files came from no peer" if self.refused else ""
+        return f"{peers}{self.fetched} bytes fetched from {self.where()}{refused}"
 
     def fetch(self, paths: list) -> None:
         if not paths:
@@ -255,21 +308,34 @@ class Stager:
                     and self.passes(self.partial, path):
                 record["files"][path] = stat_of(full)
                 write_json(record_path, record)
+                if path in self.from_peers:
+                    self.peer_bytes += self.entries[path]["size"]
             else:
                 forget_download(self.partial, path)
                 failed.append(path)
+                if path in self.from_peers:
+                    self.refused += 1
+            self.from_peers.discard(path)
         return failed
 
     def fetch_and_verify(self, paths: list, record: dict, record_path: str) -> None:
-        """Fetch ``paths``, check them; fetch what failed once more; raise when it fails again."""
+        """Fetch ``paths`` (from peers first), check them; fetch what failed once more; raise when it fails again."""
+        missing = [p for p in paths if not os.path.isfile(os.path.join(self.partial, p))]
+        # Peers serve no path with a dot component (share.py): .gitattributes and the like come from the source.
+        shared = [p for p in missing if not any(part.startswith(".") for part in p.split("/"))]
+        if self.peers and shared:
+            self.fetch_from_peers(shared)
         if self.source == "controller":
             failed = self.verified(paths, record, record_path)
+            if failed and self.peers:
+                raise NeedsUpload(failed)
         else:
             # What is already there (a killed run's last file, a file huggingface_hub
             # finished) is checked first: only what fails is fetched.
             present = [p for p in paths if os.path.isfile(os.path.join(self.partial, p))]
+            fetched = self.from_peers & set(present)
             failed = self.verified(present, record, record_path)
-            self.reused += len(present) - len(failed)
+            self.reused += len(set(present) - fetched) - len(set(failed) - fetched)
             failed += [p for p in paths if p not in present]
             for attempt in range(2):
                 if not failed:
@@ -297,7 +363,7 @@ class Stager:
         readable(self.partial)
         os.rename(self.partial, self.final)
         resumed = len(kept) + self.reused
-        return f"{self.name}: staged {len(self.entries)} files in {self.final} ({self.fetched} bytes fetched" + \
+        return f"{self.name}: staged {len(self.entries)} files in {self.final} ({self.origins()}" + \
             (f"; {resumed} files already there from an interrupted staging, checked and kept)" if resumed else ")")
 
     def repair(self) -> str:
@@ -332,8 +398,8 @@ class Stager:
                 marker["files"][path] = stat_of(os.path.join(self.final, path))
             shutil.rmtree(self.partial, ignore_errors=True)
         write_json(marker_path, marker)
-        what = f"replaced {len(bad)} files that failed their check ({', '.join(bad[:3])})" if bad else \
-            f"{len(suspects)} changed files checked, all match"
+        what = f"replaced {len(bad)} files that failed their check, {', '.join(bad[:3])} ({self.origins()})" \
+            if bad else f"{len(suspects)} changed files checked, all match"
         return f"{self.name}: repaired {self.final}: {what}"
 
     def run(self) -> str:
@@ -441,6 +507,8 @@ def main(argv: list, layout: Layout = LAYOUT) -> int:
     stage.add_argument("--source", choices=("hub", "controller"), required=True)
     stage.add_argument("--python", help="a python with huggingface_hub (the stack's)")
     stage.add_argument("--endpoint", help="an HF-compatible mirror (HF_ENDPOINT)")
+    stage.add_argument("--peer", action="append", default=[],
+                       help="the revision's URL on a peer host that staged it (http://node1:30090/org/name/rev)")
     collect_parser = sub.add_parser("collect")
     collect_parser.add_argument("--keep", action="append", default=[])
     collect_parser.add_argument("--dry-run", action="store_true")
@@ -455,8 +523,11 @@ def main(argv: list, layout: Layout = LAYOUT) -> int:
     text = sys.stdin.read()
     try:
         stager = Stager(json.loads(text), args.dir, args.source, args.python, args.endpoint, layout.env_file,
-                        hashlib.sha256(text.encode()).hexdigest())
+                        hashlib.sha256(text.encode()).hexdigest(), args.peer)
         print(stager.run())
+    except NeedsUpload as needs:  # what is verified is kept: the next stage, after the upload, goes on from it
+        print(f"{NEEDS} {json.dumps(needs.paths)}")
+        return NEEDS_EXIT
     except StageFailed as failure:
         print(str(failure), file=sys.stderr)
         return 1

@@ -5,11 +5,15 @@ requests (so aria2c on a peer can resume and fetch parts from several hosts).
 
 Started by the controller as a transient systemd unit while a rollout fans
 files out (``systemd-run --property=RuntimeMaxSec=...``), so a killed run's
-server ends by itself. Serves only plain files directly in the folder; names
-starting with a dot (partial files) are never served. Standard library only,
-and runs as a script: no imports from its package.
+server ends by itself. Serves only plain files directly in the folder, or with
+``--nested`` in its subfolders too (a model store's
+``<org>/<name>/<revision>/<path>``); a path with a component that starts with
+a dot (partial files and folders, markers, locks) or that leads outside the
+folder is never served. Standard library only, and runs as a script: no
+imports from its package.
 
     python3 share.py --dir /opt/sglfleet/wheelhouse --port 30089
+    python3 share.py --dir /opt/sglfleet/models --port 30090 --nested
 
 **Example:**
 
@@ -25,13 +29,32 @@ import os
 import re
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import unquote
 
 CHUNK = 1 << 20
 RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 
+def servable(folder: str, name: str, nested: bool = False) -> str | None:
+    """
+    The file under ``folder`` that the URL path ``name`` names, or None when it
+    must not be served: empty, a component that starts with "." (".." among
+    them), a subfolder without ``nested``, or a real path outside ``folder``
+    (a symlink that leads out).
+    """
+    parts = name.split("/")
+    if not name or any(not part or part.startswith(".") for part in parts) or (len(parts) > 1 and not nested):
+        return None
+    root = os.path.realpath(folder)
+    path = os.path.realpath(os.path.join(root, *parts))
+    if os.path.commonpath([root, path]) != root or not os.path.isfile(path):
+        return None
+    return path
+
+
 class Handler(BaseHTTPRequestHandler):
     folder = "."
+    nested = False
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format, *args):  # the journal needs no line per piece
@@ -44,9 +67,8 @@ class Handler(BaseHTTPRequestHandler):
         self.answer(body=True)
 
     def answer(self, body: bool) -> None:
-        name = self.path.split("?", 1)[0].lstrip("/")
-        path = os.path.join(self.folder, name)
-        if "/" in name or name.startswith(".") or not name or not os.path.isfile(path):
+        path = servable(self.folder, unquote(self.path.split("?", 1)[0].removeprefix("/")), self.nested)
+        if path is None:
             self.send_error(HTTPStatus.NOT_FOUND)
             return
         size = os.path.getsize(path)
@@ -90,8 +112,9 @@ def main(argv=None) -> None:
     parser.add_argument("--dir", required=True, help="the folder to serve")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--bind", default="", help="the address to listen on (default: all)")
+    parser.add_argument("--nested", action="store_true", help="serve files in subfolders too")
     args = parser.parse_args(argv)
-    Handler.folder = args.dir
+    Handler.folder, Handler.nested = args.dir, args.nested
     ThreadingHTTPServer.daemon_threads = True
     ThreadingHTTPServer((args.bind, args.port), Handler).serve_forever()
 

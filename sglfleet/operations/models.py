@@ -1,4 +1,4 @@
-"""Model operations: stage a host's pinned models (checked, resumable, atomic) and collect unused revisions.
+"""Model operations: stage a host's pinned models (checked, resumable, atomic), fanned out through peer hosts, and collect unused revisions.
 
 The host tool does the staging (``sglfleet.host.models``); these operations
 decide from its one-command ``check`` whether anything is needed, check the
@@ -6,6 +6,12 @@ free space against what is missing, send the controller's files when the
 source is the controller, and yield the tool's commands. A converge whose
 models are staged and unchanged costs one remote command per host here (the
 check, a ``stat`` per file) and one for the collection, and reads no file.
+
+Model files fan out as wheels do (``sglfleet.fanout``): hosts stage in
+doubling rounds; round 0 from the source, later rounds from the hosts of
+earlier rounds first (the host tool's ``--peer``), then from the source for
+what peers did not give; a host that staged serves its store read-only to the
+later rounds (``share.py --nested``) until every round has staged.
 
 **Example:**
 
@@ -16,19 +22,23 @@ check, a ``stat`` per file) and one for the collection, and reads no file.
 
 from __future__ import annotations
 
+import json
 import posixpath
 import shlex
 import threading
 from pathlib import Path
 
+import gevent
 from pyinfra import host, logger
 from pyinfra.api import FileUploadCommand, OperationError, StringCommand, operation
 
 from sglfleet.diffs import wants_diff
 from sglfleet.facts.models import ModelGarbage, ModelState
+from sglfleet.fanout import Progress, Share, human
 from sglfleet.host.layout import LAYOUT
-from sglfleet.host.models import digest_of, partial_of
+from sglfleet.host.models import NEEDS, digest_of, partial_of, store_of
 from sglfleet.models import Manifest, ModelError, StagedModel
+from sglfleet.operations.remote import HostFunctionCommand
 
 GIB = 1 << 30
 # Room left beside the model: the store's filesystem also holds releases, logs
@@ -36,6 +46,8 @@ GIB = 1 << 30
 MARGIN_SHARE, MARGIN_MIN = 0.02, 256 << 20
 _checked: dict[tuple[str, int, int], str] = {}
 _checked_lock = threading.Lock()
+# Hosts that serve model files to peers this run (their unit); stopped once every round has staged.
+SHARING: dict[str, str] = {}
 
 
 def margin(size: int) -> int:
@@ -89,24 +101,33 @@ def space_problem(free: int, needed: int, store: str, what: str) -> str | None:
     return None
 
 
+def peer_urls(model: StagedModel, sources: tuple[str, ...]) -> list[str]:
+    """The revision's folder on each peer's file server (which serves its model store)."""
+    return [f"{source}/{model.repo}/{model.revision}" for source in sources]
+
+
 @operation()
 def staged(models: list[tuple[StagedModel, Manifest]], source: str = "hub", python: str | None = None,
-           endpoint: str | None = None, controller_dir: str | None = None):
+           endpoint: str | None = None, controller_dir: str | None = None, share: Share | None = None):
     """
-    Ensure each pinned model is staged and verified in its folder; repair one that drifted.
+    Ensure each pinned model is staged and verified in its folder; repair one that
+    drifted. With ``share``, fetch from the peers of earlier rounds first, then
+    from the source, and serve the store to later rounds (``SHARING``).
 
     + models: ``(StagedModel, Manifest)`` pairs (``sglfleet.models``)
     + source: "hub" (the Hub, or ``endpoint``) or "controller" (``controller_dir``)
     + python: a python with huggingface_hub on the host (the stack's), for "hub"
     + endpoint: an HF-compatible mirror's URL, or None for the Hub
     + controller_dir: the controller's folder of ``<org>/<name>/<revision>/`` copies
+    + share: the host's turn in the fan-out (``sglfleet.context.fleet_shares``); None: the source alone
 
     **Example:**
 
     .. code:: python
 
-        staged(name="Stage models", models=[(model, manifest)], source="hub",
-               python="/opt/sglfleet/stacks/dev-5867/venv/bin/python", endpoint="http://mirror:8090")
+        staged(name="Stage models, round 1", models=[(model, manifest)], source="hub",
+               python="/opt/sglfleet/stacks/dev-5867/venv/bin/python", endpoint="http://mirror:8090",
+               share=Share(1, ("http://node1:30090",), 30090, "sglfleet-models-share-x"))
     """
     spec = [{"dir": model.dir, "digest": manifest.digest} for model, manifest in models]
     answers = host.get_fact(ModelState, spec=spec) or [None] * len(models)
@@ -128,23 +149,28 @@ def staged(models: list[tuple[StagedModel, Manifest]], source: str = "hub", pyth
         yield f"echo {shlex.quote(problem)} >&2; exit 1"
         return
 
+    sources = share.sources if share else ()
+    stages = []
     for model, manifest, answer, paths in todo:
         state = (answer or {}).get("state", "absent")
         size = sum(manifest.file(p).size for p in paths)
+        origin = endpoint or "the Hub" if source == "hub" else "the controller"
         line = (f"Model {model.repo}@{model.revision[:12]} ({state}): "
                 + (f"check and repair {len(paths)} changed files" if state == "drifted"
                    else f"stage {len(paths)} of {len(manifest.files)} files ({size / 1e6:.1f} MB)")
-                + f" from {endpoint or 'the Hub' if source == 'hub' else 'the controller'} into {model.dir}")
+                + (f" from {len(sources)} peer hosts, then {origin}" if sources else f" from {origin}")
+                + f" into {model.dir}")
         host.log(line, logger.warning if state == "drifted" else logger.info)
         if wants_diff():
             host.log_styled(line, fg="yellow")
         command = [LAYOUT.tool, "models", "stage", "--dir", model.dir, "--source", source]
+        command += [f"--peer={url}" for url in peer_urls(model, sources)]
         if source == "hub":
             command += ["--python", python] if python else []
             command += ["--endpoint", endpoint] if endpoint else []
-        else:
-            if not controller_dir:
-                raise OperationError(f"{host.name}: model_source is controller but models_controller_dir is not set")
+        elif not controller_dir:
+            raise OperationError(f"{host.name}: model_source is controller but models_controller_dir is not set")
+        elif not sources:  # with peers, only what they did not give is sent (``_stage_and_serve``)
             try:
                 local = controller_copy(controller_dir, manifest, paths)
             except ModelError as error:
@@ -154,8 +180,100 @@ def staged(models: list[tuple[StagedModel, Manifest]], source: str = "hub", pyth
             yield shlex.join(["mkdir", "-p", *folders])
             for path in paths:
                 yield FileUploadCommand(str(local[path]), posixpath.join(partial, path))
-        # The manifest travels on stdin: the tool checks every file against it.
-        yield StringCommand(shlex.join(command), _stdin=manifest.text)
+        stages.append((model, manifest, answer, size, command))
+    yield HostFunctionCommand(_stage_and_serve, (stages, share, controller_dir), {})
+
+
+def _stage_and_serve(state, host, connector_arguments, stages: list, share: Share | None,
+                     controller_dir: str | None):
+    """Run each stage command, saying how far it got; send what peers did not give; then serve; False fails."""
+    def run(command: str, **extra):
+        return host.run_shell_command(StringCommand(command), **{**connector_arguments, **extra})
+
+    for model, manifest, answer, size, command in stages:
+        what = f"{model.repo}@{model.revision[:12]}"
+        ok, output = _staged_with_progress(host, run, model, manifest, answer, size, command)
+        needs = next((json.loads(line[len(NEEDS):]) for line in output.stdout_lines if line.startswith(NEEDS)),
+                     None) if output else None
+        if not ok and needs is not None:  # the tool exits NEEDS_EXIT with it
+            # Source "controller": peers gave the rest; the controller sends what they did not.
+            host.log(f"Model {what}: {len(needs)} files ({human(sum(manifest.file(p).size for p in needs))}) "
+                     f"came from no peer: the controller sends them", logger.warning)
+            if not _uploaded(host, run, connector_arguments, controller_dir, model, manifest, needs):
+                return False
+            plain = [arg for arg in command if not arg.startswith("--peer=")]
+            ok, output = run(shlex.join(plain), _stdin=manifest.text)
+        if not ok:
+            for line in (output.stderr_lines if output else [])[-10:] or [f"staging {what} failed"]:
+                host.log_styled(line, fg="red", log_func=logger.error)
+            return False
+        for line in output.stdout_lines[-1:]:  # the tool's one line: what came from where
+            host.log(line, logger.info)
+    if share is None or not share.serves:
+        return True
+    store = store_of(stages[0][0].dir)
+    server = (f"systemd-run --unit={share.unit} --collect --quiet --property=RuntimeMaxSec={share.serve_s} "
+              f"/usr/bin/python3 -I {shlex.quote(LAYOUT.lib)}/sglfleet_host/share.py --nested "
+              f"--dir {shlex.quote(store)} --port {share.port}")
+    ready = (f"bash -c 'for i in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/{share.port}) 2>/dev/null && exit 0; "
+             "sleep 0.1; done; exit 1'")
+    ok, output = run(f"{server} && {ready}")
+    if ok:
+        SHARING[host.name] = share.unit
+    else:  # the run goes on: later rounds fetch from other peers, or the source
+        host.log(f"cannot serve model files to peers on port {share.port}: "
+                 f"{' '.join(output.stderr_lines)[-300:]}", logger.warning)
+    return True
+
+
+def _staged_with_progress(host, run, model: StagedModel, manifest: Manifest, answer: dict | None, size: int,
+                          command: list[str]):
+    """The stage command's (ok, output), with a progress line every 15 s while it runs."""
+    partial = partial_of(model.dir)
+    already = (answer or {}).get("present", 0) if (answer or {}).get("state") == "partial" else 0
+    progress = Progress(host, f"{model.repo}@{model.revision[:12]}", size)
+    stage = gevent.spawn(run, shlex.join(command), _stdin=manifest.text)  # the tool checks every file against it
+    while not stage.ready():
+        stage.join(timeout=progress.every_s)
+        if not stage.ready():
+            sizes = run(f"du -sb {shlex.quote(partial)} 2>/dev/null | cut -f1")[1].stdout_lines
+            progress.update(max(0, int(sizes[0]) - already) if sizes and sizes[0].isdigit() else 0)
+    return stage.value if stage.successful() else (False, None)
+
+
+def _uploaded(host, run, connector_arguments, controller_dir, model: StagedModel, manifest: Manifest,
+              paths: list[str]) -> bool:
+    """Send ``paths`` of the controller's copy into the revision's partial folder; False fails the host."""
+    try:
+        local = controller_copy(controller_dir, manifest, paths)
+    except ModelError as error:
+        host.log_styled(str(error), fg="red", log_func=logger.error)
+        return False
+    partial = partial_of(model.dir)
+    run(shlex.join(["mkdir", "-p", *sorted({posixpath.dirname(posixpath.join(partial, p)) for p in paths})]))
+    for path in paths:
+        if not host.put_file(str(local[path]), posixpath.join(partial, path), **connector_arguments):
+            host.log_styled(f"cannot send {local[path]} to {partial}", fg="red", log_func=logger.error)
+            return False
+    return True
+
+
+@operation()
+def serving_stopped():
+    """
+    Stop this host's model file server, once every round has staged (``staged``
+    with a share); nothing, and no remote command, on a host that served none.
+
+    **Example:**
+
+    .. code:: python
+
+        serving_stopped(name="Model files no longer served to peers")
+    """
+    if host.name not in SHARING:
+        host.noop("serves no model files to peers")
+        return
+    yield f"systemctl stop {shlex.quote(SHARING[host.name])} 2>/dev/null || true"
 
 
 @operation()
