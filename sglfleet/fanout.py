@@ -18,6 +18,7 @@ that finds no live peer falls back to the controller. Pure but for ``Progress``.
 
 from __future__ import annotations
 
+import shlex
 import time
 from dataclasses import dataclass
 
@@ -57,6 +58,29 @@ class Share:
     unit: str
     serve_s: int = 3600
     serves: bool = True
+
+
+def serve(run, share: Share, folder: str, lib: str, nested: bool = False) -> tuple[bool, list[str]]:
+    """
+    Start the host's file server for a fan-out (``share.py`` in a transient unit that
+    ends by itself after ``share.serve_s``) and wait until it listens.
+
+    + run: runs one shell command on the host, returning pyinfra's ``(ok, output)``
+    + share: the host's turn: its unit and port
+    + folder: what it serves
+    + lib: where the host package lives on the host (``LAYOUT.lib``)
+    + nested: serve ``<org>/<name>/<revision>/<path>`` too (the model store), not only top-level files
+
+    Returns ``(ok, stderr lines)``.
+    """
+    server = shlex.join([
+        "systemd-run", f"--unit={share.unit}", "--collect", "--quiet", f"--property=RuntimeMaxSec={share.serve_s}",
+        "/usr/bin/python3", "-I", f"{lib}/sglfleet_host/share.py", *(["--nested"] if nested else []),
+        "--dir", folder, "--port", str(share.port)])
+    ready = (f"bash -c 'for i in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/{share.port}) 2>/dev/null && exit 0; "
+             "sleep 0.1; done; exit 1'")
+    ok, output = run(f"{server} && {ready}")
+    return ok, ([] if ok or output is None else output.stderr_lines)
 
 
 def human(size: float) -> str:

@@ -34,7 +34,7 @@ from pyinfra.api import FileUploadCommand, OperationError, StringCommand, operat
 
 from sglfleet.diffs import wants_diff
 from sglfleet.facts.models import ModelGarbage, ModelState
-from sglfleet.fanout import Progress, Share, human
+from sglfleet.fanout import Progress, Share, human, serve
 from sglfleet.host.layout import LAYOUT
 from sglfleet.host.models import NEEDS, digest_of, partial_of, store_of
 from sglfleet.models import Manifest, ModelError, StagedModel
@@ -211,18 +211,12 @@ def _stage_and_serve(state, host, connector_arguments, stages: list, share: Shar
             host.log(line, logger.info)
     if share is None or not share.serves:
         return True
-    store = store_of(stages[0][0].dir)
-    server = (f"systemd-run --unit={share.unit} --collect --quiet --property=RuntimeMaxSec={share.serve_s} "
-              f"/usr/bin/python3 -I {shlex.quote(LAYOUT.lib)}/sglfleet_host/share.py --nested "
-              f"--dir {shlex.quote(store)} --port {share.port}")
-    ready = (f"bash -c 'for i in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/{share.port}) 2>/dev/null && exit 0; "
-             "sleep 0.1; done; exit 1'")
-    ok, output = run(f"{server} && {ready}")
+    ok, errors = serve(run, share, store_of(stages[0][0].dir), LAYOUT.lib, nested=True)
     if ok:
         SHARING[host.name] = share.unit
     else:  # the run goes on: later rounds fetch from other peers, or the source
-        host.log(f"cannot serve model files to peers on port {share.port}: "
-                 f"{' '.join(output.stderr_lines)[-300:]}", logger.warning)
+        host.log(f"cannot serve model files to peers on port {share.port}: {' '.join(errors)[-300:]}",
+                 logger.warning)
     return True
 
 

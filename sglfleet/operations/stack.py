@@ -23,7 +23,7 @@ from pyinfra.api import FileUploadCommand, OperationError, StringCommand, operat
 
 from sglfleet import FILES, wheelhouse
 from sglfleet.diffs import first_pass, report_drift, wants_diff
-from sglfleet.fanout import Progress, Share, aria2_command, aria2_input, human
+from sglfleet.fanout import Progress, Share, aria2_command, aria2_input, human, serve
 from sglfleet.facts.stack import StackHostState, StackState, WheelhouseFiles
 from sglfleet.host.layout import LAYOUT, STALE_MINUTES
 from sglfleet.host.stacks import SNAPSHOT, snapshot_command
@@ -110,18 +110,11 @@ def _fetch_and_serve(state, host, connector_arguments, missing, sources, share: 
     if left and not _from_controller(host, connector_arguments, run, left, incoming):
         return False
     run(f"rm -rf {shlex.quote(incoming)}")
-    unit = f"{share.unit}"
-    server = (f"systemd-run --unit={unit} --collect --quiet --property=RuntimeMaxSec={share.serve_s} "
-              f"/usr/bin/python3 -I {shlex.quote(LAYOUT.lib)}/sglfleet_host/share.py --dir {q_wheelhouse} "
-              f"--port {share.port}")
-    ready = (f"bash -c 'for i in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/{share.port}) 2>/dev/null && exit 0; "
-             "sleep 0.1; done; exit 1'")
-    ok, output = run(f"{server} && {ready}")
+    ok, errors = serve(run, share, wheelhouse_dir, LAYOUT.lib)
     if ok:
-        SHARING[host.name] = unit
+        SHARING[host.name] = share.unit
     else:  # the run goes on: later rounds fetch from other peers, or the controller
-        host.log(f"cannot serve wheels to peers on port {share.port}: {' '.join(output.stderr_lines)[-300:]}",
-                 logger.warning)
+        host.log(f"cannot serve wheels to peers on port {share.port}: {' '.join(errors)[-300:]}", logger.warning)
     return True
 
 
