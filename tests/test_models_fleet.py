@@ -158,6 +158,13 @@ def test_a_corrupted_byte_on_one_host_is_repaired_before_it_switches(fleet, mode
                         f"f.write(bytes([b[0]^255])); f.close()\"")
     want = models.manifest("A").file("model-00002-of-00003.safetensors").sha256
     assert sha256_on(fleet, "node2", shard) != want
+    dry = pyinfra("deploy.py", "--dry", *models.data("A", "standin_warmup_s=2.2"), env=models.env)
+    assert dry.returncode == 0, dry.stdout[-3000:]
+    assert [line.strip() for line in dry.stdout.splitlines() if "Drift: " in line] == [
+        f"[node2] Drift: model {MODEL}@{models.revisions['A'][:12]} changed on the host: "
+        f"model-00002-of-00003.safetensors: size or time differs from when it was verified; will check those "
+        f"files against the manifest and fetch again what fails, before any switch"], dry.stdout[-3000:]
+    assert sha256_on(fleet, "node2", shard) != want  # a dry run repairs nothing
     done = models.deploy("A", "standin_warmup_s=2.2")  # a new release, so every host switches
     assert done.returncode == 0, done.stdout[-3000:]
     lines = done.stdout.splitlines()

@@ -32,7 +32,7 @@ import gevent
 from pyinfra import host, logger
 from pyinfra.api import FileUploadCommand, OperationError, StringCommand, operation
 
-from sglfleet.diffs import wants_diff
+from sglfleet.diffs import report_drift, wants_diff
 from sglfleet.facts.models import ModelGarbage, ModelState
 from sglfleet.fanout import Progress, Share, human, serve
 from sglfleet.host.layout import LAYOUT
@@ -160,6 +160,14 @@ def staged(models: list[tuple[StagedModel, Manifest]], source: str = "hub", pyth
                    else f"stage {len(paths)} of {len(manifest.files)} files ({size / 1e6:.1f} MB)")
                 + (f" from {len(sources)} peer hosts, then {origin}" if sources else f" from {origin}")
                 + f" into {model.dir}")
+        if state == "drifted":
+            changed = answer.get("changed")
+            report_drift(f"model {model.repo}@{model.revision[:12]}",
+                         [f"{path}: size or time differs from when it was verified" for path in changed[:5]]
+                         + ([f"and {len(changed) - 5} more"] if len(changed) > 5 else [])
+                         if changed else ["its marker does not match the manifest"],
+                         "will check those files against the manifest and fetch again what fails, "
+                         "before any switch")
         host.log(line, logger.warning if state == "drifted" else logger.info)
         if wants_diff():
             host.log_styled(line, fg="yellow")
