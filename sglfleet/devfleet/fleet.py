@@ -36,6 +36,9 @@ from sglfleet.host.layout import LAYOUT
 FLEET_DIR = Path(os.environ.get("SGLFLEET_FLEET_DIR", PROJECT_ROOT / ".fleet"))
 INVENTORY = PROJECT_ROOT / "inventory" / "dev.py"
 BOOT_TIMEOUT = 120.0
+# inotify instances to leave room for, per host: an idle host holds about 8 (systemd, its
+# journal, logind, sshd), a serving one a few more.
+INOTIFY_PER_HOST = 16
 FAULT_FILE = LAYOUT.fault_file
 # "slow-after" takes arguments: "slow-after <seconds> [<factor>]" (files/standin/standin_faults.py).
 FAULT_MODES = ("crash", "hang", "unready", "slow", "slow-after")
@@ -323,7 +326,22 @@ class Fleet:
             raise DevFleetError(f"--hosts must be 1 or more, not {n}")
         self.preflight()
         with _locked(self.state_dir / "lock"):
+            self._inotify_room(n)
             return self._up(n, boot_timeout)
+
+    def _inotify_room(self, n: int) -> None:
+        """
+        Room for every host's inotify instances: the hosts' systemds all count against
+        root's one limit (fs.inotify.max_user_instances, 128 by default), and an idle
+        host holds about 8, so past some 15 hosts their path units fail to start.
+        """
+        limit = Path("/proc/sys/fs/inotify/max_user_instances")
+        wanted = 128 + INOTIFY_PER_HOST * n
+        current = int(limit.read_text())
+        if current < wanted:
+            limit.write_text(str(wanted))
+            self.log(f"fs.inotify.max_user_instances raised from {current} to {wanted} "
+                     f"({INOTIFY_PER_HOST} for each of {n} hosts)")
 
     def _up(self, n: int, boot_timeout: float) -> dict:
         state = self.state()
