@@ -139,10 +139,10 @@ def bench_noop(bench: Bench, rounds: int, sizes: list[int]) -> dict:
 def profile(bench: Bench, n: int) -> list[dict]:
     """The controller's own CPU in a no-op converge of ``n`` hosts: the top functions by own time."""
     profiler_out = CACHE / f"noop-{n}.prof"
-    code = ("import sys, runpy; sys.argv = ['pyinfra', 'inventory/dev.py', 'deploy.py', '-y', "
-            + ", ".join(f"'--limit', '{h}'" for h in bench.fleet.hosts[:n]) + "]; "
-            "runpy.run_module('pyinfra_cli', run_name='__main__')")
-    bench.run([sys.executable, "-m", "cProfile", "-o", str(profiler_out), "-c", code])
+    limits = [arg for h in bench.fleet.hosts[:n] for arg in ("--limit", h)]
+    # cProfile runs pyinfra's own entry script (Python 3.11's cProfile has no -c)
+    bench.run([sys.executable, "-m", "cProfile", "-o", str(profiler_out), str(PYINFRA),
+               "inventory/dev.py", "deploy.py", "-y", *limits])
     stream = io.StringIO()
     stats = pstats.Stats(str(profiler_out), stream=stream)
     total = stats.total_tt
