@@ -67,7 +67,7 @@ def ensure_bridge(state: dict, bridge: str, subnet: str, save) -> None:
             raise DevFleetError(f"subnet {net} overlaps route {dst} via {route.get('dev')}; "
                                 f"set SGLFLEET_DEVFLEET_SUBNET to a free private /24")
     if bridge in links and not state.get("bridge_created"):
-        if links[bridge].get("ifalias") != ALIAS:
+        if _alias(bridge) != ALIAS:
             raise DevFleetError(f"link {bridge} exists and is not this fleet's; remove it "
                                 f"(ip link del {bridge}) or set SGLFLEET_DEVFLEET_BRIDGE")
         if _ports(bridge):
@@ -87,6 +87,11 @@ def ensure_bridge(state: dict, bridge: str, subnet: str, save) -> None:
         _run(["ip", "addr", "replace", gateway, "dev", bridge])
     _run(["ip", "link", "set", bridge, "up"])
     state.update(bridge=bridge, subnet=str(net), gateway=str(net[1]))
+
+
+def _alias(link: str) -> str | None:
+    """The link's alias (``ip -j addr`` leaves it out; ``ip -j link`` has it)."""
+    return json.loads(_run(["ip", "-j", "link", "show", link]).stdout)[0].get("ifalias")
 
 
 def _ports(bridge: str) -> list[str]:
