@@ -139,17 +139,24 @@ def test_models_are_staged_on_every_host_before_any_restart_and_load_offline(fle
         assert state["models_bytes"] >= manifest.size
 
 
-def test_a_second_converge_transfers_nothing_and_changes_nothing(fleet, models):
-    marker = f"{models.dir('A')}/.sglfleet-verified.json"
+def quiet_converge(fleet, models, name: str):
+    """Converge on revision ``name`` again and check it changed nothing, asked the mirror for
+    nothing and staged nothing; its output."""
+    marker = f"{models.dir(name)}/.sglfleet-verified.json"
     checked = {host: fleet.exec(host, f"date -r {marker} +%s.%N").stdout for host in fleet.hosts}
     before = len(models.mirror.requests())
-    done = models.deploy("A")
+    done = models.deploy(name)
     assert done.returncode == 0, done.stdout[-3000:]
     assert results(done.stdout)["success"] == 0, done.stdout[-3000:]
     assert models.mirror.requests()[before:] == []
     # No staging ran: a check or a repair rewrites the marker (the check itself reads no model file:
     # test_models.py::test_check_of_a_staged_revision_opens_no_model_file).
     assert {host: fleet.exec(host, f"date -r {marker} +%s.%N").stdout for host in fleet.hosts} == checked
+    return done
+
+
+def test_a_second_converge_transfers_nothing_and_changes_nothing(fleet, models):
+    quiet_converge(fleet, models, "A")
 
 
 def test_a_corrupted_byte_on_one_host_is_repaired_before_it_switches(fleet, models):
@@ -301,15 +308,8 @@ def test_a_new_revision_fans_out_so_only_round_0_fetches_from_the_mirror(fleet, 
                                            for m in host_state(fleet, host)["models"]}
         assert served_units(fleet, host) == "", host  # every server stopped once all had staged
 
-    marker = f"{models.dir('D')}/.sglfleet-verified.json"
-    checked = {host: fleet.exec(host, f"date -r {marker} +%s.%N").stdout for host in fleet.hosts}
-    since = len(models.mirror.requests())
-    again = models.deploy("D")
-    assert again.returncode == 0, again.stdout[-3000:]
-    assert results(again.stdout)["success"] == 0, again.stdout[-3000:]
-    assert models.mirror.requests()[since:] == []
+    again = quiet_converge(fleet, models, "D")
     assert origins(again.stdout, revision) == {}
-    assert {host: fleet.exec(host, f"date -r {marker} +%s.%N").stdout for host in fleet.hosts} == checked
 
 
 def test_a_corrupted_file_on_a_peer_is_refused_on_arrival_and_fetched_from_the_mirror(fleet, models):
