@@ -76,12 +76,11 @@ def ensure_bridge(state: dict, bridge: str, subnet: str, save) -> None:
                                 f"SGLFLEET_DEVFLEET_BRIDGE")
         # A local fleet's bridge with no host on it: left by a fleet whose processes were
         # ended without 'down' (a session stopped, a machine's jobs killed). Take it over.
-        state["bridge_created"] = True
-        save(state)
     elif bridge not in links:
         _run(["ip", "link", "add", bridge, "type", "bridge"])
         _run(["ip", "link", "set", bridge, "alias", ALIAS])
-        state["bridge_created"] = True
+    if not state.get("bridge_created"):
+        state["bridge_created"] = True  # ours to remove at 'down'
         save(state)
     if not any(a.get("local") == str(net[1]) for a in links.get(bridge, {}).get("addr_info", [])):
         _run(["ip", "addr", "replace", gateway, "dev", bridge])
