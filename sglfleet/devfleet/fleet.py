@@ -339,7 +339,12 @@ class Fleet:
         wanted = 128 + INOTIFY_PER_HOST * n
         current = int(limit.read_text())
         if current < wanted:
-            limit.write_text(str(wanted))
+            try:
+                limit.write_text(str(wanted))
+            except OSError as error:
+                raise DevFleetError(f"{n} hosts need fs.inotify.max_user_instances >= {wanted} (it is {current}) "
+                                    f"and it cannot be raised here ({error.strerror}): "
+                                    f"sysctl -w fs.inotify.max_user_instances={wanted}, or boot fewer hosts") from None
             self.log(f"fs.inotify.max_user_instances raised from {current} to {wanted} "
                      f"({INOTIFY_PER_HOST} for each of {n} hosts)")
 
