@@ -55,6 +55,12 @@ def _host(name):
         "server": "standin",  # files/standin/ in place of the GPU-only sglang server
         "standin_warmup_s": 2,  # the stand-in's /health is 503 this long after start
         "gate_warmup_s": 60,    # gate budget for /health to turn 200 (minutes in production)
+        # sglang's own waits (a 5 s SIGTERM watchdog, 1 s health looks), the gate's looks and
+        # systemd's restart delay, shortened: the suite restarts hosts some hundred times.
+        # The stand-in's own tests hold it to sglang's real timings (scale 1).
+        "standin_time_scale": 0.1,
+        "gate_poll_s": 0.2,
+        "service_restart_s": 1,
         # What production serves; the stand-in loads no weights but checks the flags
         # and, for EAGLE3, the delegation methods in the installed kimi_k25.py.
         "model_path": "moonshotai/Kimi-K2.5",

@@ -60,6 +60,7 @@ def gate_settings(config) -> GateSettings:
     """
     return GateSettings(
         warmup_s=config.gate_warmup_s,
+        poll_s=config.gate_poll_s,
         prompts=tuple(config.gate_prompts),
         max_new_tokens=config.gate_max_new_tokens,
         min_spec_accept_length=config.gate_min_spec_accept_length,
@@ -143,6 +144,8 @@ def render_release(
     if config.server == "standin":
         command = f"{python} {layout.standin}/sglang_standin.py"
         environment = [("SGLFLEET_STANDIN_WARMUP", shlex.quote(f"{config.standin_warmup_s:g}"))]
+        if config.standin_time_scale != 1:
+            environment.append(("SGLFLEET_STANDIN_TIME_SCALE", shlex.quote(f"{config.standin_time_scale:g}")))
         if config.standin_spec_accept_length is not None:
             environment.append(("SGLFLEET_STANDIN_SPEC_ACCEPT_LENGTH",
                                 shlex.quote(f"{config.standin_spec_accept_length:g}")))

@@ -223,6 +223,7 @@ class HostConfig(BaseModel):
     gate_prompts: Prompts = Field(min_length=1, description='a list of prompts, e.g. ["The capital of France is"]')
     gate_max_new_tokens: Int = Field(ge=1, le=4096, description="tokens per gate prompt, e.g. 64")
     gate_min_spec_accept_length: Optional[Float] = Field(gt=0, description="a number > 0, e.g. 2.0, or None")
+    gate_poll_s: Float = Field(gt=0, le=60, description="seconds > 0, e.g. 1")
     gate_answer_timeout_s: Optional[Float] = Field(gt=0, description="seconds > 0, e.g. 7800, or None")
     # the bake
     gate_bake_s: Float = Field(ge=0, description="seconds >= 0, e.g. 600 (0: no bake)")
@@ -236,6 +237,10 @@ class HostConfig(BaseModel):
     # the local fleet's stand-in
     standin_warmup_s: Float = Field(ge=0, description="seconds >= 0, e.g. 10")
     standin_spec_accept_length: Optional[Float] = Field(ge=1, description="a number >= 1, e.g. 2.8, or None")
+    standin_time_scale: Float = Field(gt=0, le=1, description="a number > 0 and <= 1, e.g. 1 (sglang's timing) or 0.1")
+
+    # the unit
+    service_restart_s: Float = Field(ge=0, le=3600, description="seconds >= 0, e.g. 5")
 
     # how files reach hosts
     distribution: Literal["peers", "controller"] = Field(description='"peers" (fan out through the hosts) or '

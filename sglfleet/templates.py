@@ -87,7 +87,10 @@ def render_unit(config, templates: Path = TEMPLATES, layout: Layout = LAYOUT) ->
         user=layout.service_user,
         root=layout.root,
         env_file=layout.env_file,
+        state_dir=layout.state_dir,
+        cache_dir=layout.cache_dir,
         # systemd must not kill a start the gate still waits for
         start_timeout_s=max(warmup, 60) + 300,
         stop_timeout_s=120,
+        restart_s=f"{config.service_restart_s:g}",
     )

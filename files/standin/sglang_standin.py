@@ -40,12 +40,16 @@ It follows sglang 0.5.9 (file:line below are of the 0.5.9 wheel, under
    still served, a watchdog looks every 5 s and, once no request is in flight
    (or at once when ``UnHealthy`` or with ``SGL_FORCE_SHUTDOWN``), the process
    SIGKILLs itself (``kill_process_tree(..., include_parent=True)``,
-   ``utils/common.py:1149-1153``): systemd sees ``status=9/KILL``.
+   ``utils/common.py:1149-1153``): its parent sees ``status=9/KILL`` (sglfleet's
+   launch script, the unit's main process, reports a stop asked for as a success).
    **SIGINT** stays uvicorn's: a graceful stop, then death by SIGINT.
 
 Environment:
 
 - ``SGLFLEET_STANDIN_WARMUP``: model loading seconds (float, default 5).
+- ``SGLFLEET_STANDIN_TIME_SCALE``: multiplies sglang's own fixed waits (the SIGTERM
+  watchdog's 5 s, the warm-up's and ``/health``'s 1 s looks); default 1, sglang's
+  timing. The local fleet's inventory sets it lower (``standin_time_scale``).
 - ``SGLFLEET_STANDIN_STEP_S``: seconds one forward pass takes (default 0.005).
 - ``SGLFLEET_STANDIN_SPEC_ACCEPT_LENGTH``: mean tokens per EAGLE verify step
   (default 2.8, between 1 and the draft tokens); the gauges and ``meta_info``
@@ -95,7 +99,7 @@ except ImportError:  # in the repository: files/standin/ -> the root holding sgl
 
 from standin_engine import Engine
 from standin_faults import read_fault
-from standin_http import Standin, serve
+from standin_http import TIME_SCALE, Standin, serve
 from standin_metrics import Registry
 from standin_model import eagle3_check, load_weights, model_config
 from standin_server_args import (check_server_args, find_sglang, merge_config, redacted,
@@ -105,7 +109,7 @@ logger = logging.getLogger("sglang.standin")
 
 # sglang 0.5.9 logs "[2025-01-01 12:00:00] message" (and "... TP0] ..." in the scheduler).
 LOG_FORMAT = "[%(asctime)s] %(message)s"
-SIGTERM_WATCHDOG_S = 5  # tokenizer_manager.py:2115, 2144: asyncio.sleep(5)
+SIGTERM_WATCHDOG_S = 5 * TIME_SCALE  # tokenizer_manager.py:2115, 2144: asyncio.sleep(5)
 
 
 def die_of(signum: int) -> None:

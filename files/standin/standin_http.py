@@ -6,7 +6,7 @@ The stand-in's HTTP surface, as sglang 0.5.9's ``srt/entrypoints/http_server.py`
   ``Starting``; otherwise a one-token generation (``HEALTH_CHECK_...``, not
   counted in the tokenizer metrics, but a prefill, so it re-publishes the
   scheduler gauges), then 200 as soon as any output reached the tokenizer
-  after the check began, looked at once a second (so never under ~1 s), or 503
+  after the check began, looked at once a second (so never under ~1 s; both times ``TIME_SCALE``), or 503
   and ``UnHealthy`` after ``SGLANG_HEALTH_CHECK_TIMEOUT`` (20) seconds.
   ``SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION=false`` makes ``/health`` answer
   200 without generating (environ.py:462).
@@ -57,6 +57,11 @@ logger = logging.getLogger("sglang.standin")
 HEALTH_CHECK_TIMEOUT = int(os.getenv("SGLANG_HEALTH_CHECK_TIMEOUT", 20))  # http_server.py:166
 # tokenizer_manager.py:123 / environ.py:480: how often a waiting request looks for a disconnect.
 REQUEST_STATE_WAIT_TIMEOUT = int(os.getenv("SGLANG_REQUEST_STATE_WAIT_TIMEOUT", 4))
+# Multiplies sglang's own fixed waits (each below at 0.5.9's value, cited): 1, the default,
+# is sglang's timing; the local fleet runs them shorter, since its suite restarts hosts often.
+TIME_SCALE = float(os.getenv("SGLFLEET_STANDIN_TIME_SCALE", "1"))
+MODEL_INFO_POLL_S = 1.0 * TIME_SCALE  # http_server.py:1676: time.sleep(1) before each /model_info try
+HEALTH_POLL_S = 1.0 * TIME_SCALE      # http_server.py:521: await asyncio.sleep(1) in health_generate
 
 
 class Standin:
@@ -88,7 +93,7 @@ class Standin:
             headers["Authorization"] = f"Bearer {self.args['api_key']}"
         last = None
         for _ in range(120):
-            time.sleep(1)
+            time.sleep(MODEL_INFO_POLL_S)
             try:
                 request = urllib.request.Request(self.url() + "/model_info", headers=headers)
                 with urllib.request.urlopen(request, timeout=5) as response:
@@ -204,7 +209,7 @@ class Handler(BaseHTTPRequestHandler):
         tic = time.time()
         try:
             while time.time() < tic + HEALTH_CHECK_TIMEOUT:
-                time.sleep(1)
+                time.sleep(HEALTH_POLL_S)
                 if engine.last_receive_tstamp > tic:
                     standin.server_status = "Up"
                     return self.reply(200, None)

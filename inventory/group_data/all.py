@@ -45,6 +45,7 @@ router_url = None                 # sglang-router to drain hosts through, e.g. "
 
 # --- the start-up gate, after each restart (thresholds travel in releases/<id>/gate.json) ---
 gate_warmup_s = 1800              # /health budget after a restart: model load + CUDA graphs take minutes
+gate_poll_s = 1.0                 # seconds between the gate's looks at the unit and /health while it waits
 gate_prompts = [                  # the gate's real generations, greedy, max_new_tokens each
     "The capital of France is",
     "Write a Python function that reverses a string.",
@@ -67,11 +68,15 @@ gate_max_error_rate = 0.01        # share of 5xx answers and aborted requests th
 # --- the local fleet's SGLang stand-in (server = "standin") ---
 standin_warmup_s = 10.0           # seconds the stand-in "loads the model" before it listens
 standin_spec_accept_length = None  # e.g. 1.2: the accept length it produces; None: its default (2.8)
+standin_time_scale = 1.0          # multiplies sglang's own fixed waits (5 s SIGTERM watchdog, 1 s health looks); 1: sglang's
 
 # --- how files reach hosts ---
 distribution = "peers"            # wheels and model files cross the uplink once, then hosts fetch them from each other
 share_port = 30089                # where a host serves files to its peers during a run (the fleet network only)
 model_share_port = 30090          # where a host serves its model store to its peers during a run (the same)
+
+# --- the unit ---
+service_restart_s = 5             # RestartSec: how long systemd waits before it starts a crashed server again
 
 # --- housekeeping and safety ---
 verify_stacks = "quick"           # every converge: the venv against its snapshot; "full": every file's RECORD hash

@@ -69,6 +69,7 @@ class GateSettings:
     so a gate run by hand on a host judges as the rollout does.
 
     + warmup_s: how long ``/health`` may take to turn 200 after a restart
+    + poll_s: how often the gate looks at the unit and ``/health`` meanwhile
     + prompts, max_new_tokens: the gate's generations (4 x 64 = 256 tokens by default)
     + min_spec_accept_length: the lowest accept length that passes, or None
     + bake_s, interval_s: how long the bake samples ``/metrics``, and how often
@@ -78,6 +79,7 @@ class GateSettings:
     """
 
     warmup_s: float = 1800.0
+    poll_s: float = 1.0
     prompts: tuple = DEFAULT_PROMPTS
     max_new_tokens: int = 64
     min_spec_accept_length: float | None = None
@@ -134,7 +136,7 @@ def wait_until_healthy(base: str, settings: GateSettings, restarts_at_start: int
             last = f"{layout.unit} is {unit.get('ActiveState')} ({unit.get('SubState')})"
         if time.monotonic() >= deadline:
             raise GateFailed("health", f"not ready within {settings.warmup_s:g} s warm-up ({last})")
-        time.sleep(1.0)
+        time.sleep(settings.poll_s)
 
 
 def generate(base: str, settings: GateSettings, key: str | None) -> list[dict]:
