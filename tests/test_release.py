@@ -2,7 +2,11 @@
 
 import json
 import os
+import signal
 import subprocess
+import time
+
+import pytest
 
 from sglfleet.schema import validate_host_data
 from sglfleet.release import launch_args, render_release
@@ -81,7 +85,75 @@ def test_standin_release_runs_the_standin_with_its_warmup():
                                    standin_spec_accept_length=1.2), "s", "p").launch_script
     assert "export SGLFLEET_STANDIN_WARMUP=2\n" in script
     assert "export SGLFLEET_STANDIN_SPEC_ACCEPT_LENGTH=1.2\n" in script
-    assert "exec /opt/sglfleet/stacks/s/venv/bin/python /opt/sglfleet/standin/sglang_standin.py" in script
+    assert "SGLFLEET_STANDIN_TIME_SCALE" not in script  # sglang's own timing unless asked
+    assert '/opt/sglfleet/stacks/s/venv/bin/python /opt/sglfleet/standin/sglang_standin.py "${args[@]}" &' in script
+    fast = render_release(config(server="standin", gpu_less=True, standin_time_scale=0.1), "s", "p")
+    assert "export SGLFLEET_STANDIN_TIME_SCALE=0.1\n" in fast.launch_script
+
+
+# A server that ends as sglang does: on SIGTERM it drains, then SIGKILLs itself
+# (0.5.9 tokenizer_manager.py:2113-2149); "crash" exits 3 on its own.
+SELF_KILLING_SERVER = """#!/usr/bin/env python3
+import os, signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: (time.sleep(0.2), os.kill(os.getpid(), signal.SIGKILL)))
+open(os.environ["RUNTIME_DIRECTORY"] + "/server.pid", "w").write(str(os.getpid()))
+if os.environ.get("MODE") == "crash":
+    time.sleep(0.3)
+    sys.exit(3)
+while True:
+    time.sleep(1)
+"""
+
+
+@pytest.fixture
+def started(tmp_path):
+    """Start the real launch script, with sglang replaced by ``SELF_KILLING_SERVER``, from releases/abc123/."""
+    server = tmp_path / "server"
+    server.write_text(SELF_KILLING_SERVER)
+    server.chmod(0o755)
+    script = render_release(config(), "s", "p").launch_script
+    script = script.replace("/opt/sglfleet/stacks/s/venv/bin/python -m sglang.launch_server", str(server))
+    folder = tmp_path / "releases" / "abc123"
+    folder.mkdir(parents=True)
+    (folder / "launch").write_text(script)
+    (folder / "launch").chmod(0o755)
+    (tmp_path / "current").symlink_to("releases/abc123")
+    procs = []
+
+    def start(mode="serve"):
+        env = {"PATH": os.environ["PATH"], "RUNTIME_DIRECTORY": str(tmp_path), "MODE": mode}
+        proc = subprocess.Popen([str(tmp_path / "current" / "launch")], env=env)
+        procs.append(proc)
+        deadline = time.monotonic() + 10
+        while not (tmp_path / "server.pid").exists():
+            assert time.monotonic() < deadline and proc.poll() is None, "the server never started"
+            time.sleep(0.02)
+        time.sleep(0.1)
+        proc.server_pid = int((tmp_path / "server.pid").read_text())
+        (tmp_path / "server.pid").unlink()
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+
+
+def test_a_stop_asked_for_ends_the_launch_script_with_success(started):
+    launch = started()
+    # The unit's main process carries its release from the start (the host tool reads it there).
+    environ = open(f"/proc/{launch.pid}/environ", "rb").read().split(b"\0")
+    assert b"SGLFLEET_RELEASE=abc123" in environ
+    launch.send_signal(signal.SIGTERM)  # systemctl stop, with KillMode=mixed
+    assert launch.wait(10) == 0  # the server's own SIGKILL after the drain is a clean stop
+
+
+def test_a_crash_or_a_kill_nobody_asked_for_stays_a_failure(started):
+    assert started("crash").wait(10) == 3
+    launch = started()
+    os.kill(launch.server_pid, signal.SIGKILL)  # the OOM killer, say
+    assert launch.wait(10) == -signal.SIGKILL  # the script ends by the same signal: Restart= applies
 
 
 def test_launch_script_passes_the_api_key_in_a_private_file_not_in_argv(tmp_path):

@@ -65,6 +65,28 @@ def test_unit_runs_the_current_release_with_limits_and_no_secret():
     assert "api-key" not in unit and "TOKEN" not in unit
 
 
+# The compile caches of the stack's wheels (their defaults cited in the unit template):
+# each must survive a restart, so none may stay in the private /tmp or a default.
+COMPILE_CACHES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "FLASHINFER_WORKSPACE_BASE",
+                  "TVM_FFI_CACHE_DIR", "SGLANG_DG_CACHE_DIR", "SGLANG_CACHE_DIR", "CUDA_CACHE_PATH")
+
+
+def test_compile_caches_live_in_the_units_cache_directory():
+    unit = render_unit(CONFIG)
+    set_to = dict(re.findall(r"^Environment=(\w+)=(.*)$", unit, re.M))
+    assert "CacheDirectory=sglang\n" in unit and "PrivateTmp=yes\n" in unit
+    for name in COMPILE_CACHES:
+        assert set_to.get(name, "").startswith("/var/cache/sglang"), name
+
+
+def test_a_stop_goes_to_the_launch_script_alone_and_restarts_wait_as_set():
+    unit = render_unit(CONFIG)
+    assert "KillMode=mixed\n" in unit and "RestartSec=5\n" in unit  # the defaults, for production
+    fast = validate_host_data("node1", {"stack": "dev", "model_path": "m", "speculative_algorithm": None,
+                                        "service_restart_s": 1})
+    assert "RestartSec=1\n" in render_unit(fast)
+
+
 def test_env_file_and_its_redacted_form(tmp_path):
     secrets = load_secrets(None, {"SGLFLEET_HF_TOKEN": HF, "SGLFLEET_API_KEY": KEY})
     text = render_env(secrets)

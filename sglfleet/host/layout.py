@@ -14,6 +14,7 @@ library only: it runs on the hosts' own python3 (3.9 or newer).
     /etc/systemd/system/sglang.service          runs current/launch
     /etc/sglfleet/sglang.env                    secrets, root-only
     /var/lib/sglang/, /run/sglang/              the service's state (its home) and runtime directories
+    /var/cache/sglang/                          the service's compile caches (triton, inductor, JITs)
 
 **Example:**
 
@@ -72,6 +73,11 @@ class Layout:
     def state_dir(self) -> str:
         """The service user's home and model cache: the unit's ``StateDirectory=``."""
         return posixpath.join("/var/lib", self.service)
+
+    @property
+    def cache_dir(self) -> str:
+        """The unit's ``CacheDirectory=``: the compile caches, kept across restarts."""
+        return posixpath.join("/var/cache", self.service)
 
     @property
     def runtime_dir(self) -> str:
