@@ -4,6 +4,7 @@ the stack build's) make one wait for the other or stop it with a clear
 message; they never interleave.
 """
 
+import contextlib
 import re
 import shutil
 import time
@@ -39,10 +40,23 @@ def starts(fleet, host: str, since: float) -> list[float]:
     return [float(re.match(r"\[\s*([\d.]+)\]", line).group(1)) for line in log.splitlines()]
 
 
-def hold_lock(fleet, host: str, seconds: float) -> None:
-    """Another run's lock on ``host`` for ``seconds``, taken before this returns."""
-    fleet.exec(host, f"mkdir -p /opt/sglfleet; setsid -f flock {LOCK} sleep {seconds} </dev/null >/dev/null 2>&1;"
-                     f" sleep 0.3; ! flock -n {LOCK} true")
+HOLDER = "/run/sglfleet-test-lock-holder.pid"
+
+
+@contextlib.contextmanager
+def holding_lock(fleet, host: str, seconds: float = 120):
+    """
+    Another run's lock on ``host``, taken before the block starts and given up as it
+    ends: the holder (its own session) is killed by its pid, so no test waits out a
+    hold. It ends by itself after ``seconds`` should the test die.
+    """
+    fleet.exec(host, f"mkdir -p /opt/sglfleet; setsid sh -c 'echo $$ > {HOLDER}; exec flock {LOCK} sleep {seconds}'"
+                     f" </dev/null >/dev/null 2>&1 & sleep 0.3; ! flock -n {LOCK} true")
+    try:
+        yield
+    finally:
+        fleet.exec(host, f"kill -- -$(cat {HOLDER}) && rm -f {HOLDER}")
+        wait_unlocked(fleet, host)
 
 
 def test_two_converges_at_once_wait_for_each_other(converged, tmp_path):
@@ -86,8 +100,16 @@ def test_converge_waits_for_a_held_host_lock(converged):
     fleet = converged
     assert deploy().returncode == 0  # serving the default release: nothing to switch
     before = host_state(fleet, "node2")["active_since"]
-    hold_lock(fleet, "node2", 10)
-    done = deploy()
+    with holding_lock(fleet, "node2"):
+        run = Run()
+        try:
+            run.wait_for(r"\[node2\] wave1: another sglfleet run holds this host's lock; waiting for it")
+            time.sleep(1)
+            assert run.process.poll() is None  # it waits, and does not give up
+        except BaseException:
+            run.stop()
+            raise
+    done = run.finish()
     assert done.returncode == 0, done.stdout[-3000:]
     assert "[node2] wave1: another sglfleet run holds this host's lock; waiting for it" in done.stdout
     assert host_state(fleet, "node2")["active_since"] == before  # waited, then found it serving
@@ -96,9 +118,8 @@ def test_converge_waits_for_a_held_host_lock(converged):
 
 def test_a_lock_held_past_the_answer_timeout_fails_that_host_in_one_line(converged):
     fleet = converged
-    hold_lock(fleet, "node2", 15)
-    done = deploy("--data", "gate_answer_timeout_s=3")
-    wait_unlocked(fleet, "node2")
+    with holding_lock(fleet, "node2"):
+        done = deploy("--data", "gate_answer_timeout_s=3")
     assert done.returncode != 0
     assert ("[node2] wave1: no answer within 3 s while waiting for another run's lock; check node2, then run again"
             in done.stdout), done.stdout[-3000:]
@@ -106,10 +127,9 @@ def test_a_lock_held_past_the_answer_timeout_fails_that_host_in_one_line(converg
 
 def test_dry_run_does_not_wait_for_a_held_host_lock(converged):
     fleet = converged
-    hold_lock(fleet, "node3", 12)
-    done = pyinfra("deploy.py", "--dry")
-    held = fleet.exec("node3", f"flock -n {LOCK} true", check=False).returncode != 0
-    wait_unlocked(fleet, "node3")
+    with holding_lock(fleet, "node3"):
+        done = pyinfra("deploy.py", "--dry")
+        held = fleet.exec("node3", f"flock -n {LOCK} true", check=False).returncode != 0
     assert done.returncode == 0, done.stdout[-3000:]
     assert ("[node3] wave2: another sglfleet run holds this host's lock; will wait for it, then serve"
             in done.stdout), done.stdout[-3000:]
@@ -119,10 +139,9 @@ def test_dry_run_does_not_wait_for_a_held_host_lock(converged):
 def test_host_tool_stops_with_a_clear_message_when_the_lock_stays_held(converged):
     fleet = converged
     current = host_state(fleet, "node1")["current"]
-    hold_lock(fleet, "node1", 4)
-    result = fleet.exec("node1", f"/opt/sglfleet/bin/sglfleet-release --wait-lock 1 activate {current}",
-                        check=False)
+    with holding_lock(fleet, "node1"):
+        result = fleet.exec("node1", f"/opt/sglfleet/bin/sglfleet-release --wait-lock 1 activate {current}",
+                            check=False)
     assert result.returncode == 3
     assert result.stderr.strip() == (f"another sglfleet run holds {LOCK} (waited 1 s); "
                                      f"try again when it ends")
-    wait_unlocked(fleet, "node1")
