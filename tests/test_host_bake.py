@@ -29,8 +29,10 @@ def histogram(name: str, bounds, observations) -> list[str]:
 
 
 def exposition(requests: int, ttft: list[float], itl: list[float], errors: int = 0,
-               accept_length: float | None = None, throughput: float | None = None) -> str:
-    """/metrics as 0.5.9 renders it after ``requests`` finished requests."""
+               accept_length: float | None = None, throughput: float | None = None,
+               tokens: int | None = None, verify_calls: int | None = None) -> str:
+    """/metrics as 0.5.9 renders it after ``requests`` finished requests; with
+    ``verify_calls``, as 0.5.14 does, which also counts the verify passes."""
     lines = [
         "# HELP sglang:num_requests_total The number of requests.",
         "# TYPE sglang:num_requests_total counter",
@@ -50,6 +52,12 @@ def exposition(requests: int, ttft: list[float], itl: list[float], errors: int =
         lines.append(f"sglang:spec_accept_length{{{sched}}} {accept_length}")
     if throughput is not None:
         lines.append(f"sglang:gen_throughput{{{sched}}} {throughput}")
+    if tokens is not None:
+        lines += ["# TYPE sglang:generation_tokens_total counter",
+                  f"sglang:generation_tokens_total{{{MODEL}}} {float(tokens)}"]
+    if verify_calls is not None:
+        lines += ["# TYPE sglang:spec_verify_calls_total counter",
+                  f"sglang:spec_verify_calls_total{{{sched}}} {float(verify_calls)}"]
     return "\n".join(lines) + "\n"
 
 
@@ -101,6 +109,26 @@ def test_measure_takes_the_difference_between_the_first_and_last_scrape():
     assert figures["error_rate"] == pytest.approx(4 / 100)
     assert figures["spec_accept_length"] == pytest.approx(2.8)  # two decode windows seen
     assert figures["gen_throughput"] == 410.0
+
+
+def test_the_accept_length_comes_from_the_verify_counter_where_the_server_has_it():
+    # 0.5.14: the gauge still says 2.9 from its last decode-stats window, but over the
+    # bake 3000 tokens took 1500 verify passes: exactly 2.0, the figure that counts.
+    scrapes = [prometheus.parse(exposition(100, [0.1] * 100, [0.01] * 900, accept_length=2.9,
+                                           tokens=1000, verify_calls=400)),
+               prometheus.parse(exposition(200, [0.1] * 200, [0.01] * 1800, accept_length=2.9,
+                                           tokens=4000, verify_calls=1900))]
+    assert measure(scrapes, speculative=True)["spec_accept_length"] == 2.0
+    # No verify pass in the window: no figure, and not the gauge's stale one either.
+    assert "spec_accept_length" not in measure([scrapes[1], scrapes[1]], speculative=True)
+
+
+def test_without_the_counter_the_accept_length_is_the_gauges_mean():
+    # 0.5.9 has no spec_verify_calls_total: the decode-stats gauge, as before.
+    scrapes = [prometheus.parse(exposition(100, [0.1] * 100, [0.01] * 900, tokens=1000)),
+               prometheus.parse(exposition(200, [0.1] * 200, [0.01] * 1800, accept_length=2.6,
+                                           tokens=4000))]
+    assert measure(scrapes, speculative=True)["spec_accept_length"] == 2.6
 
 
 def test_a_gauge_at_zero_is_no_window_yet_not_a_figure():

@@ -19,7 +19,11 @@ What is read, and the SGLang 0.5.9 code each reading relies on:
   and ``sglang:gen_throughput``, set every ``decode_log_interval`` decode passes
   (``srt/managers/scheduler_metrics_mixin.py:304-474``); a 0.0 means no window
   was logged yet (the first prefill publishes the defaults,
-  ``scheduler_metrics_mixin.py:300``) and is not a figure.
+  ``scheduler_metrics_mixin.py:300``) and is not a figure. Where the server
+  counts its verify passes (the counter ``sglang:spec_verify_calls_total``, from
+  0.5.14 on, as observed on an H200), the accept length is exact over the bake
+  instead: the difference of ``sglang:generation_tokens_total`` over that of the
+  counter, the way ``meta_info`` divides a request's tokens by its verify steps.
 
 The verdict is ``pass``, ``fail`` or ``inconclusive`` (no request during the
 bake: nothing to judge).
@@ -119,7 +123,11 @@ def measure(samples: list[dict], speculative: bool) -> dict:
             figures[figure] = round(value, 4)
 
     gauges = {"gen_throughput": "sglang:gen_throughput"}
-    if speculative:
+    verifies = _delta(first, last, "sglang:spec_verify_calls_total") if speculative else None
+    if verifies:
+        tokens = _delta(first, last, "sglang:generation_tokens_total") or 0.0
+        figures["spec_accept_length"] = round(tokens / verifies, 3)
+    elif speculative and verifies is None:  # no counter (0.5.9): the decode-stats gauge
         gauges["spec_accept_length"] = "sglang:spec_accept_length"
     for figure, name in gauges.items():
         # Distinct decode-stats windows only, and never the 0.0 of "none logged yet".
