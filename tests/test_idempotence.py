@@ -1,6 +1,7 @@
 """
-Idempotence at fleet level, molecule's sequence: converge, converge again and
-expect zero changes and zero restarts, then verify the hosts' real state.
+Idempotence at fleet level, molecule's sequence: converge, then verify the
+hosts' real state. (Converge again and expect zero changes and zero restarts:
+tests/test_rollout.py's second converge, which stood here twice.)
 """
 
 import json
@@ -10,7 +11,7 @@ import tempfile
 import pytest
 import testinfra
 
-from deploying import deploy
+from deploying import converged, deploy
 from faulting import results
 from sglfleet.stacks import load_stack
 
@@ -26,25 +27,8 @@ def unit_run(fleet, host: str) -> tuple[str, str, str]:
 
 
 @pytest.fixture(scope="module")
-def converged_twice(fleet):
-    first = deploy()
-    assert first.returncode == 0, first.stdout[-3000:]
-    before = {host: unit_run(fleet, host) for host in fleet.hosts}
-    second = deploy()
-    return fleet, second, before
-
-
-def test_second_converge_changes_nothing(converged_twice):
-    fleet, second, _ = converged_twice
-    assert second.returncode == 0, second.stdout[-3000:]
-    totals = results(second.stdout)
-    assert (totals["success"], totals["error"]) == (0, 0), second.stdout[-3000:]
-    assert totals["no_change"] == totals["hosts"]
-
-
-def test_second_converge_restarts_nothing(converged_twice):
-    fleet, _, before = converged_twice
-    assert {host: unit_run(fleet, host) for host in fleet.hosts} == before
+def converged_once(fleet):
+    yield from converged(fleet)
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +43,7 @@ def hosts(fleet):
         shutil.rmtree(sockets, ignore_errors=True)
 
 
-def test_hosts_serve_from_the_current_release(converged_twice, hosts):
+def test_hosts_serve_from_the_current_release(converged_once, hosts):
     stack = load_stack("dev")
     for name, host in hosts.items():
         service = host.service(UNIT)
@@ -80,8 +64,8 @@ def test_hosts_serve_from_the_current_release(converged_twice, hosts):
         assert host.run("/opt/sglfleet/bin/sglfleet-release --wait-lock 0 gate").rc == 0, name
 
 
-def test_a_converge_removes_only_the_temporaries_killed_runs_left(converged_twice):
-    fleet = converged_twice[0]
+def test_a_converge_removes_only_the_temporaries_killed_runs_left(converged_once):
+    fleet = converged_once
     killed = ["/etc/sglfleet/.sglang.env.sglfleet-deadbeef", f"/etc/systemd/system/.{UNIT}.sglfleet-deadbeef"]
     running = "/etc/sglfleet/.sglang.env.sglfleet-0badf00d"  # a concurrent run's, being written
     fleet.exec("node2", f"for f in {' '.join(killed)} {running}; do install -m 600 /dev/null $f; done;"

@@ -3,15 +3,18 @@ The deploy against the local fleet, as an operator runs it: converge, converge
 again, dry run, a staged rollout, failed gates and rollbacks.
 
 The tests share one fleet and run in file order; each leaves every host
-serving, so the next starts from a healthy fleet.
+serving, so the next starts from a healthy fleet. They connect as
+inventory/dev.py does, as production does: the non-root user ``deploy`` with
+passwordless sudo; root never logs in (the module's last test checks that).
 """
 
 import json
 import re
+import time
 
 import pytest
 
-from deploying import SECRETS, converged, deploy, fleet_state, host_state, pyinfra, tree_digest
+from deploying import SECRETS, converged, deploy, fleet_state, host_state, pyinfra, sglfleet, ssh_logins, tree_digest
 
 pytestmark = pytest.mark.fleet
 
@@ -48,8 +51,13 @@ def serving(fleet) -> dict:
     return {host: (state["current"], state["health"]) for host, state in fleet_state(fleet).items()}
 
 
+# When the module's first converge began: logins are looked at from there on.
+MODULE_START: dict[str, float] = {}
+
+
 @pytest.fixture(scope="module")
 def fleet_up(fleet):
+    MODULE_START["at"] = time.time()
     yield from converged(fleet)
 
 
@@ -62,13 +70,21 @@ def test_converge_serves_eagle3_on_every_host(fleet_up):
         assert info["speculative_draft_model_path"] == "lightseekorg/kimi-k2.5-eagle3"
 
 
+def unit_run(fleet, host: str) -> str:
+    """What changes when the unit restarts: its main pid, restart count, and start time."""
+    return fleet.exec(host, "systemctl show sglang.service -p MainPID -p NRestarts "
+                            "-p ActiveEnterTimestampMonotonic").stdout
+
+
 def test_second_converge_changes_nothing_and_restarts_nothing(fleet_up):
-    before = {host: started_at(fleet_up, host) for host in fleet_up.hosts}
+    """Molecule's idempotence step: the same converge again, no change and no restart."""
+    before = {host: unit_run(fleet_up, host) for host in fleet_up.hosts}
     result = deploy()
     assert result.returncode == 0, result.stdout[-3000:]
     totals = results(result.stdout)
     assert totals["success"] == 0 and totals["error"] == 0, result.stdout[-3000:]
-    assert {host: started_at(fleet_up, host) for host in fleet_up.hosts} == before
+    assert totals["no_change"] == totals["hosts"]
+    assert {host: unit_run(fleet_up, host) for host in fleet_up.hosts} == before
 
 
 def test_dry_run_prints_the_plan_and_changes_no_byte(fleet_up):
@@ -94,6 +110,12 @@ def test_change_rolls_out_canary_then_wave1_then_wave2(fleet_up):
     node1, node2, node3 = (started_at(fleet_up, h) for h in ("node1", "node2", "node3"))
     assert node1 < node2 < node3
     assert server_info(fleet_up, "node1")["speculative_num_steps"] == 4
+
+    status = sglfleet("status", "inventory/dev.py", "--json")  # as deploy, with sudo
+    assert status.returncode == 0, status.stdout + status.stderr
+    rows = {row["host"]: row for row in json.loads(status.stdout)}
+    assert {host: rows[host]["current"] for host in fleet_up.hosts} == {h: s["current"] for h, s in after.items()}
+    assert all(rows[host]["stack"].startswith("dev-") and rows[host]["health"] == 200 for host in fleet_up.hosts)
 
 
 def test_canary_that_crashes_is_rolled_back_and_later_waves_are_untouched(fleet_up):
@@ -172,3 +194,10 @@ def test_secrets_stay_in_the_root_only_env_file(fleet_up):
         ).stdout
         for value in SECRETS.values():
             assert value not in visible, host
+
+
+def test_only_the_deploy_user_logged_in_through_the_module(fleet_up):
+    """Every converge, dry run, status, failed gate and rollback above went as ``deploy``."""
+    for host in fleet_up.hosts:
+        users = {user for user, _ in ssh_logins(fleet_up, host, MODULE_START["at"])}
+        assert users == {"deploy"}, (host, users)

@@ -1,8 +1,11 @@
 """
 The production connection on the local fleet: a non-root SSH user (``deploy``)
 with passwordless sudo, as ``pyinfra inventory/prod.py deploy.py`` reaches GPU
-hosts. Root never logs in; secrets never sit in a file others can read; a user
-without sudo is refused before anything changes; a jump host works.
+hosts. Secrets never sit in a file others can read; a user without sudo is
+refused before anything changes; a jump host works; root without sudo still
+converges. The rollout, its gate, dry run, status and rollback as ``deploy``, with
+root never logging in, are tests/test_rollout.py's: inventory/dev.py connects as
+``deploy`` with sudo.
 """
 
 import json
@@ -13,15 +16,13 @@ import time
 
 import pytest
 
-from deploying import converged, deploy, host_state, pyinfra, sglfleet, ssh_logins
+from deploying import converged, deploy, pyinfra, ssh_logins
 
 pytestmark = pytest.mark.fleet
 
 AS_DEPLOY = ("--ssh-user", "deploy", "--sudo")
 CHANGE = ("--data", "speculative_num_steps=4", "--data", "speculative_eagle_topk=1",
           "--data", "speculative_num_draft_tokens=5")
-OTHER = ("--data", "speculative_num_steps=5", "--data", "speculative_eagle_topk=1",
-         "--data", "speculative_num_draft_tokens=6")
 WATCHER = Path(__file__).parent / "data" / "secret_watch.py"
 
 
@@ -29,63 +30,9 @@ def started(fleet, host: str) -> str:
     return fleet.inside(host, "systemctl show sglang.service -p ActiveEnterTimestampMonotonic").stdout
 
 
-def currents(fleet) -> dict[str, str]:
-    return {host: host_state(fleet, host)["current"] for host in fleet.hosts}
-
-
-# When the module's first converge began: root's logins are looked for from there on.
-FIRST_CONVERGE: dict[str, float] = {}
-
-
 @pytest.fixture(scope="module")
 def as_deploy(fleet):
-    FIRST_CONVERGE["at"] = time.time()
     yield from converged(fleet, *AS_DEPLOY)
-
-
-def test_deploy_user_rolls_out_gates_and_rolls_back_without_root_logging_in(as_deploy):
-    fleet = as_deploy
-    since = FIRST_CONVERGE["at"]  # the fixture's converge as deploy, then everything below
-    first = currents(fleet)
-
-    rollout = deploy(*AS_DEPLOY, *CHANGE)
-    assert rollout.returncode == 0, rollout.stdout[-3000:]
-    rolled = currents(fleet)
-    assert all(rolled[host] != first[host] for host in fleet.hosts)
-    starts = {host: started(fleet, host) for host in fleet.hosts}
-
-    again = deploy(*AS_DEPLOY, *CHANGE)
-    assert again.returncode == 0 and "Grand total" in again.stdout, again.stdout[-3000:]
-    assert re.search(r"Grand total\s+\d+\s+-\s+-", again.stdout), again.stdout[-2000:]  # no change
-    assert {host: started(fleet, host) for host in fleet.hosts} == starts  # no restart
-
-    before_dry = {host: tree_digest_inside(fleet, host) for host in fleet.hosts}
-    dry = pyinfra("deploy.py", "--dry", "--diff", *AS_DEPLOY, *OTHER)
-    assert dry.returncode == 0, dry.stdout[-3000:]
-    assert "+ --speculative-num-steps 5" in dry.stdout
-    assert {host: tree_digest_inside(fleet, host) for host in fleet.hosts} == before_dry
-
-    status = sglfleet("status", "inventory/dev.py", "--ssh-user", "deploy", "--sudo", "--json")
-    assert status.returncode == 0, status.stdout + status.stderr
-    rows = {row["host"]: row for row in json.loads(status.stdout)}
-    assert {host: rows[host]["current"] for host in fleet.hosts} == rolled
-    assert all(rows[host]["stack"].startswith("dev-") and rows[host]["health"] == 200 for host in fleet.hosts)
-
-    back = pyinfra("rollback.py", "-y", *AS_DEPLOY)
-    assert back.returncode == 0, back.stdout[-3000:]
-    assert currents(fleet) == first
-
-    fleet.fault("node1", "crash")
-    failed = deploy(*AS_DEPLOY, *OTHER, "--data", "gate_warmup_s=30")
-    fleet.fault("node1", "clear")
-    assert failed.returncode != 0
-    assert re.search(r"\[node1\] gate failed on release \w+: unit: ", failed.stdout), failed.stdout[-3000:]
-    assert "wave1 not started: node1 of canary did not pass (1 of 1 hosts, above max_fail_percentage 0)" in failed.stdout
-    assert currents(fleet) == first  # the canary serves its release again; the others were not touched
-
-    for host in fleet.hosts:
-        users = {user for user, _ in ssh_logins(fleet, host, since)}
-        assert users == {"deploy"}, (host, users)
 
 
 def tree_digest_inside(fleet, host: str) -> str:
