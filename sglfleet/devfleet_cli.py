@@ -125,7 +125,7 @@ def exec_(host, command):
 @click.argument("mode", type=click.Choice([*FAULT_MODES, "clear"]))
 @click.argument("params", nargs=-1)
 def fault(host, mode, params):
-    """Set the stand-in's fault on HOST for its next start (clear removes it); slow-after takes SECONDS [FACTOR]."""
+    """Set the stand-in's fault on HOST for its next start (clear removes it); slow-load takes SECONDS, slow-after SECONDS [FACTOR]."""
     mode = " ".join([mode, *params])
     try:
         _fleet().fault(host, mode)

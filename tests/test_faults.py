@@ -6,8 +6,9 @@ output said about each host, and that running the same command again finishes
 the rollout with no manual clean-up.
 
 Invariant: no host is left without a serving release, except one powered off.
-Each test rolls out its own release (``standin_warmup_s`` is part of it, and a
-few seconds of warm-up leave time to strike during the gate).
+Each test rolls out its own release (``standin_warmup_s`` is part of it). The
+host a fault strikes during its gate loads slowly (the stand-in's ``slow-load``
+fault), which leaves time to strike; the others start at their usual pace.
 """
 
 import os
@@ -45,10 +46,23 @@ def fleet_ok(fleet):
     heal()
 
 
+@pytest.fixture(autouse=True)
+def no_fault_left(fleet_ok):
+    """A test's stand-in faults end with it."""
+    yield
+    for host in fleet_ok.hosts:
+        if fleet_ok.system_state(host) != "unreachable":
+            fleet_ok.fault(host, "clear")
+
+
+SLOW_LOAD = "slow-load 2.5"  # node2 takes 2.5 s more to load: the window a fault strikes in
+
+
 def test_host_powered_off_in_its_restart(fleet_ok):
     fleet = fleet_ok
     before = serving(fleet)
-    args = ("--data", "standin_warmup_s=4.1")
+    args = ("--data", "standin_warmup_s=2.1")
+    fleet.fault("node2", SLOW_LOAD)
     run = Run(*args)
     try:
         run.wait_for(r"\[node2\] wave1: will switch")
@@ -74,7 +88,8 @@ def test_host_powered_off_in_its_restart(fleet_ok):
 
 def test_link_cut_during_the_gate(fleet_ok):
     fleet = fleet_ok
-    args = ("--data", "standin_warmup_s=4.2")
+    args = ("--data", "standin_warmup_s=2.2")
+    fleet.fault("node2", SLOW_LOAD)
     run = Run(*args)
     try:
         run.wait_for(r"\[node2\] wave1: will switch")
@@ -101,7 +116,8 @@ def test_link_cut_for_good_during_the_gate(fleet_ok):
     before = serving(fleet)
     # The answer's timeout bounds every host's switch and gate: long enough for the canary's
     # on a loaded 2-core machine (it once took over 12 s there), short enough to wait out.
-    args = ("--data", "standin_warmup_s=4.7", "--data", "gate_answer_timeout_s=30")
+    args = ("--data", "standin_warmup_s=2.3", "--data", "gate_answer_timeout_s=30")
+    fleet.fault("node2", SLOW_LOAD)
     run = Run(*args)
     try:
         run.wait_for(r"\[node1\] canary: gate passed")
@@ -129,15 +145,17 @@ def test_link_cut_for_good_during_the_gate(fleet_ok):
 
 
 @pytest.mark.parametrize("moment, signum, warmup", [
-    ("between waves", signal.SIGINT, "4.3"),
-    ("in a wave", signal.SIGINT, "4.4"),
-    ("between waves", signal.SIGKILL, "4.5"),
-    ("in a wave", signal.SIGKILL, "4.6"),
+    ("between waves", signal.SIGINT, "2.4"),
+    ("in a wave", signal.SIGINT, "2.5"),
+    ("between waves", signal.SIGKILL, "2.6"),
+    ("in a wave", signal.SIGKILL, "2.7"),
 ], ids=["between-waves-SIGINT", "in-a-wave-SIGINT", "between-waves-SIGKILL", "in-a-wave-SIGKILL"])
 def test_controller_interrupted(fleet_ok, moment, signum, warmup):
     fleet = fleet_ok
     before = serving(fleet)
     args = ("--data", f"standin_warmup_s={warmup}")
+    if moment == "in a wave":
+        fleet.fault("node2", SLOW_LOAD)
     run = Run(*args)
     try:
         if moment == "between waves":
@@ -170,7 +188,7 @@ def test_controller_interrupted(fleet_ok, moment, signum, warmup):
 
 def test_service_killed_right_after_its_gate(fleet_ok):
     fleet = fleet_ok
-    args = ("--data", "standin_warmup_s=2.7")
+    args = ("--data", "standin_warmup_s=2.8")
     run = Run(*args)
     try:
         run.wait_for(r"\[node1\] canary: will switch[^\n]*\n(?:.*\n)*?\s+\[node1\] Success")
@@ -183,7 +201,7 @@ def test_service_killed_right_after_its_gate(fleet_ok):
     release = new_release(done.stdout)
     assert done.returncode == 0, done.stdout[-3000:]
 
-    # Restart=on-failure brings it back (RestartSec=5, then the warm-up).
+    # Restart=on-failure brings it back (RestartSec, service_restart_s, then the warm-up).
     assert wait_serving(fleet, "node1", timeout=30) == release
     assert int(fleet.exec("node1", "systemctl show -p NRestarts --value sglang.service").stdout) > int(restarts)
     again = deploy(*args)

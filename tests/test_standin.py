@@ -528,6 +528,46 @@ def test_sigterm_drains_in_flight_requests_then_the_server_kills_itself(launch, 
     assert "Gracefully exiting... Remaining number of requests 1." in err
 
 
+def test_sglangs_own_waits_are_its_real_ones_unless_scaled(launch, sglang_059):
+    """0.5.9's fixed waits by default (5 s SIGTERM watchdog, 1 s looks of /health and of the
+    warm-up, cited where they are set); SGLFLEET_STANDIN_TIME_SCALE shrinks each alike."""
+    def waits(scale: str | None) -> list[float]:
+        env = {**os.environ, "PYTHONPATH": str(STANDIN.parent)}
+        env.pop("SGLFLEET_STANDIN_TIME_SCALE", None)
+        if scale:
+            env["SGLFLEET_STANDIN_TIME_SCALE"] = scale
+        code = ("import sglang_standin as s, standin_http as h; "
+                "print(s.SIGTERM_WATCHDOG_S, h.HEALTH_POLL_S, h.MODEL_INFO_POLL_S)")
+        out = subprocess.run([sys.executable, "-c", code], env=env, cwd=STANDIN.parent,
+                             capture_output=True, text=True, check=True).stdout
+        return [float(word) for word in out.split()]
+
+    assert waits(None) == [5.0, 1.0, 1.0]
+    assert waits("0.1") == pytest.approx([0.5, 0.1, 0.1])
+    # Scaled, in behaviour: a /health of a server that is up answers in a tenth of a second,
+    # and a stop after the first generation ends within the watchdog's half second.
+    proc = launch(sglang_059, *KIMI_PATH, SGLFLEET_STANDIN_TIME_SCALE="0.1")
+    wait_for(proc)
+    started = time.monotonic()
+    assert get(proc.url + "/health_generate") == (200, "")
+    assert 0.08 <= time.monotonic() - started < 0.5
+    started = time.monotonic()
+    code, err = stop(proc)
+    assert code == -signal.SIGKILL and time.monotonic() - started < 2.0
+    assert "Draining requests and shutting down" in err
+
+
+def test_fault_slow_load_stretches_loading_only(launch, sglang_059):
+    proc = launch(sglang_059, *KIMI_PATH, fault="slow-load 1.5", warmup=0.2)
+    started = time.monotonic()
+    wait_listening(proc)
+    assert time.monotonic() - started >= 1.3  # 0.2 s of loading, 1.5 s more
+    wait_for(proc)
+    started = time.monotonic()
+    assert generate(proc, 8)["meta_info"]["completion_tokens"] == 8
+    assert time.monotonic() - started < 0.5  # once up, as fast as ever
+
+
 def test_sigint_is_uvicorns_graceful_stop(launch, sglang_059):
     proc = launch(sglang_059, *KIMI_PATH)
     wait_for(proc)

@@ -57,7 +57,8 @@ Environment:
 - ``SGLFLEET_STANDIN_FAULT_FILE``, ``SGLFLEET_ROOT``,
   ``SGLFLEET_STANDIN_SLOW_WARMUP``, ``SGLFLEET_STANDIN_SLOW_GENERATE``: faults,
   see ``standin_faults`` (``crash``, ``hang``, ``unready``, ``slow``,
-  ``slow-after <seconds> [<factor>]``, each optionally ``spare <release-id>``).
+  ``slow-load <seconds>``, ``slow-after <seconds> [<factor>]``, each optionally
+  ``spare <release-id>``).
 - sglang's own ``SGLANG_HEALTH_CHECK_TIMEOUT``,
   ``SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION``, ``SGLANG_ENABLE_SPEC_V2``,
   ``SGL_FORCE_SHUTDOWN`` act as in 0.5.9.
@@ -176,6 +177,8 @@ def main(argv: list[str]) -> int:
         slow = os.environ.get("SGLFLEET_STANDIN_SLOW_WARMUP")
         warmup = float(slow) if slow else warmup * 10
         prefill_extra = float(os.environ.get("SGLFLEET_STANDIN_SLOW_GENERATE", "2"))
+    if fault is not None and fault.mode == "slow-load":
+        warmup += fault.load_s
     if fault is not None and fault.mode == "crash":
         time.sleep(0.3)
         logger.error("Scheduler hit an exception: Traceback (most recent call last):\n"

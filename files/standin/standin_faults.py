@@ -15,6 +15,10 @@ spared, so a host fails on its new release and a rollback serves again.
   ``SGLFLEET_STANDIN_SLOW_WARMUP`` seconds) and every prefill pass takes
   ``SGLFLEET_STANDIN_SLOW_GENERATE`` seconds more (default 2), so each
   generation and each ``/health`` check is that much slower.
+- ``slow-load <seconds>``: loading takes ``<seconds>`` more, as with cold
+  compile caches or a slow disk; once up, the server is as fast as ever. It
+  gives one host a long start (time to strike during its gate) while the
+  others start at their usual pace.
 - ``slow-after <seconds> [<factor>]``: from ``<seconds>`` after the server is
   up (its warm-up done), every forward pass takes ``<factor>`` times as long
   (default 20): time to first token and inter-token latency regress after a
@@ -39,16 +43,18 @@ from pathlib import Path
 logger = logging.getLogger("sglang.standin")
 
 DEFAULT_FAULT_FILE = "/etc/sglfleet/standin-fault"
-FAULTS = ("crash", "hang", "unready", "slow", "slow-after")
+FAULTS = ("crash", "hang", "unready", "slow", "slow-load", "slow-after")
 
 
 @dataclass(frozen=True)
 class Fault:
-    """A fault mode and, for ``slow-after``, when it starts and how slow it makes passes."""
+    """A fault mode; for ``slow-after``, when it starts and how slow it makes passes;
+    for ``slow-load``, the seconds loading takes more."""
 
     mode: str
     after_s: float = 0.0
     factor: float = 20.0
+    load_s: float = 0.0
 
 
 def serving_release() -> str | None:
@@ -73,6 +79,15 @@ def read_fault() -> Fault | None:
         logger.warning(f"stand-in: ignoring unknown fault {word!r} in {path} "
                        f"(one of {', '.join(FAULTS)})")
         return None
+    if word == "slow-load":
+        try:
+            (seconds,) = (float(p) for p in params)
+            if seconds < 0:
+                raise ValueError
+        except ValueError:
+            logger.warning(f"stand-in: ignoring {' '.join([word, *params])!r} in {path} (slow-load <seconds>)")
+            return None
+        return Fault(word, load_s=seconds)
     if word != "slow-after":
         return Fault(word)
     try:

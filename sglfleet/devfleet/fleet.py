@@ -40,17 +40,18 @@ BOOT_TIMEOUT = 120.0
 # journal, logind, sshd), a serving one a few more.
 INOTIFY_PER_HOST = 16
 FAULT_FILE = LAYOUT.fault_file
-# "slow-after" takes arguments: "slow-after <seconds> [<factor>]" (files/standin/standin_faults.py).
-FAULT_MODES = ("crash", "hang", "unready", "slow", "slow-after")
+# Two take arguments: "slow-load <seconds>", "slow-after <seconds> [<factor>]"
+# (files/standin/standin_faults.py).
+FAULT_MODES = ("crash", "hang", "unready", "slow", "slow-load", "slow-after")
+FAULT_PARAMS = {"slow-load": (1, 1), "slow-after": (1, 2)}  # mode -> (fewest, most) numbers
 
 
 def _known_fault(mode: str) -> bool:
-    """A fault mode, with arguments only for slow-after (one or two numbers)."""
+    """A fault mode, with its numbers (each >= 0) where it takes them."""
     word, *params = mode.split() or [""]
-    if word != "slow-after":
-        return word in FAULT_MODES and not params
+    fewest, most = FAULT_PARAMS.get(word, (0, 0))
     try:
-        return 1 <= len(params) <= 2 and all(float(p) >= 0 for p in params)
+        return word in FAULT_MODES and fewest <= len(params) <= most and all(float(p) >= 0 for p in params)
     except ValueError:
         return False
 
@@ -214,7 +215,8 @@ class Fleet:
         Set the stand-in's fault mode on ``host`` for starts of any release but
         the one serving now.
 
-        + mode: crash, hang, unready, slow, slow-after <seconds> [<factor>]; or clear
+        + mode: crash, hang, unready, slow, slow-load <seconds>, slow-after <seconds> [<factor>];
+          or clear
           to remove the fault
 
         **Example:**
