@@ -2,8 +2,9 @@
 pyinfra's configuration for sglfleet deploys (loaded from the working directory).
 
 The inventory is validated as soon as pyinfra has built it, before any SSH
-connection: bad input gets one message per problem and touches no host. A dry
-run always shows its plan. A rollout ends with a summary that names the hosts
+connection: bad input gets one message per problem and touches no host. A run
+that executes keeps its events in the controller's event log. A dry run always
+shows its plan. A rollout ends with a summary that names the hosts
 that failed. A Ctrl-C exits 130 and says what it left.
 """
 
@@ -13,10 +14,12 @@ from pyinfra import state
 
 from sglfleet.dryrun import plan_when_dry
 from sglfleet.interrupt import exit_130_on_interrupt
+from sglfleet.run_events import record_events
 from sglfleet.summary import print_summary
 from sglfleet.validation import validate_before_connecting
 
 validate_before_connecting(state)
+record_events(state)
 plan_when_dry(state)
 exit_130_on_interrupt()
 atexit.register(print_summary)

@@ -9,6 +9,7 @@ import click
 SUBCOMMANDS = {
     "patch": "sglfleet.patch_cli:patch",
     "devfleet": "sglfleet.devfleet_cli:devfleet",
+    "events": "sglfleet.events_cli:events",
     "lint": "sglfleet.lint_cli:lint",
     "lock": "sglfleet.stacks_cli:lock",
     "model": "sglfleet.models_cli:model",
@@ -29,4 +30,4 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup)
 def main():
-    """Provision SGLang + EAGLE-3 fleets: patch, local fleet, lint, lock, model, status."""
+    """Provision SGLang + EAGLE-3 fleets: patch, local fleet, lint, lock, model, status, events."""

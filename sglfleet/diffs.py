@@ -17,6 +17,8 @@ from __future__ import annotations
 from pyinfra import host, logger, state
 from pyinfra.operations.util.files import generate_color_diff
 
+from sglfleet import run_events
+
 
 def first_pass() -> bool:
     """
@@ -40,7 +42,9 @@ def report_drift(what: str, differences: list[str], action: str) -> None:
     + action: e.g. ``"will build it again from its lock"``
     """
     if first_pass():
-        host.log(f"Drift: {what} changed on the host: {'; '.join(differences)}; {action}", logger.warning)
+        line = f"Drift: {what} changed on the host: {'; '.join(differences)}; {action}"
+        host.log(line, logger.warning)
+        run_events.drift_found(host.name, what, line)
 
 
 def show_diff(title: str, old: str, new: str) -> None:

@@ -30,6 +30,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from sglfleet import PROJECT_ROOT
 from sglfleet.errors import ConfigError
+from sglfleet.events import REASONS
 from sglfleet.stacks import STACKS_DIR
 
 DEFAULTS_FILE = PROJECT_ROOT / "inventory" / "group_data" / "all.py"
@@ -141,6 +142,18 @@ Text = Annotated[str, Field(min_length=1, pattern=r"^[^\x00-\x1f\x7f]+$")]
 Url = Annotated[str, Field(pattern=r"^https?://[^\s/:]+(:\d+)?/?$")]
 Prompts = Annotated[list[Text], BeforeValidator(_to_prompts)]
 Serial = Annotated[list[Union[int, str]], BeforeValidator(_to_serial)]
+
+
+class NotifyWebhook(BaseModel):
+    """One webhook: where the events it subscribes to are POSTed (``sglfleet.webhooks``)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    url: Annotated[str, Field(pattern=r"^https?://[^\s]+$")] = Field(
+        description='an http(s) URL, "{token}" where SGLFLEET_WEBHOOK_TOKEN goes, e.g. '
+                    '"https://hooks.example.internal/sglfleet/{token}"')
+    reasons: list[Literal[REASONS]] = Field(min_length=1, description='event reasons, e.g. ["RunFinished", '
+                                                                      '"GateFailed"] (sglfleet.events.REASONS)')
 
 
 class LaunchSettings(BaseModel):
@@ -255,6 +268,11 @@ class HostConfig(BaseModel):
     stacks_keep: Int = Field(ge=0, description="a whole number >= 0, e.g. 1")
     allow_unhashed_lock: Bool = Field(description="true or false")
     secrets_file: Text = Field(description="a path outside the repository, e.g. ~/.config/sglfleet/secrets.env")
+
+    # what happened stays visible
+    events_file: Optional[Text] = Field(description='a path on the controller, e.g. "~/sglfleet-events.jsonl", '
+                                                    'or None for $XDG_STATE_HOME/sglfleet/events.jsonl')
+    notify_webhooks: list[NotifyWebhook] = Field(description='a list of {"url": ..., "reasons": [...]}')
 
 
 # Keys an earlier sglfleet had, and their names now.

@@ -32,6 +32,8 @@ from sglfleet.templates import TEMPLATES, render
 
 # controller variable (environment or secrets file) -> variable in sglang.env
 NAMES = {"SGLFLEET_HF_TOKEN": "HF_TOKEN", "SGLFLEET_API_KEY": "SGLANG_API_KEY"}
+# Secrets the controller alone uses (sglfleet.webhooks): allowed in the file, never sent to hosts.
+CONTROLLER_ONLY = ("SGLFLEET_WEBHOOK_TOKEN",)
 # Written unquoted into a systemd EnvironmentFile and a YAML single-quoted scalar.
 SAFE_VALUE = re.compile(r"^[A-Za-z0-9._~+/=:@%^,-]+$")
 
@@ -67,9 +69,11 @@ def _read_file(path: Path) -> dict[str, str]:
             continue
         name, sep, value = line.removeprefix("export ").partition("=")
         name = name.strip()
-        if not sep or name not in NAMES:
-            raise SecretsError(f"{path}:{number}: expected one of {', '.join(NAMES)}=value; fix the line")
-        found[name] = value.strip().strip("'\"")
+        if not sep or name not in (*NAMES, *CONTROLLER_ONLY):
+            raise SecretsError(f"{path}:{number}: expected one of {', '.join((*NAMES, *CONTROLLER_ONLY))}=value; "
+                               f"fix the line")
+        if name in NAMES:
+            found[name] = value.strip().strip("'\"")
     return found
 
 

@@ -47,6 +47,24 @@ def held(waves: list[str], until: str) -> None:
                 f"rollout_until to go on"]
 
 
+def paused() -> str | None:
+    """What ``rollout_until`` held back this run, or None."""
+    return _held[0] if _held else None
+
+
+def passed_hosts() -> list[str]:
+    return sorted(_passed, key=_host_order)
+
+
+def failed_hosts() -> list[str]:
+    return sorted(_failed, key=_host_order)
+
+
+def failure(host_name: str) -> str | None:
+    """Why ``host_name`` failed (the first reason), or None."""
+    return _failed.get(host_name)
+
+
 def lines() -> list[str]:
     """The summary, one line each, or [] when this run switched nothing."""
     out = []

@@ -84,3 +84,7 @@ releases_keep = 3                 # old releases kept besides current and previo
 stacks_keep = 1                   # old stacks kept besides those of current and previous
 allow_unhashed_lock = False       # never in production: a stack lock without hashes is refused
 secrets_file = "~/.config/sglfleet/secrets.env"  # on the controller, outside the repo, mode 0600
+
+# --- what happened stays visible (sglfleet events) ---
+events_file = None                # the controller's event log; None: $XDG_STATE_HOME/sglfleet/events.jsonl
+notify_webhooks = []              # e.g. [{"url": "https://hooks.internal/x/{token}", "reasons": ["RunFinished"]}]

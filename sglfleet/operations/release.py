@@ -23,7 +23,7 @@ import gevent
 from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, FunctionCommand, StringCommand, operation
 
-from sglfleet import router, summary
+from sglfleet import router, run_events, summary
 from sglfleet.diffs import report_drift, show_diff, wants_diff
 from sglfleet.facts.files import FileBytes
 from sglfleet.facts.release import ReleaseState
@@ -127,6 +127,7 @@ class WaveStep:
 
     + label: the batch's name in messages: its wave (``"wave1"``), or with
       ``rollout_serial``, ``"wave1 batch 3"``
+    + hosts: the hosts of this batch
     + earlier: ``(label, hosts)`` of each earlier batch of this run, in order
     + max_fail_percentage: an earlier batch with more failed hosts (in %) stops this one
     + bake_s: how long the batch bakes once its hosts pass their start-up gates (0: no bake)
@@ -139,6 +140,7 @@ class WaveStep:
     """
 
     label: str
+    hosts: tuple[str, ...] = ()
     earlier: tuple[tuple[str, tuple[str, ...]], ...] = ()
     max_fail_percentage: float = 0.0
     bake_s: float = 0.0
@@ -225,7 +227,7 @@ def activated(release_id: str, step: WaveStep):
                                           f"{found.serving or 'nothing'}"], "will switch it behind the gate")
         host.log(f"{step.label}: will switch {was} -> {release_id}, gate"
                  + (f" and bake {step.bake_s:g} s" if step.bake_s else ""), logger.info)
-    yield HostFunctionCommand(_switch_in_wave, (step, release_id, restart), {})
+    yield HostFunctionCommand(_switch_in_wave, (step, release_id, restart, found.serving or found.current), {})
 
 
 @operation(is_idempotent=False)
@@ -296,8 +298,11 @@ def _router(step: WaveStep, action) -> str | None:
     return None
 
 
-def _verdicts(host, step: WaveStep, results: list[dict]) -> None:
-    """Log each gate and bake verdict with its figures, and keep it for the run's summary."""
+BAKE_REASONS = {"pass": "BakePassed", "fail": "BakeFailed", "inconclusive": "BakeInconclusive"}
+
+
+def _verdicts(host, step: WaveStep, results: list[dict], from_release: str | None = None) -> None:
+    """Log each gate and bake verdict with its figures, keep it for the run's summary, record it as an event."""
     for result in results:
         figures = result.get("figures") or {}
         if result.get("stage") == "startup" and result.get("passed") and not result.get("already"):
@@ -305,12 +310,24 @@ def _verdicts(host, step: WaveStep, results: list[dict]) -> None:
                       if "spec_accept_length" in figures else "")
             line = (f"gate passed on {result['release']} ({accept}{figures.get('tokens', 0)} "
                     f"tokens in {figures.get('requests', 0)} generations, {figures.get('seconds', 0):g} s)")
+            reason = "GatePassed"
+        elif result.get("stage") == "startup" and result.get("passed") is False:
+            run_events.emit("GateFailed", host=host.name, from_release=from_release, to_release=result["release"],
+                            message=f"gate failed on release {result['release']}: {result.get('failure')}")
+            continue
         elif result.get("stage") == "bake":
             line = f"bake {result['verdict']} on {result['release']} ({describe(figures)})"
+            reason = BAKE_REASONS[result["verdict"]]
+            figures = {**figures, "baseline": result.get("baseline")} if result.get("baseline") else figures
         else:
             continue
         host.log(f"{step.label}: {line}", logger.info)
         summary.verdict(host.name, line)
+        run_events.emit(reason, host=host.name, from_release=from_release, to_release=result["release"],
+                        figures=figures, message=line)
+
+
+_over: set[str] = set()  # batches already recorded as stopped by the budget
 
 
 def _over_budget(state, step: WaveStep) -> str | None:
@@ -319,18 +336,27 @@ def _over_budget(state, step: WaveStep) -> str | None:
     for label, hosts in step.earlier:
         failed = [name for name in hosts if name in failed_names]
         if failed and len(failed) * 100 > step.max_fail_percentage * len(hosts):
-            return (f"{step.label} not started: {', '.join(failed)} of {label} did not pass "
-                    f"({len(failed)} of {len(hosts)} hosts, above max_fail_percentage {step.max_fail_percentage:g})")
+            why = (f"{step.label} not started: {', '.join(failed)} of {label} did not pass "
+                   f"({len(failed)} of {len(hosts)} hosts, above max_fail_percentage {step.max_fail_percentage:g})")
+            if step.label not in _over:
+                _over.add(step.label)
+                run_events.emit("FailureBudgetExceeded", figures={"failed": len(failed), "hosts": len(hosts),
+                                                                  "max_fail_percentage": step.max_fail_percentage},
+                                message=why)
+            return why
     return None
 
 
-def _switch_in_wave(state, host, connector_arguments, step: WaveStep, release_id: str, restart: bool = False):
+def _switch_in_wave(state, host, connector_arguments, step: WaveStep, release_id: str, restart: bool = False,
+                    from_release: str | None = None):
     """
     Switch the host once every earlier wave passed, keeping the router in step;
     then bake. Returns False to fail this host.
     """
+    run_events.batch_reached(step.label, step.hosts)
     if stop := _over_budget(state, step):
         return _log_error(state, host, stop)
+    run_events.batch_started(step.label)
     if error := _router(step, router.drain):
         return _log_error(state, host, f"{error}; not switched")
     try:
@@ -339,7 +365,13 @@ def _switch_in_wave(state, host, connector_arguments, step: WaveStep, release_id
     except _Lost as lost:
         return _log_error(state, host, _lost(host, str(lost)))
     passed = status == "0"
-    _verdicts(host, step, results)
+    if any(result.get("stage") == "startup" and not result.get("already") for result in results):
+        run_events.emit("HostSwitched", host=host.name, from_release=from_release, to_release=release_id,
+                        message=f"{step.label}: switched {from_release or 'nothing'} -> {release_id}, restarted")
+    _verdicts(host, step, results, from_release)
+    if status == "1":  # the gate failed, and the host serves its earlier release again
+        run_events.emit("HostRolledBack", host=host.name, from_release=release_id, to_release=from_release,
+                        message=f"{step.label}: back to {from_release or 'its earlier release'} after its gate failed")
     for line in () if passed else messages or [_lost(host, f"exit status {status or 'unknown'}")]:
         _log_error(state, host, line)
     # 1: the gate failed and the host serves its earlier release again; rejoin either way.
@@ -375,6 +407,9 @@ def _bake_in_wave(state, host, connector_arguments, step: WaveStep, release_id: 
         status, _, messages = _tool(host, connector_arguments, step, "revert", release_id)
     except _Lost as lost:
         return _log_error(state, host, _lost(host, str(lost)))
+    if status == "1":
+        run_events.emit("HostRolledBack", host=host.name, from_release=release_id,
+                        message=f"{step.label}: back to its earlier release after its bake failed")
     for line in messages:
         _log_error(state, host, line)
     if status in ("0", "1") and (error := _router(step, router.join)):
@@ -393,8 +428,10 @@ def _relink(state, host, connector_arguments, step: WaveStep, release_id: str):
 
 
 def _rollback_in_wave(state, host, connector_arguments, step: WaveStep):
+    run_events.batch_reached(step.label, step.hosts)
     if stop := _over_budget(state, step):
         return _log_error(state, host, stop)
+    run_events.batch_started(step.label)
     if error := _router(step, router.drain):
         return _log_error(state, host, f"{error}; not switched")
     try:
@@ -406,12 +443,17 @@ def _rollback_in_wave(state, host, connector_arguments, step: WaveStep):
     if status in ("0", "1") and (error := _router(step, router.join)):
         return _log_error(state, host, error)
     if status == "0":
-        summary.passed(host.name, f"rolled back to {results[-1]['release'] if results else 'its previous release'}")
+        back = results[-1]["release"] if results else None
+        summary.passed(host.name, f"rolled back to {back or 'its previous release'}")
+        run_events.emit("HostRolledBack", host=host.name, to_release=back,
+                        message=f"{step.label}: rolled back to {back or 'its previous release'}")
     return status == "0"
 
 
 def _log_error(state, host, message):
     """Log ``message`` as this host's error (the run's summary keeps the first); returns False, so it fails the host."""
     host.log_styled(message, fg="red", log_func=logger.error)
+    if host.name not in summary.failed_hosts():  # the first line says why; the rest explain it
+        run_events.emit("HostFailed", host=host.name, message=message)
     summary.failed(host.name, message)
     return False

@@ -1,0 +1,156 @@
+"""
+This run's events: opened once pyinfra has the inventory, written by the rollout as it goes.
+
+``config.py`` calls ``record_events(state)``; the rollout then calls ``emit``,
+``batch_reached``, ``batch_started`` and ``drift_found``, which do nothing in a run that records
+nothing (a dry run, ``pyinfra ... exec``, or code run outside pyinfra). At exit
+the last batch is completed, the drift a run found is marked repaired on the
+hosts that finished without error, and ``RunFinished`` closes the run.
+
+**Example:**
+
+.. code:: python
+
+    # config.py
+    record_events(state)
+    # an operation's command, while executing
+    emit("GatePassed", host="node1", to_release="3f2a9c1d", figures={"tokens": 256})
+"""
+
+from __future__ import annotations
+
+import atexit
+from pathlib import Path
+
+import click
+import gevent
+
+from sglfleet import summary
+from sglfleet.events import EventLog, default_path
+from sglfleet.secrets import SecretsError, load_secrets
+from sglfleet.webhooks import ATTEMPTS, BACKOFF_S, TIMEOUT_S, Webhook, WebhookError
+
+# The playbooks whose runs are recorded; any other (``exec``, a fact) changes no release.
+PLAYBOOKS = ("deploy.py", "rollback.py")
+
+_log: EventLog | None = None
+_batches: list[tuple[str, tuple[str, ...]]] = []  # reached, in order: (label, hosts)
+_started: set[str] = set()
+_deliveries: list = []  # webhook POSTs under way, each in its own greenlet
+# How long the end of a run waits for the last notifications: one webhook's every try.
+DELIVERY_WAIT_S = ATTEMPTS * TIMEOUT_S + (2 ** (ATTEMPTS - 1) - 1) * BACKOFF_S + 1
+_drifted: dict[str, list[str]] = {}               # host -> what drifted
+
+
+def emit(reason: str, **fields) -> None:
+    """Record one event of this run, when it records any (see ``EventLog.emit`` for the fields)."""
+    if _log is not None:
+        _log.emit(reason, **fields)
+
+
+def batch_reached(label: str, hosts: tuple[str, ...]) -> None:
+    """The run reached batch ``label`` (its first host's turn): the batch before it is complete (once)."""
+    if _log is None or any(reached == label for reached, _ in _batches):
+        return
+    _complete_last_batch()
+    _batches.append((label, hosts))
+
+
+def batch_started(label: str) -> None:
+    """A host of batch ``label`` begins its switch, the failure budget allowing (once a batch)."""
+    if _log is None or label in _started:
+        return
+    _started.add(label)
+    hosts = next(hosts for reached, hosts in _batches if reached == label)
+    emit("BatchStarted", message=f"{label}: {', '.join(hosts)}")
+
+
+def drift_found(host_name: str, what: str, line: str) -> None:
+    _drifted.setdefault(host_name, []).append(what)
+    emit("DriftFound", host=host_name, message=line)
+
+
+def _delivered_later(hook: Webhook):
+    """A listener that POSTs in the background: a slow webhook never holds a rollout up."""
+    def deliver(event: dict) -> None:
+        try:
+            hook.send(event)
+        except WebhookError as error:
+            emit("WebhookFailed", host=event.get("host"), message=f"{event['reason']}: {error}")
+
+    def listener(event: dict) -> None:
+        if event["reason"] != "WebhookFailed":
+            _deliveries.append(gevent.spawn(deliver, event))
+    return listener
+
+
+def _complete_last_batch() -> None:
+    if not _batches or _batches[-1][0] not in _started:
+        return
+    label, hosts = _batches[-1]
+    failed = sorted(set(hosts) & set(summary.failed_hosts()))
+    emit("BatchCompleted", figures={"hosts": len(hosts), "failed": len(failed)},
+         message=f"{label}: {len(hosts) - len(failed)} of {len(hosts)} passed"
+                 + (f"; failed: {', '.join(failed)}" if failed else ""))
+
+
+def _finish() -> None:
+    _complete_last_batch()
+    if summary.paused():
+        emit("RolloutPaused", message=summary.paused())
+    failed = set(summary.failed_hosts())
+    for host_name, things in _drifted.items():
+        if host_name not in failed:
+            emit("DriftRepaired", host=host_name, message="; ".join(things))
+    passed = summary.passed_hosts()
+    if failed:
+        emit("RolloutAborted", figures={"passed": len(passed), "failed": len(failed)},
+             message="; ".join(f"{name}: {summary.failure(name)}" for name in sorted(failed)))
+    elif passed:
+        emit("RolloutCompleted", figures={"passed": len(passed)}, message=f"{len(passed)} passed: {', '.join(passed)}")
+    emit("RunFinished", figures={"passed": len(passed), "failed": len(failed)},
+         message="; ".join(line.removeprefix("--> ") for line in summary.lines()
+                           if not line.startswith("-->   ")) or "nothing to switch")
+    gevent.joinall(_deliveries, timeout=DELIVERY_WAIT_S)
+
+
+def record_events(state) -> None:
+    """
+    Open this run's event log once pyinfra has built the inventory (``--data``
+    applied), for a deploy or rollback that executes; emit ``RunStarted``.
+
+    + state: ``pyinfra.state`` as ``config.py`` sees it
+    """
+    context = click.get_current_context(silent=True)
+    params = context.params if context is not None else {}
+    playbooks = [Path(name).name for name in params.get("operations") or ()]
+    if params.get("dry") or not any(name in PLAYBOOKS for name in playbooks):
+        return
+    init = state.init
+
+    def init_then_record(inventory, *args, **kwargs):
+        init(inventory, *args, **kwargs)
+        _open(inventory, str(params.get("inventory")), playbooks)
+
+    state.init = init_then_record
+
+
+def _open(inventory, inventory_file: str, playbooks: list[str]) -> None:
+    global _log
+    from sglfleet.context import host_config  # validated data: config.py's check ran first
+
+    targets = list(inventory)
+    if not targets:
+        return
+    config = host_config(targets[0])
+    try:
+        secrets = tuple(v for v in load_secrets(config.secrets_file).values.values() if v)
+    except SecretsError:
+        secrets = ()  # the service step reports it; nothing secret is known to redact
+    webhooks = [Webhook.from_config(entry.model_dump(), config.secrets_file) for entry in config.notify_webhooks]
+    secrets += tuple(hook.secret for hook in webhooks if hook.secret)
+    _log = EventLog(Path(config.events_file).expanduser() if config.events_file else default_path(),
+                    inventory=inventory_file, secrets=secrets, listeners=[_delivered_later(hook) for hook in webhooks])
+    emit("RunStarted", figures={"hosts": len(targets)},
+         message=f"{' '.join(playbooks)} on {', '.join(host.name for host in targets)}")
+    atexit.register(_finish)
