@@ -24,6 +24,7 @@ def _steps(config):
         label = batch.wave if whole_waves else batch.name
         yield None if host.name not in batch.hosts else release.WaveStep(
             label=label,
+            hosts=batch.hosts,
             earlier=tuple(earlier),
             max_fail_percentage=rollout.max_fail_percentage,
             bake_s=config.gate_bake_s,
