@@ -53,7 +53,7 @@ def _host(name):
         "gpu_less": True,     # no GPU: preflight skips GPU checks, the unit runs the stand-in
         "stack": "dev",       # files/stacks/dev.toml: real wheels, sglang without CUDA deps
         "server": "standin",  # files/standin/ in place of the GPU-only sglang server
-        "standin_warmup_s": 2,  # the stand-in's /health is 503 this long after start
+        "standin_warmup_s": 1,  # the stand-in "loads the model" this long: nothing listens meanwhile
         "gate_warmup_s": 60,    # gate budget for /health to turn 200 (minutes in production)
         # sglang's own waits (a 5 s SIGTERM watchdog, 1 s health looks), the gate's looks and
         # systemd's restart delay, shortened: the suite restarts hosts some hundred times.

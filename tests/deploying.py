@@ -75,6 +75,11 @@ def host_state(fleet, host: str) -> dict:
     return json.loads(fleet.inside(host, "/opt/sglfleet/bin/sglfleet-release state").stdout)
 
 
+def server_pid(fleet, host: str, unit: str = "sglang.service") -> str:
+    """The pid of the server process: the child of the unit's main process, the launch script."""
+    return fleet.exec(host, f"pgrep -P $(systemctl show -p MainPID --value {unit})").stdout.strip()
+
+
 def fleet_state(fleet) -> dict[str, dict]:
     return {host: host_state(fleet, host) for host in fleet.hosts}
 

@@ -61,7 +61,7 @@ SLOW_LOAD = "slow-load 2.5"  # node2 takes 2.5 s more to load: the window a faul
 def test_host_powered_off_in_its_restart(fleet_ok):
     fleet = fleet_ok
     before = serving(fleet)
-    args = ("--data", "standin_warmup_s=2.1")
+    args = ("--data", "standin_warmup_s=1.1")
     fleet.fault("node2", SLOW_LOAD)
     run = Run(*args)
     try:
@@ -88,7 +88,7 @@ def test_host_powered_off_in_its_restart(fleet_ok):
 
 def test_link_cut_during_the_gate(fleet_ok):
     fleet = fleet_ok
-    args = ("--data", "standin_warmup_s=2.2")
+    args = ("--data", "standin_warmup_s=1.2")
     fleet.fault("node2", SLOW_LOAD)
     run = Run(*args)
     try:
@@ -116,7 +116,7 @@ def test_link_cut_for_good_during_the_gate(fleet_ok):
     before = serving(fleet)
     # The answer's timeout bounds every host's switch and gate: long enough for the canary's
     # on a loaded 2-core machine (it once took over 12 s there), short enough to wait out.
-    args = ("--data", "standin_warmup_s=2.3", "--data", "gate_answer_timeout_s=30")
+    args = ("--data", "standin_warmup_s=1.3", "--data", "gate_answer_timeout_s=30")
     fleet.fault("node2", SLOW_LOAD)
     run = Run(*args)
     try:
@@ -145,10 +145,10 @@ def test_link_cut_for_good_during_the_gate(fleet_ok):
 
 
 @pytest.mark.parametrize("moment, signum, warmup", [
-    ("between waves", signal.SIGINT, "2.4"),
-    ("in a wave", signal.SIGINT, "2.5"),
-    ("between waves", signal.SIGKILL, "2.6"),
-    ("in a wave", signal.SIGKILL, "2.7"),
+    ("between waves", signal.SIGINT, "1.4"),
+    ("in a wave", signal.SIGINT, "1.5"),
+    ("between waves", signal.SIGKILL, "1.6"),
+    ("in a wave", signal.SIGKILL, "1.7"),
 ], ids=["between-waves-SIGINT", "in-a-wave-SIGINT", "between-waves-SIGKILL", "in-a-wave-SIGKILL"])
 def test_controller_interrupted(fleet_ok, moment, signum, warmup):
     fleet = fleet_ok
@@ -188,7 +188,7 @@ def test_controller_interrupted(fleet_ok, moment, signum, warmup):
 
 def test_service_killed_right_after_its_gate(fleet_ok):
     fleet = fleet_ok
-    args = ("--data", "standin_warmup_s=2.8")
+    args = ("--data", "standin_warmup_s=1.8")
     run = Run(*args)
     try:
         run.wait_for(r"\[node1\] canary: will switch[^\n]*\n(?:.*\n)*?\s+\[node1\] Success")

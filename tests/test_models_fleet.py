@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from deploying import host_state, pyinfra
+from deploying import host_state, pyinfra, server_pid
 from faulting import Run, results, serving
 from sglfleet.devfleet.mirror import Mirror, commit, write_model
 from sglfleet.host.layout import LAYOUT
@@ -124,7 +124,7 @@ def test_models_are_staged_on_every_host_before_any_restart_and_load_offline(fle
         for f in manifest.files:
             if f.sha256:
                 assert sha256_on(fleet, host, f"{models.dir('A')}/{f.path}") == f.sha256, (host, f.path)
-        pid = fleet.exec(host, "systemctl show -p MainPID --value sglang.service").stdout.strip()
+        pid = server_pid(fleet, host)
         environ = fleet.exec(host, f"tr '\\0' '\\n' < /proc/{pid}/environ").stdout.splitlines()
         command = fleet.exec(host, f"tr '\\0' ' ' < /proc/{pid}/cmdline").stdout
         assert "HF_HUB_OFFLINE=1" in environ
@@ -165,14 +165,14 @@ def test_a_corrupted_byte_on_one_host_is_repaired_before_it_switches(fleet, mode
                         f"f.write(bytes([b[0]^255])); f.close()\"")
     want = models.manifest("A").file("model-00002-of-00003.safetensors").sha256
     assert sha256_on(fleet, "node2", shard) != want
-    dry = pyinfra("deploy.py", "--dry", *models.data("A", "standin_warmup_s=2.2"), env=models.env)
+    dry = pyinfra("deploy.py", "--dry", *models.data("A", "standin_warmup_s=1.2"), env=models.env)
     assert dry.returncode == 0, dry.stdout[-3000:]
     assert [line.strip() for line in dry.stdout.splitlines() if "Drift: " in line] == [
         f"[node2] Drift: model {MODEL}@{models.revisions['A'][:12]} changed on the host: "
         f"model-00002-of-00003.safetensors: size or time differs from when it was verified; will check those "
         f"files against the manifest and fetch again what fails, before any switch"], dry.stdout[-3000:]
     assert sha256_on(fleet, "node2", shard) != want  # a dry run repairs nothing
-    done = models.deploy("A", "standin_warmup_s=2.2")  # a new release, so every host switches
+    done = models.deploy("A", "standin_warmup_s=1.2")  # a new release, so every host switches
     assert done.returncode == 0, done.stdout[-3000:]
     lines = done.stdout.splitlines()
     repaired = next(i for i, line in enumerate(lines) if "[node2]" in line and "(drifted)" in line)

@@ -37,7 +37,7 @@ def test_env_file_is_root_only(converged):
 def test_no_secret_in_process_arguments_logs_or_files_during_a_rollout(converged):
     fleet = converged
     # Look while a release restarts and is gated, as well as once it serves.
-    run = Run("--data", "standin_warmup_s=3.3")
+    run = Run("--data", "standin_warmup_s=1.3")
     seen = []
     try:
         while run.process.poll() is None:
@@ -70,7 +70,7 @@ def test_changed_host_key_refuses_that_host_and_no_other(converged, tmp_path):
     since = time.time()
     fleet.known_hosts.write_text("\n".join(lines) + "\n")
     try:
-        done = deploy("--data", "standin_warmup_s=3.4")
+        done = deploy("--data", "standin_warmup_s=1.4")
     finally:
         fleet.known_hosts.write_text(known)
     forged_until = time.time()
@@ -82,7 +82,7 @@ def test_changed_host_key_refuses_that_host_and_no_other(converged, tmp_path):
     assert after["node3"] == before["node3"]
     assert "wave2 not started: node2 of wave1 did not pass (1 of 1 hosts, above max_fail_percentage 0)" in done.stdout
 
-    again = deploy("--data", "standin_warmup_s=3.4")  # the key is right again: the rollout completes
+    again = deploy("--data", "standin_warmup_s=1.4")  # the key is right again: the rollout completes
     assert again.returncode == 0, again.stdout[-3000:]
     # The control: node2's journal shows the logins of the run with the right key, so
     # it holds the forged run's window too, where node2 was reached (pyinfra's host-key

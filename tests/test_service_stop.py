@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from deploying import converged
+from deploying import converged, server_pid
 from faulting import wait_serving
 
 pytestmark = pytest.mark.fleet
@@ -67,7 +67,7 @@ def test_a_sigkill_nobody_asked_for_fails_and_is_restarted(fleet_up, whom):
     before = unit(fleet, "NRestarts", "MainPID")
     since = time.time()
     if whom == "server":
-        fleet.inside(HOST, f"kill -KILL $(pgrep -P {before['MainPID']})")
+        fleet.inside(HOST, f"kill -KILL {server_pid(fleet, HOST)}")
     else:
         fleet.inside(HOST, f"systemctl kill -s KILL {UNIT}")
     deadline = time.monotonic() + 30

@@ -65,7 +65,11 @@ def sglang_059_patched(sglang_059, tmp_path_factory) -> Path:
 
 @pytest.fixture
 def launch(tmp_path):
-    """Start the stand-in; every process is killed by its pid at teardown."""
+    """
+    Start the stand-in; every process is killed by its pid at teardown. sglang's own
+    waits run at a tenth (``SGLFLEET_STANDIN_TIME_SCALE``) unless a test asks for
+    another scale: the tests of timing and order ask for 1, sglang's real values.
+    """
     procs: list[subprocess.Popen] = []
 
     def start(site: Path, *flags, fault: str | None = None, warmup: float = 0.5, **env):
@@ -73,7 +77,7 @@ def launch(tmp_path):
         fault_file = tmp_path / f"standin-fault-{port}"
         if fault:
             fault_file.write_text(fault + "\n")
-        environ = {**os.environ, "PYTHONPATH": str(site),
+        environ = {**os.environ, "PYTHONPATH": str(site), "SGLFLEET_STANDIN_TIME_SCALE": "0.1",
                    "SGLFLEET_CACHE": str(tmp_path / "cache"),
                    "SGLFLEET_STANDIN_FAULT_FILE": str(fault_file),
                    "SGLFLEET_STANDIN_WARMUP": str(warmup), **env}
@@ -259,7 +263,7 @@ def test_speculative_settings_resolve_as_in_059(launch, sglang_059, tmp_path):
 
 
 def test_no_listener_while_loading_then_503_until_its_own_warmup(launch, sglang_059):
-    proc = launch(sglang_059, *KIMI_PATH, warmup=2.0)
+    proc = launch(sglang_059, *KIMI_PATH, warmup=2.0, SGLFLEET_STANDIN_TIME_SCALE="1")
     assert wait_listening(proc) > 0  # refused while "loading" (http_server.py:1893-1966)
     # Starting: /health is 503 until the warm-up generation (a second away at least)...
     assert get(proc.url + "/health") == (503, "")
@@ -506,7 +510,7 @@ def test_sigterm_while_loading_ends_it_at_once(launch, sglang_059):
 
 
 def test_sigterm_drains_in_flight_requests_then_the_server_kills_itself(launch, sglang_059):
-    proc = launch(sglang_059, *KIMI_PATH, SGLFLEET_STANDIN_STEP_S="0.01")
+    proc = launch(sglang_059, *KIMI_PATH, SGLFLEET_STANDIN_STEP_S="0.01", SGLFLEET_STANDIN_TIME_SCALE="1")
     wait_for(proc)
     long = {}
     thread = threading.Thread(target=lambda: long.update(out=generate(proc, 600)))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from deploying import deploy, fleet_state, host_state, pyinfra, tree_digest
+from deploying import deploy, fleet_state, host_state, pyinfra, server_pid, tree_digest
 from faulting import results
 from sglfleet.flagsets import flagset_for
 from sglfleet.host.layout import LAYOUT
@@ -52,9 +52,8 @@ def mtime(fleet, host: str, path: str) -> float:
 
 
 def serving_command(fleet, host: str) -> list[str]:
-    """The command line of the unit's running process."""
-    pid = fleet.exec(host, "systemctl show -p MainPID --value sglang.service").stdout.strip()
-    return fleet.exec(host, f"cat /proc/{pid}/cmdline").stdout.split("\0")
+    """The command line of the unit's server process."""
+    return fleet.exec(host, f"cat /proc/{server_pid(fleet, host)}/cmdline").stdout.split("\0")
 
 
 @pytest.fixture(scope="module")
