@@ -187,9 +187,11 @@ def test_a_rollout_leaves_its_events_in_order_and_tells_the_webhook(fleet_up, re
     assert TOKEN not in events_file.read_text() + done.stdout
     assert not any(value in text for value in SECRETS.values())
 
-    human = sglfleet("events", "--file", str(events_file), "--host", "node2")
-    assert human.returncode == 0 and "node2" in human.stdout and "node3" not in human.stdout
-    assert human.stdout.count("\n") == 11  # node2's two events and the nine run-wide ones
+    node2 = sglfleet("events", "--file", str(events_file), "--host", "node2", "--json")
+    hosts = [json.loads(line)["host"] for line in node2.stdout.splitlines()]
+    assert hosts.count("node2") == 2 and hosts.count(None) == 9 and len(hosts) == 11  # its own and the run's
+    table = sglfleet("events", "--file", str(events_file), "--since", "1h").stdout.splitlines()
+    assert len(table) == len(events) and "GatePassed" in table[3] and " node1 " in table[3]
 
     # The same converge again: a run that switched nothing says so, and only that.
     again = deploy(*CHANGE, *observed(receiver, events_file))
