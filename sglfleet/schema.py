@@ -273,6 +273,8 @@ class HostConfig(BaseModel):
     events_file: Optional[Text] = Field(description='a path on the controller, e.g. "~/sglfleet-events.jsonl", '
                                                     'or None for $XDG_STATE_HOME/sglfleet/events.jsonl')
     notify_webhooks: list[NotifyWebhook] = Field(description='a list of {"url": ..., "reasons": [...]}')
+    textfile_dir: Annotated[str, Field(pattern=r"^/[^\x00-\x1f\x7f]*$")] = Field(
+        description='an absolute path on the host, e.g. "/var/lib/prometheus/node-exporter"')
 
 
 # Keys an earlier sglfleet had, and their names now.

@@ -87,4 +87,5 @@ secrets_file = "~/.config/sglfleet/secrets.env"  # on the controller, outside th
 
 # --- what happened stays visible (sglfleet events) ---
 events_file = None                # the controller's event log; None: $XDG_STATE_HOME/sglfleet/events.jsonl
+textfile_dir = "/var/lib/prometheus/node-exporter"  # hosts: node_exporter's textfile folder, for sglfleet.prom
 notify_webhooks = []              # e.g. [{"url": "https://hooks.internal/x/{token}", "reasons": ["RunFinished"]}]

@@ -26,10 +26,12 @@ SUITE = "bookworm"
 # systemd-sysv gives /sbin/init; util-linux (flock) is Essential, so always in;
 # systemd ships systemd-analyze in bookworm; iputils-ping for link checks; sudo
 # for the production connection (a user with sudo, not root); aria2 fetches
-# files from peer hosts.
+# files from peer hosts; node_exporter serves sglfleet.prom from its textfile
+# folder (Debian's default, /var/lib/prometheus/node-exporter) on :9100.
 PACKAGES = [
     "systemd", "systemd-sysv", "dbus", "openssh-server", "python3",
     "python3-venv", "iproute2", "procps", "iputils-ping", "sudo", "aria2",
+    "prometheus-node-exporter",
 ]
 
 SSHD_CONFIG = """\

@@ -35,7 +35,7 @@ import signal
 import subprocess
 import sys
 
-from . import bake, models, releases, service
+from . import bake, models, releases, service, textfile
 from .gate import GateFailed, GateSettings, speculative, startup
 from .client import base_url, request
 from .layout import LAYOUT, Layout
@@ -262,6 +262,8 @@ def main(argv=None, layout: Layout = LAYOUT) -> int:
                              "gate, bake and rollback)")
     parser.add_argument("--keep", type=int, default=None,
                         help="after a switch, remove old releases but the current, the previous and KEEP more")
+    parser.add_argument("--textfile-dir", default=textfile.DEFAULT_DIR,
+                        help="node_exporter's textfile folder, for sglfleet.prom (skipped where it does not exist)")
     args = parser.parse_args(argv)
     if args.command == "state":
         return state(layout)
@@ -285,6 +287,10 @@ def main(argv=None, layout: Layout = LAYOUT) -> int:
             status = commands[args.command]()
             if args.keep is not None and args.command in ("activate", "rollback", "revert"):
                 releases.collect(args.keep, layout)  # after the links moved: what they point at stays
+            try:
+                textfile.write(layout, args.textfile_dir)
+            except OSError as error:  # the metrics are a view: a full disk must not fail the switch
+                fail(f"could not write {textfile.FILE} in {args.textfile_dir}: {error.strerror}")
             return status
     except releases.Busy as busy:
         fail(str(busy))

@@ -137,6 +137,7 @@ class WaveStep:
       before it reports the host lost (a link that never comes back); None waits forever
     + lock_wait_s: how long to wait for another run that holds the host's lock
     + releases_keep: once switched, old releases kept besides the current and the previous
+    + textfile_dir: where the host tool writes ``sglfleet.prom`` for node_exporter
     """
 
     label: str
@@ -149,6 +150,7 @@ class WaveStep:
     timeout_s: float | None = None
     lock_wait_s: float = 300
     releases_keep: int = 3
+    textfile_dir: str = "/var/lib/prometheus/node-exporter"
 
 
 def _baked(verdict: dict) -> bool:
@@ -264,7 +266,8 @@ def _tool(host, connector_arguments, step: WaveStep, *args: str, extra_timeout_s
     """
     # The tool's exit status tells a rolled-back host (1, serving) from a down one.
     command = StringCommand(shlex.join([LAYOUT.tool, "--wait-lock", f"{step.lock_wait_s:g}",
-                                        "--keep", str(step.releases_keep), *args]) + "; echo sglfleet-exit=$? >&2")
+                                        "--keep", str(step.releases_keep), "--textfile-dir", step.textfile_dir,
+                                        *args]) + "; echo sglfleet-exit=$? >&2")
     timeout = step.timeout_s + extra_timeout_s if step.timeout_s else None
     try:
         # Around the whole call: a link cut before the channel opens blocks in paramiko too.

@@ -1,0 +1,129 @@
+"""
+Fleet state in Prometheus, with real parts: each host's Debian node_exporter serves
+the host tool's ``sglfleet.prom``; Debian's Prometheus on the controller scrapes the
+fleet's exporters and stand-ins (fleet addresses and loopback only, for as long as
+the module runs) and answers queries about the rollout.
+"""
+
+import json
+import socket
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+
+import pytest
+
+from deploying import converged, deploy, host_state
+from faulting import new_release
+
+pytestmark = pytest.mark.fleet
+
+LISTEN = ("--data", "listen_host=0.0.0.0")  # the stand-ins' /metrics, for Prometheus too
+CHANGE = ("--data", "speculative_num_steps=2", "--data", "speculative_eagle_topk=1",
+          "--data", "speculative_num_draft_tokens=3")
+FAILING = ("--data", "speculative_num_steps=1", "--data", "speculative_eagle_topk=1",
+           "--data", "speculative_num_draft_tokens=2", "--data", "gate_warmup_s=30")
+
+
+@pytest.fixture(scope="module")
+def fleet_up(fleet):
+    yield from converged(fleet, *LISTEN)
+
+
+@pytest.fixture(scope="module")
+def prometheus(fleet_up, tmp_path_factory):
+    """Debian's prometheus on 127.0.0.1, scraping every host each second; its API's base URL."""
+    folder = tmp_path_factory.mktemp("prometheus")
+    exporters = [f"{fleet_up.address(host)}:9100" for host in fleet_up.hosts]
+    standins = [f"{fleet_up.address(host)}:30000" for host in fleet_up.hosts]
+    relabel = [{"source_labels": ["__address__"], "regex": rf"{fleet_up.address(host).replace('.', '[.]')}:.*",
+                "target_label": "host", "replacement": host} for host in fleet_up.hosts]
+    config = {"global": {"scrape_interval": "1s", "scrape_timeout": "1s"}, "scrape_configs": [
+        {"job_name": "node", "static_configs": [{"targets": exporters}], "relabel_configs": relabel},
+        {"job_name": "sglang", "static_configs": [{"targets": standins}], "relabel_configs": relabel}]}
+    (folder / "prometheus.yml").write_text(json.dumps(config))  # JSON is YAML
+    port = free_port()
+    process = subprocess.Popen(
+        ["prometheus", f"--config.file={folder / 'prometheus.yml'}", f"--storage.tsdb.path={folder / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=1h"],
+        stdout=subprocess.DEVNULL, stderr=open(folder / "prometheus.log", "w"))
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(base + "/-/ready", timeout=2).close()
+                break
+            except OSError:
+                assert process.poll() is None and time.monotonic() < deadline, (folder / "prometheus.log").read_text()
+                time.sleep(0.2)
+        yield base
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def query(base: str, promql: str) -> list[dict]:
+    url = f"{base}/api/v1/query?{urllib.parse.urlencode({'query': promql})}"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        answer = json.loads(response.read())
+    assert answer["status"] == "success", answer
+    return answer["data"]["result"]
+
+
+def eventually(base: str, promql: str, want, timeout: float = 30.0) -> list[dict]:
+    """Query until ``want(result)`` holds (a scrape a second), or fail with the last answer."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = query(base, promql)
+        if want(result) or time.monotonic() > deadline:
+            assert want(result), (promql, result)
+            return result
+        time.sleep(0.5)
+
+
+def by_host(result: list[dict], label: str) -> dict[str, str]:
+    return {series["metric"]["host"]: series["metric"].get(label, series["value"][1]) for series in result}
+
+
+def test_node_exporter_serves_the_release_each_host_serves(fleet_up):
+    fleet = fleet_up
+    for host in fleet.hosts:
+        text = fleet.exec(host, "python3 -c \"import urllib.request; print(urllib.request.urlopen("
+                                "'http://127.0.0.1:9100/metrics').read().decode())\"").stdout
+        current = host_state(fleet, host)["current"]
+        assert "sglfleet_release_info{previous=" in text and f'release="{current}"' in text, host
+
+
+def test_prometheus_sees_a_rollout_on_every_host_and_a_failed_canary(fleet_up, prometheus):
+    fleet = fleet_up
+    done = deploy(*LISTEN, *CHANGE)
+    assert done.returncode == 0, done.stdout[-3000:]
+    release = new_release(done.stdout)
+    serving = eventually(prometheus, "sglfleet_release_info",
+                         lambda result: by_host(result, "release") == {h: release for h in fleet.hosts})
+    assert {series["metric"]["service"] for series in serving} == {"sglang"}
+    gates = eventually(prometheus, "sglfleet_gate_passed", lambda result: len(result) == len(fleet.hosts))
+    assert by_host(gates, "value") == {host: "1" for host in fleet.hosts}
+    # sglang's own series, scraped from the stand-ins beside sglfleet's.
+    assert eventually(prometheus, 'sglang:generation_tokens_total{job="sglang"}',
+                      lambda result: len(result) == len(fleet.hosts))
+
+    fleet.fault("node1", "crash")
+    try:
+        failed = deploy(*LISTEN, *FAILING)
+    finally:
+        fleet.fault("node1", "clear")
+    assert failed.returncode != 0
+    canary = eventually(prometheus, 'sglfleet_gate_passed{host="node1"}',
+                        lambda result: result and result[0]["value"][1] == "0")
+    assert canary[0]["metric"]["release"] != release  # the release that failed its gate
+    # node1 serves its earlier release again; the later waves never moved.
+    assert by_host(query(prometheus, "sglfleet_release_info"), "release") == {h: release for h in fleet.hosts}
