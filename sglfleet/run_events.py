@@ -2,7 +2,7 @@
 This run's events: opened once pyinfra has the inventory, written by the rollout as it goes.
 
 ``config.py`` calls ``record_events(state)``; the rollout then calls ``emit``,
-``batch_reached``, ``batch_started`` and ``drift_found``, which do nothing in a run that records
+``batch_reached``, ``batch_started``, ``budget_exceeded`` and ``drift_found``, which do nothing in a run that records
 nothing (a dry run, ``pyinfra ... exec``, or code run outside pyinfra). At exit
 the last batch is completed, the drift a run found is marked repaired on the
 hosts that finished without error, and ``RunFinished`` closes the run.
@@ -36,6 +36,7 @@ PLAYBOOKS = ("deploy.py", "rollback.py")
 _log: EventLog | None = None
 _batches: list[tuple[str, tuple[str, ...]]] = []  # reached, in order: (label, hosts)
 _started: set[str] = set()
+_stopped: set[str] = set()  # batches the failure budget kept from starting
 _deliveries: list = []  # webhook POSTs under way, each in its own greenlet
 # How long the end of a run waits for the last notifications: one webhook's every try.
 DELIVERY_WAIT_S = ATTEMPTS * TIMEOUT_S + (2 ** (ATTEMPTS - 1) - 1) * BACKOFF_S + 1
@@ -63,6 +64,13 @@ def batch_started(label: str) -> None:
     _started.add(label)
     hosts = next(hosts for reached, hosts in _batches if reached == label)
     emit("BatchStarted", message=f"{label}: {', '.join(hosts)}")
+
+
+def budget_exceeded(label: str, figures: dict, message: str) -> None:
+    """Batch ``label`` does not start: an earlier one lost more than the budget (once a batch)."""
+    if label not in _stopped:
+        _stopped.add(label)
+        emit("FailureBudgetExceeded", figures=figures, message=message)
 
 
 def drift_found(host_name: str, what: str, line: str) -> None:

@@ -36,6 +36,7 @@ def _steps(config):
             # past that, the link is gone, not slow.
             timeout_s=config.gate_answer_timeout_s or 4 * config.gate_warmup_s + config.gate_bake_s + 600,
             releases_keep=config.releases_keep,
+            textfile_dir=config.textfile_dir,
         )
         earlier.append((label, batch.hosts))
 

@@ -330,9 +330,6 @@ def _verdicts(host, step: WaveStep, results: list[dict], from_release: str | Non
                         figures=figures, message=line)
 
 
-_over: set[str] = set()  # batches already recorded as stopped by the budget
-
-
 def _over_budget(state, step: WaveStep) -> str | None:
     """Why this batch must not start: an earlier one lost more hosts than ``max_fail_percentage``; else None."""
     failed_names = {h.name for h in state.failed_hosts}
@@ -341,11 +338,8 @@ def _over_budget(state, step: WaveStep) -> str | None:
         if failed and len(failed) * 100 > step.max_fail_percentage * len(hosts):
             why = (f"{step.label} not started: {', '.join(failed)} of {label} did not pass "
                    f"({len(failed)} of {len(hosts)} hosts, above max_fail_percentage {step.max_fail_percentage:g})")
-            if step.label not in _over:
-                _over.add(step.label)
-                run_events.emit("FailureBudgetExceeded", figures={"failed": len(failed), "hosts": len(hosts),
-                                                                  "max_fail_percentage": step.max_fail_percentage},
-                                message=why)
+            run_events.budget_exceeded(step.label, {"failed": len(failed), "hosts": len(hosts),
+                                                    "max_fail_percentage": step.max_fail_percentage}, why)
             return why
     return None
 
