@@ -1,8 +1,23 @@
-"""Shared fixtures. ``fleet``: the local fleet, booted once per session."""
+"""Shared fixtures. ``fleet``: the local fleet, booted once per session (once per worker under xdist)."""
+
+import os
 
 import pytest
 
-from sglfleet.devfleet import DevFleetError, Fleet
+from sglfleet import PROJECT_ROOT
+
+# Under pytest-xdist each worker has a local fleet of its own: its own state folder,
+# bridge, subnet and machine-name prefix, set before sglfleet.devfleet reads them, and
+# in the environment every pyinfra and sglfleet process the tests start inherits.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER")  # gw0, gw1, ...
+if _WORKER:
+    _number = int(_WORKER.removeprefix("gw"))
+    os.environ["SGLFLEET_FLEET_DIR"] = str(PROJECT_ROOT / f".fleet-{_WORKER}")
+    os.environ["SGLFLEET_DEVFLEET_BRIDGE"] = f"sglfleetw{_number}"
+    os.environ["SGLFLEET_DEVFLEET_SUBNET"] = f"10.213.{60 + _number}.0/24"
+    os.environ["SGLFLEET_DEVFLEET_PREFIX"] = f"w{_number}-"
+
+from sglfleet.devfleet import DevFleetError, Fleet  # noqa: E402  (reads the variables above)
 
 
 @pytest.fixture(scope="session")

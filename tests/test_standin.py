@@ -554,7 +554,7 @@ def test_sglangs_own_waits_are_its_real_ones_unless_scaled(launch, sglang_059):
     wait_for(proc)
     started = time.monotonic()
     assert get(proc.url + "/health_generate") == (200, "")
-    assert 0.08 <= time.monotonic() - started < 0.5
+    assert 0.08 <= time.monotonic() - started < 0.8  # at scale 1 it is at least 1 s (the test above)
     started = time.monotonic()
     code, err = stop(proc)
     assert code == -signal.SIGKILL and time.monotonic() - started < 2.0
@@ -569,7 +569,7 @@ def test_fault_slow_load_stretches_loading_only(launch, sglang_059):
     wait_for(proc)
     started = time.monotonic()
     assert generate(proc, 8)["meta_info"]["completion_tokens"] == 8
-    assert time.monotonic() - started < 0.5  # once up, as fast as ever
+    assert time.monotonic() - started < 1.0  # once up, as fast as ever: 8 passes of 5 ms
 
 
 def test_sigint_is_uvicorns_graceful_stop(launch, sglang_059):
