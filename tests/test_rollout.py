@@ -36,7 +36,7 @@ def results(output: str) -> dict:
 def started_at(fleet, host: str) -> int:
     """When sglang.service last became active, in µs of the kernel's monotonic clock,
     which every host of the local fleet shares: starts compare across hosts."""
-    out = fleet.exec(host, "systemctl show sglang.service -p ActiveEnterTimestampMonotonic").stdout
+    out = fleet.inside(host, "systemctl show sglang.service -p ActiveEnterTimestampMonotonic").stdout
     return int(out.strip().split("=", 1)[1])
 
 
@@ -44,7 +44,7 @@ def server_info(fleet, host: str) -> dict:
     fetch = ("python3 -c \"import urllib.request,sys; r=urllib.request.Request("
              "'http://127.0.0.1:30000/server_info', headers={'Authorization': 'Bearer ' + sys.argv[1]});"
              "print(urllib.request.urlopen(r).read().decode())\" " + SECRETS["SGLFLEET_API_KEY"])
-    return json.loads(fleet.exec(host, fetch).stdout)
+    return json.loads(fleet.inside(host, fetch).stdout)
 
 
 def serving(fleet) -> dict:
@@ -72,7 +72,7 @@ def test_converge_serves_eagle3_on_every_host(fleet_up):
 
 def unit_run(fleet, host: str) -> str:
     """What changes when the unit restarts: its main pid, restart count, and start time."""
-    return fleet.exec(host, "systemctl show sglang.service -p MainPID -p NRestarts "
+    return fleet.inside(host, "systemctl show sglang.service -p MainPID -p NRestarts "
                             "-p ActiveEnterTimestampMonotonic").stdout
 
 
@@ -185,11 +185,11 @@ def test_old_releases_are_collected_after_the_rollout(fleet_up):
 
 def test_secrets_stay_in_the_root_only_env_file(fleet_up):
     for host in fleet_up.hosts:
-        mode = fleet_up.exec(host, "stat -c '%a %U %G' /etc/sglfleet/sglang.env").stdout.split()
+        mode = fleet_up.inside(host, "stat -c '%a %U %G' /etc/sglfleet/sglang.env").stdout.split()
         assert mode == ["600", "root", "root"]
-        env = fleet_up.exec(host, "cat /etc/sglfleet/sglang.env").stdout
+        env = fleet_up.inside(host, "cat /etc/sglfleet/sglang.env").stdout
         assert f"HF_TOKEN={SECRETS['SGLFLEET_HF_TOKEN']}" in env
-        visible = fleet_up.exec(
+        visible = fleet_up.inside(
             host, "cat /etc/systemd/system/sglang.service /opt/sglfleet/current/*; ps -eo args"
         ).stdout
         for value in SECRETS.values():
