@@ -2,9 +2,16 @@
 
 import os
 
+import gevent.monkey
 import pytest
 
 from sglfleet import PROJECT_ROOT
+
+# pyinfra_cli patches its whole process for gevent when imported (monkey.patch_all()).
+# The tests import its inventory helpers in-process and need none of it, and under
+# pytest-xdist a patched worker deadlocks on its own queue: the test process stays
+# unpatched. Every deploy the tests run is a pyinfra process of its own, patched as ever.
+gevent.monkey.patch_all = lambda *args, **kwargs: None
 
 # Under pytest-xdist each worker has a local fleet of its own: its own state folder,
 # bridge, subnet and machine-name prefix, set before sglfleet.devfleet reads them, and
