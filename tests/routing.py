@@ -34,8 +34,10 @@ def running_router(fleet):
     proc = subprocess.Popen(
         # Round robin: every host gets its share of the load's one repeated prompt, which the
         # default cache-aware policy would send to a single worker (the bake judges each host).
+        # Its metrics on a port of its own too (29000 by default): two routers may run at once.
         [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1",
-         "--port", str(port), "--log-level", "warn", "--policy", "round_robin", "--worker-urls", *workers],
+         "--port", str(port), "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port()),
+         "--log-level", "warn", "--policy", "round_robin", "--worker-urls", *workers],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"

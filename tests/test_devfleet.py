@@ -297,6 +297,7 @@ def test_fixture_tears_down_the_fleet_it_booted(tmp_path, interrupt):
            "SGLFLEET_DEVFLEET_SUBNET": "10.213.51.0/24", "SGLFLEET_DEVFLEET_BRIDGE": "sglfleetf0",
            "SGLFLEET_DEVFLEET_PREFIX": "f"}
     env.pop("PYTEST_XDIST_WORKER", None)  # the inner session is no worker: it keeps the fleet given here
+    env.pop("PYTEST_ADDOPTS", None)  # nor runs workers of its own
     result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                              str(tmp_path)], text=True, capture_output=True, env=env, timeout=120)
     assert result.returncode == (2 if interrupt else 1), result.stdout

@@ -240,11 +240,12 @@ def test_full_disk_and_corrupted_wheel_during_a_stack_build(fleet_ok, faulttest_
     sglang = next(f for f in stack.files if f.name == "sglang")
     # node2: a wheel in its wheelhouse corrupted; node3: its stack filesystem fills up
     # as soon as the build starts (a small tmpfs holding what was there and room enough
-    # for preflight, then a filler).
+    # for preflight, then a filler). The room is twice what the build needs: the half
+    # build the filler cut short stays, and the next run's preflight must still fit.
     fleet.exec("node2", f"echo corrupt >> /opt/sglfleet/wheelhouse/{sglang.filename}")
     fleet.exec("node3", f"used=$(du -sk {STACKS} | cut -f1) && mkdir -p /root/stacks-copy"
                         f" && cp -a {STACKS}/. /root/stacks-copy/"
-                        f" && mount -t tmpfs -o size=$((used + {disk_needed(stack, unpacked_size(stack)) // 1024 + 20000}))k tmpfs {STACKS}"
+                        f" && mount -t tmpfs -o size=$((used + {2 * disk_needed(stack, unpacked_size(stack)) // 1024 + 20000}))k tmpfs {STACKS}"
                         f" && cp -a /root/stacks-copy/. {STACKS}/ && rm -rf /root/stacks-copy")
     try:
         fleet.exec("node3", f"setsid -f timeout 120 sh -c 'until ls -d {STACKS}/.build-faulttest-*/venv; do sleep 0.05;"
