@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -45,11 +46,16 @@ def wheel(name: str, version: str) -> Path:
     if found:
         return found[0]
     wheels.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-         "--only-binary=:all:", "--dest", str(wheels), f"{name}=={version}"],
-        check=True,
-    )
+    # Into a folder of this process's own, then renamed beside the others: two test
+    # processes may ask for the same wheel at once, and neither sees half a file.
+    with tempfile.TemporaryDirectory(dir=wheels, prefix=".download-") as folder:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+             "--only-binary=:all:", "--dest", folder, f"{name}=={version}"],
+            check=True,
+        )
+        for downloaded in Path(folder).glob("*.whl"):
+            os.replace(downloaded, wheels / downloaded.name)
     return sorted(p for p in wheels.glob("*.whl") if p.name.lower().startswith(stem.lower()))[0]
 
 
@@ -65,7 +71,7 @@ def sglang_file(version: str, member: str) -> Path:
         with zipfile.ZipFile(sglang_wheel(version)) as wheel:
             data = wheel.read(member)
         target.parent.mkdir(parents=True, exist_ok=True)
-        partial = target.with_suffix(target.suffix + ".part")
+        partial = target.with_name(f"{target.name}.{os.getpid()}.part")
         partial.write_bytes(data)
         partial.replace(target)
     return target

@@ -62,7 +62,8 @@ def fetch(file: StackFile, stack_name: str = "?") -> Path:
     if target.is_file() and (file.size is None or target.stat().st_size == file.size):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".part")
+    # One partial file per process: two runs on one controller may fetch the same wheel at once.
+    partial = target.with_name(f"{target.name}.{os.getpid()}.part")
     digest, size = hashlib.sha256(), 0
     try:
         with urllib.request.urlopen(file.url, timeout=60) as response, open(partial, "wb") as out:
