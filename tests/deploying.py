@@ -47,6 +47,12 @@ def deploy(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     return pyinfra("deploy.py", "-y", *args, timeout=timeout)
 
 
+def eagle_change(steps: int) -> tuple[str, ...]:
+    """``--data`` that moves the EAGLE-3 numbers (topk 1, ``steps + 1`` draft tokens): a new release on every host."""
+    return ("--data", f"speculative_num_steps={steps}", "--data", "speculative_eagle_topk=1",
+            "--data", f"speculative_num_draft_tokens={steps + 1}")
+
+
 def converged(fleet, *args: str):
     """
     The body of a module fixture: every host's fault cleared and the fleet

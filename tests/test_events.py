@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from deploying import SECRETS, converged, deploy, sglfleet
+from deploying import SECRETS, converged, deploy, eagle_change, sglfleet
 from sglfleet.events import REASONS, EventLog, parse_since, read_events
 from sglfleet.secrets import load_secrets
 from sglfleet.webhooks import Webhook, WebhookError
@@ -143,10 +143,8 @@ def test_the_webhook_token_may_sit_in_the_secrets_file_and_never_reaches_the_hos
 
 # -- on the local fleet -------------------------------------------------------------------
 
-CHANGE = ("--data", "speculative_num_steps=2", "--data", "speculative_eagle_topk=1",
-          "--data", "speculative_num_draft_tokens=3")
-FAILING = ("--data", "speculative_num_steps=1", "--data", "speculative_eagle_topk=1",
-           "--data", "speculative_num_draft_tokens=2", "--data", "gate_warmup_s=30")
+CHANGE = eagle_change(2)
+FAILING = (*eagle_change(1), "--data", "gate_warmup_s=30")  # with the canary made to crash
 
 
 @pytest.fixture(scope="module")

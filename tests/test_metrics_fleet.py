@@ -14,16 +14,14 @@ import urllib.request
 
 import pytest
 
-from deploying import converged, deploy, host_state
+from deploying import converged, deploy, eagle_change, host_state
 from faulting import new_release
 
 pytestmark = pytest.mark.fleet
 
 LISTEN = ("--data", "listen_host=0.0.0.0")  # the stand-ins' /metrics, for Prometheus too
-CHANGE = ("--data", "speculative_num_steps=2", "--data", "speculative_eagle_topk=1",
-          "--data", "speculative_num_draft_tokens=3")
-FAILING = ("--data", "speculative_num_steps=1", "--data", "speculative_eagle_topk=1",
-           "--data", "speculative_num_draft_tokens=2", "--data", "gate_warmup_s=30")
+CHANGE = eagle_change(2)
+FAILING = (*eagle_change(1), "--data", "gate_warmup_s=30")  # with the canary made to crash
 
 
 @pytest.fixture(scope="module")
