@@ -32,15 +32,16 @@ from sglfleet.webhooks import ATTEMPTS, BACKOFF_S, TIMEOUT_S, Webhook, WebhookEr
 
 # The playbooks whose runs are recorded; any other (``exec``, a fact) changes no release.
 PLAYBOOKS = ("deploy.py", "rollback.py")
+# How long the end of a run waits for the last notifications: one webhook's every try.
+DELIVERY_WAIT_S = ATTEMPTS * TIMEOUT_S + (2 ** (ATTEMPTS - 1) - 1) * BACKOFF_S + 1
 
+# This run's (one pyinfra process's) record, as summary.py keeps its outcomes.
 _log: EventLog | None = None
 _batches: list[tuple[str, tuple[str, ...]]] = []  # reached, in order: (label, hosts)
 _started: set[str] = set()
-_stopped: set[str] = set()  # batches the failure budget kept from starting
-_deliveries: list = []  # webhook POSTs under way, each in its own greenlet
-# How long the end of a run waits for the last notifications: one webhook's every try.
-DELIVERY_WAIT_S = ATTEMPTS * TIMEOUT_S + (2 ** (ATTEMPTS - 1) - 1) * BACKOFF_S + 1
-_drifted: dict[str, list[str]] = {}               # host -> what drifted
+_stopped: set[str] = set()           # batches the failure budget kept from starting
+_drifted: dict[str, list[str]] = {}  # host -> what drifted
+_deliveries: list = []               # webhook POSTs under way, each in its own greenlet
 
 
 def emit(reason: str, **fields) -> None:
@@ -74,6 +75,7 @@ def budget_exceeded(label: str, figures: dict, message: str) -> None:
 
 
 def drift_found(host_name: str, what: str, line: str) -> None:
+    """A host no longer is as sglfleet left it (``what``); repaired if the run ends well there."""
     _drifted.setdefault(host_name, []).append(what)
     emit("DriftFound", host=host_name, message=line)
 
