@@ -96,6 +96,8 @@ def test_standin_release_runs_the_standin_with_its_warmup():
 SELF_KILLING_SERVER = """#!/usr/bin/env python3
 import os, signal, sys, time
 signal.signal(signal.SIGTERM, lambda *_: (time.sleep(0.2), os.kill(os.getpid(), signal.SIGKILL)))
+ignored = [name for name in ("SIGINT", "SIGQUIT") if signal.getsignal(getattr(signal, name)) == signal.SIG_IGN]
+open(os.environ["RUNTIME_DIRECTORY"] + "/server.ignores", "w").write(" ".join(ignored))
 open(os.environ["RUNTIME_DIRECTORY"] + "/server.pid", "w").write(str(os.getpid()))
 if os.environ.get("MODE") == "crash":
     time.sleep(0.3)
@@ -147,6 +149,14 @@ def test_a_stop_asked_for_ends_the_launch_script_with_success(started):
     assert b"SGLFLEET_RELEASE=abc123" in environ
     launch.send_signal(signal.SIGTERM)  # systemctl stop, with KillMode=mixed
     assert launch.wait(10) == 0  # the server's own SIGKILL after the drain is a clean stop
+
+
+def test_the_server_starts_with_no_signal_ignored(started, tmp_path):
+    # sglang's children tell it of a failure by SIGQUIT (0.5.9 managers/scheduler.py:3191,
+    # entrypoints/engine.py:862-874): a background job of a shell without job control would
+    # start with SIGINT and SIGQUIT ignored, and pass that on to them.
+    started().send_signal(signal.SIGTERM)
+    assert (tmp_path / "server.ignores").read_text() == ""
 
 
 def test_a_crash_or_a_kill_nobody_asked_for_stays_a_failure(started):
