@@ -11,8 +11,9 @@ Each event has a fixed reason, as Argo Rollouts records its steps
 The log is ``events.jsonl`` under ``$XDG_STATE_HOME/sglfleet/`` (default
 ``~/.local/state/sglfleet/``), or the inventory's ``events_file``. It is only
 appended to, one ``write(2)`` a line on a descriptor opened with ``O_APPEND``,
-so two runs never interleave within a line. Every line passes the run's
-secrets through ``redact`` first. A dry run records nothing: it changes nothing.
+so two runs never interleave within a line. Every secret value of the run is
+replaced by ``<redacted>`` before a line is written. A dry run records nothing:
+it changes nothing.
 
 **Example:**
 

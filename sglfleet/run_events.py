@@ -152,12 +152,13 @@ def _open(inventory, inventory_file: str, playbooks: list[str]) -> None:
     targets = list(inventory)
     if not targets:
         return
+    # Fleet-wide keys (where the log goes, whom to notify): the first targeted host's data names them.
     config = host_config(targets[0])
     try:
         secrets = tuple(v for v in load_secrets(config.secrets_file).values.values() if v)
-    except SecretsError:
-        secrets = ()  # the service step reports it; nothing secret is known to redact
-    webhooks = [Webhook.from_config(entry.model_dump(), config.secrets_file) for entry in config.notify_webhooks]
+        webhooks = [Webhook.from_config(entry.model_dump(), config.secrets_file) for entry in config.notify_webhooks]
+    except SecretsError:  # the service step reports it; a webhook needing its token says so when it sends
+        secrets, webhooks = (), [Webhook(entry.url, tuple(entry.reasons)) for entry in config.notify_webhooks]
     secrets += tuple(hook.secret for hook in webhooks if hook.secret)
     _log = EventLog(Path(config.events_file).expanduser() if config.events_file else default_path(),
                     inventory=inventory_file, secrets=secrets, listeners=[_delivered_later(hook) for hook in webhooks])

@@ -72,9 +72,31 @@ def _read_file(path: Path) -> dict[str, str]:
         if not sep or name not in (*NAMES, *CONTROLLER_ONLY):
             raise SecretsError(f"{path}:{number}: expected one of {', '.join((*NAMES, *CONTROLLER_ONLY))}=value; "
                                f"fix the line")
-        if name in NAMES:
-            found[name] = value.strip().strip("'\"")
+        found[name] = value.strip().strip("'\"")
     return found
+
+
+def _collect(names, secrets_file, environ) -> tuple[dict[str, str], list[str]]:
+    """The ``names`` found, the environment over the secrets file, each checked; and where they came from."""
+    found: dict[str, str] = {}
+    sources = []
+    if secrets_file:
+        path = Path(secrets_file).expanduser()
+        if path.resolve().is_relative_to(PROJECT_ROOT):
+            raise SecretsError(f"{path}: secrets file inside the repository; move it out, "
+                               f"e.g. ~/.config/sglfleet/secrets.env (mode 0600)")
+        if path.is_file():
+            found.update({name: value for name, value in _read_file(path).items() if name in names})
+            sources.append(str(path))
+    from_env = {name: environ[name] for name in names if environ.get(name)}
+    if from_env:
+        found.update(from_env)
+        sources.append("environment")
+    for name, value in found.items():
+        if value and not SAFE_VALUE.match(value):
+            raise SecretsError(f"{name}: contains spaces, quotes or control characters; "
+                               f"use a value of letters, digits and ._~+/=:@%^,-")
+    return {name: value for name, value in found.items() if value}, sources
 
 
 def load_secrets(secrets_file: str | os.PathLike | None, environ: Mapping[str, str] = os.environ) -> Secrets:
@@ -87,26 +109,23 @@ def load_secrets(secrets_file: str | os.PathLike | None, environ: Mapping[str, s
     Raises ``SecretsError`` for a file inside the repository, a file others can
     read, a malformed line, or a value that cannot be written safely.
     """
-    found: dict[str, str] = {}
-    sources = []
-    if secrets_file:
-        path = Path(secrets_file).expanduser()
-        if path.resolve().is_relative_to(PROJECT_ROOT):
-            raise SecretsError(f"{path}: secrets file inside the repository; move it out, "
-                               f"e.g. ~/.config/sglfleet/secrets.env (mode 0600)")
-        if path.is_file():
-            found.update(_read_file(path))
-            sources.append(str(path))
-    from_env = {name: environ[name] for name in NAMES if environ.get(name)}
-    if from_env:
-        found.update(from_env)
-        sources.append("environment")
-    for name, value in found.items():
-        if value and not SAFE_VALUE.match(value):
-            raise SecretsError(f"{name}: contains spaces, quotes or control characters; "
-                               f"use a value of letters, digits and ._~+/=:@%^,-")
-    values = {NAMES[name]: value for name, value in found.items() if value}
-    return Secrets(values=values, source=" and ".join(sources) or "none")
+    found, sources = _collect(NAMES, secrets_file, environ)
+    return Secrets(values={NAMES[name]: value for name, value in found.items()},
+                   source=" and ".join(sources) or "none")
+
+
+def controller_secret(name: str, secrets_file: str | os.PathLike | None,
+                      environ: Mapping[str, str] = os.environ) -> str | None:
+    """
+    One of ``CONTROLLER_ONLY``, found and checked as ``load_secrets`` finds the others; None when absent.
+
+    **Example:**
+
+    .. code:: python
+
+        controller_secret("SGLFLEET_WEBHOOK_TOKEN", "~/.config/sglfleet/secrets.env")
+    """
+    return _collect((name,), secrets_file, environ)[0].get(name)
 
 
 def fingerprint(value: str) -> str:

@@ -5,7 +5,8 @@ notifications map triggers (``on-rollout-completed``, ``-aborted``, ...) to webh
 An inventory's ``notify_webhooks`` lists ``{"url": ..., "reasons": [...]}``. A URL
 that needs a secret (a token in its path, as Slack's have) holds the placeholder
 ``{token}``; the value comes from ``SGLFLEET_WEBHOOK_TOKEN`` in the controller's
-environment or its ``secrets_file``, like the other secrets, so it is never in
+environment or its ``secrets_file``, found and checked as the other secrets are
+(``sglfleet.secrets``: a file only its owner reads, outside the repository), so it is never in
 an inventory, a diff, a log or an event. A POST has a timeout and a bounded retry;
 a webhook that fails raises, and the event log records ``WebhookFailed``.
 
@@ -21,12 +22,12 @@ a webhook that fails raises, and the event log records ``WebhookFailed``.
 from __future__ import annotations
 
 import json
-import os
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
-from pathlib import Path
+
+from sglfleet.secrets import controller_secret
 
 TOKEN = "SGLFLEET_WEBHOOK_TOKEN"
 PLACEHOLDER = "{token}"
@@ -37,20 +38,6 @@ BACKOFF_S = 1.0
 
 class WebhookError(Exception):
     """A webhook that could not be delivered; the message never holds its secret."""
-
-
-def webhook_token(secrets_file: str | None, environ=os.environ) -> str | None:
-    """``SGLFLEET_WEBHOOK_TOKEN`` from the environment, else from the secrets file (a ``NAME=value`` line)."""
-    if environ.get(TOKEN):
-        return environ[TOKEN]
-    path = Path(secrets_file).expanduser() if secrets_file else None
-    if not path or not path.is_file():
-        return None
-    for line in path.read_text().splitlines():
-        name, sep, value = line.strip().removeprefix("export ").partition("=")
-        if sep and name.strip() == TOKEN:
-            return value.strip().strip("'\"") or None
-    return None
 
 
 @dataclass(frozen=True)
@@ -69,7 +56,7 @@ class Webhook:
 
     @classmethod
     def from_config(cls, entry: dict, secrets_file: str | None) -> "Webhook":
-        secret = webhook_token(secrets_file) if PLACEHOLDER in entry["url"] else None
+        secret = controller_secret(TOKEN, secrets_file) if PLACEHOLDER in entry["url"] else None
         return cls(entry["url"], tuple(entry["reasons"]), secret)
 
     def send(self, event: dict, sleep=time.sleep) -> None:

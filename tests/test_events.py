@@ -13,7 +13,7 @@ import pytest
 
 from deploying import SECRETS, converged, deploy, eagle_change, sglfleet
 from sglfleet.events import REASONS, EventLog, parse_since, read_events
-from sglfleet.secrets import load_secrets
+from sglfleet.secrets import SecretsError, load_secrets
 from sglfleet.webhooks import Webhook, WebhookError
 
 TOKEN = "whk-tokenV8q2Lr6"  # the webhook's secret: never in a line, a log or an event
@@ -139,6 +139,9 @@ def test_the_webhook_token_may_sit_in_the_secrets_file_and_never_reaches_the_hos
     assert load_secrets(str(path), {}).values == {"SGLANG_API_KEY": "k3y"}  # what sglang.env gets
     hook = Webhook.from_config({"url": "http://127.0.0.1:9/{token}", "reasons": ["RunFinished"]}, str(path))
     assert hook.secret == TOKEN
+    path.chmod(0o644)  # checked as the other secrets are: a file others can read is refused
+    with pytest.raises(SecretsError, match="chmod 600"):
+        Webhook.from_config({"url": "http://127.0.0.1:9/{token}", "reasons": ["RunFinished"]}, str(path))
 
 
 # -- on the local fleet -------------------------------------------------------------------

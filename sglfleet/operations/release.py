@@ -29,6 +29,7 @@ from sglfleet.facts.files import FileBytes
 from sglfleet.facts.release import ReleaseState
 from sglfleet.host.bake import describe
 from sglfleet.host.layout import LAYOUT, STALE_MINUTES
+from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR
 from sglfleet.operations.remote import HostFunctionCommand
 from sglfleet.operations.stack import REBUILT
 from sglfleet.release import Release
@@ -150,7 +151,7 @@ class WaveStep:
     timeout_s: float | None = None
     lock_wait_s: float = 300
     releases_keep: int = 3
-    textfile_dir: str = "/var/lib/prometheus/node-exporter"
+    textfile_dir: str = TEXTFILE_DIR
 
 
 def _baked(verdict: dict) -> bool:
