@@ -37,6 +37,7 @@ DELIVERY_WAIT_S = ATTEMPTS * TIMEOUT_S + (2 ** (ATTEMPTS - 1) - 1) * BACKOFF_S +
 
 # This run's (one pyinfra process's) record, as summary.py keeps its outcomes.
 _log: EventLog | None = None
+_state = None                        # pyinfra's state: the hosts that failed before their switch
 _batches: list[tuple[str, tuple[str, ...]]] = []  # reached, in order: (label, hosts)
 _started: set[str] = set()
 _stopped: set[str] = set()           # batches the failure budget kept from starting
@@ -104,18 +105,26 @@ def _complete_last_batch() -> None:
                  + (f"; failed: {', '.join(failed)}" if failed else ""))
 
 
+BEFORE_SWITCH = ("failed before its switch (access, preflight, service, stack, patch, models or release); "
+                 "the run's output says why")
+
+
 def _finish() -> None:
     _complete_last_batch()
     if summary.paused():
         emit("RolloutPaused", message=summary.paused())
     failed = set(summary.failed_hosts())
+    # A host that failed in phase A (a full disk, a refused host key) never reached the rollout.
+    for name in sorted({h.name for h in _state.failed_hosts} - failed):
+        emit("HostFailed", host=name, message=BEFORE_SWITCH)
+        failed.add(name)
     for host_name, things in _drifted.items():
         if host_name not in failed:
             emit("DriftRepaired", host=host_name, message="; ".join(things))
     passed = summary.passed_hosts()
     if failed:
         emit("RolloutAborted", figures={"passed": len(passed), "failed": len(failed)},
-             message="; ".join(f"{name}: {summary.failure(name)}" for name in sorted(failed)))
+             message="; ".join(f"{name}: {summary.failure(name) or BEFORE_SWITCH}" for name in sorted(failed)))
     elif passed:
         emit("RolloutCompleted", figures={"passed": len(passed)}, message=f"{len(passed)} passed: {', '.join(passed)}")
     emit("RunFinished", figures={"passed": len(passed), "failed": len(failed)},
@@ -139,7 +148,9 @@ def record_events(state) -> None:
     init = state.init
 
     def init_then_record(inventory, *args, **kwargs):
+        global _state
         init(inventory, *args, **kwargs)
+        _state = state
         _open(inventory, str(params.get("inventory")), playbooks)
 
     state.init = init_then_record

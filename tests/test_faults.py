@@ -22,6 +22,7 @@ import pytest
 from deploying import deploy
 from faulting import Run, new_release, results, serving, wait_serving, wait_unlocked
 from sglfleet import FILES
+from sglfleet.events import read_events
 from sglfleet.preflight import disk_needed
 from sglfleet.stacks import load_stack, lock_path
 from sglfleet.wheelhouse import unpacked_size
@@ -233,7 +234,7 @@ def faulttest_stack(tmp_path, fleet_ok):
     assert done.returncode == 0, done.stdout[-3000:]
 
 
-def test_full_disk_and_corrupted_wheel_during_a_stack_build(fleet_ok, faulttest_stack):
+def test_full_disk_and_corrupted_wheel_during_a_stack_build(fleet_ok, faulttest_stack, tmp_path):
     fleet = fleet_ok
     stack, env = faulttest_stack
     before = serving(fleet)
@@ -251,13 +252,19 @@ def test_full_disk_and_corrupted_wheel_during_a_stack_build(fleet_ok, faulttest_
         fleet.exec("node3", f"setsid -f timeout 120 sh -c 'until ls -d {STACKS}/.build-faulttest-*/venv; do sleep 0.05;"
                             f" done; cat /dev/zero > {STACKS}/.filler' </dev/null >/dev/null 2>&1")
         args = ("--data", "stack=faulttest")
-        done = Run(*args, env=env).finish(240)
+        events_file = tmp_path / "events.jsonl"
+        done = Run(*args, "--data", f"events_file={events_file}", env=env).finish(240)
         release = new_release(done.stdout)
 
         assert done.returncode != 0
         node3 = [line for line in done.stdout.splitlines() if "[node3]" in line]
         assert any("No space left on device" in line for line in node3), node3
         assert "[node3] Error" in done.stdout
+        # The event log says so too: node3 failed before its switch, and the rollout was aborted.
+        events = read_events(events_file)
+        assert ("HostFailed", "node3") in [(e["reason"], e["host"]) for e in events]
+        assert [e["reason"] for e in events[-2:]] == ["RolloutAborted", "RunFinished"]
+        assert events[-2]["message"].startswith("node3: failed before its switch")
         # node3 failed alone, before its rollout: it serves its old release; the others the new one.
         assert serving(fleet) == {"node1": release, "node2": release, "node3": before["node3"]}
         sums = fleet.exec("node2", f"sha256sum /opt/sglfleet/wheelhouse/{sglang.filename}").stdout
