@@ -8,5 +8,5 @@ Switch every targeted host back to its previous release, wave by wave, behind th
 from tasks.access import check_access
 from tasks.rollout import roll_back
 
-check_access()
+check_access(read_host=False)
 roll_back()

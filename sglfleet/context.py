@@ -7,17 +7,24 @@ import zipfile
 from dataclasses import dataclass
 from functools import cache
 
+import gevent
+from pyinfra import state
 from pyinfra.api import Host, Inventory
+from pyinfra.api.arguments import pop_global_arguments
+from pyinfra.api.exceptions import PyinfraError
+from pyinfra.context import ctx_host, ctx_state
 
 from sglfleet import FILES, PROJECT_ROOT, wheelhouse
+from sglfleet.facts.host import HostRead, HostState
 from sglfleet.fanout import Share, rounds
 from sglfleet.host.layout import LAYOUT
-from sglfleet.host.stacks import PATCHED
+from sglfleet.host.stacks import PATCHED, patched
+from sglfleet.models import ModelError, load_manifest, staged_models
 from sglfleet.patcher import PatchRefused, apply, load_patch
 from sglfleet.release import Release, render_release
 from sglfleet.schema import HostConfig, validate_host_data
 from sglfleet.secrets import load_secrets, render_env
-from sglfleet.stacks import Stack, load_stack
+from sglfleet.stacks import Stack, StackError, load_stack
 from sglfleet.templates import render, render_unit
 from sglfleet.waves import Batch, Wave, fleet_setting, limit_waves, plan_batches, plan_waves, until
 
@@ -51,6 +58,25 @@ def host_stack(host: Host) -> Stack:
     """
     config = host_config(host)
     return stack_named(config.stack, config.allow_unhashed_lock)
+
+
+def complete_stack(host: Host) -> Stack:
+    """
+    The host's stack, complete, hashed (or allowed unhashed), in the controller's
+    wheelhouse; else a ``PyinfraError`` that stops the run before any host changes.
+
+    + host: ``pyinfra.host``
+    """
+    try:
+        stack = host_stack(host)
+        stack.require_complete()
+        # Every file fetched once and checked against the lock while the deploy is
+        # planned: a wrong hash stops the run before any operation runs.
+        wheelhouse.ensure(stack)
+    except StackError as e:
+        # A lock problem is the whole inventory's.
+        raise PyinfraError(str(e)) from None
+    return stack
 
 
 @cache
@@ -229,3 +255,59 @@ def fleet_shares(host: Host, targets: list, distribution: str, port: int, unit: 
         yield Share(round=number, sources=tuple(earlier), port=port, unit=unit,
                     serves=number < len(planned) - 1) if host in hosts else None
         earlier += [f"http://{peer.data.get('ssh_hostname') or peer.name}:{port}" for peer in hosts]
+
+
+# One greenlet per host: hosts whose deploys load side by side wait on the same reads.
+_reads: dict[str, gevent.Greenlet] = {}
+
+
+def _read_arguments(host: Host) -> dict:
+    """What ``HostRead`` reads on ``host``, and how it becomes root."""
+    config = host_config(host)
+    stack = complete_stack(host)
+    paths = [LAYOUT.env_file, LAYOUT.unit_file, *host_tool_files(config.server)]
+    try:
+        spec = [{"dir": model.dir, "digest": load_manifest(model.repo, model.revision).digest}
+                for model in staged_models(config)]
+    except ModelError:
+        spec = None  # the models step reads its own and says what is missing
+    arguments, _ = pop_global_arguments(state, host, {})
+    # sudo -n is asked inside the read; a sudo password or user is pyinfra's to use.
+    own_sudo = bool(arguments.get("_sudo")) and not any(
+        arguments.get(key) for key in ("_sudo_password", "_sudo_user", "_use_sudo_login", "_preserve_sudo_env"))
+    return {
+        "stack_id": stack.id, "python": stack.python, "uv_version": stack.uv.version,
+        "user": LAYOUT.service_user, "paths": sorted(paths),
+        "patch_path": f"{stack.venv}/{patched(stack.python)}", "patch_known": sorted(patched_digests(stack)),
+        "release_id": host_release(host).release_id, "model_spec": spec or None,
+        "full": config.verify_stacks == "full", "sudo_check": own_sudo,
+        **({"_sudo": False} if own_sudo else {}),
+    }
+
+
+def host_state(host: Host) -> HostState:
+    """
+    Everything the converge decides from on ``host`` (``sglfleet.facts.host.HostState``),
+    read once per run: the first call reads every targeted host at once, one command each.
+
+    + host: ``pyinfra.host``
+
+    **Example:**
+
+    .. code:: python
+
+        host_state(host).release.current   # "3f2a9c1d0b7e6a55"
+    """
+    if host.name not in _reads:
+        hosts = [h for h in state.inventory.get_active_hosts() if state.is_host_in_limit(h)]
+        # The host itself, not pyinfra's context proxy of the host being loaded.
+        unread = [h for h in dict.fromkeys([state.inventory.get_host(host.name), *hosts]) if h.name not in _reads]
+        arguments = {h.name: _read_arguments(h) for h in unread}  # a refusal stops the run before any read
+
+        def read(one: Host) -> HostState:
+            with ctx_state.use(state.inventory.state), ctx_host.use(one):
+                return one.get_fact(HostRead, **arguments[one.name])
+
+        # Not pyinfra's pool: its slots may all be held by the deploys being loaded.
+        _reads.update({h.name: gevent.spawn(read, h) for h in unread})
+    return _reads[host.name].get()

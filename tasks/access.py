@@ -5,6 +5,7 @@ from pyinfra.api import deploy
 from pyinfra.api.arguments import pop_global_arguments
 from pyinfra.api.exceptions import PyinfraError
 
+from sglfleet.context import host_state
 from sglfleet.facts.sudo import SudoAccess
 
 FIX = ("give {user} passwordless sudo on the host, e.g. the line "
@@ -13,13 +14,20 @@ FIX = ("give {user} passwordless sudo on the host, e.g. the line "
 
 
 @deploy("Access")
-def check_access():
-    arguments, _ = pop_global_arguments(state, host, {})
-    # A password pyinfra was given (--sudo-password) makes sudo -n beside the point.
-    if not arguments.get("_sudo") or arguments.get("_sudo_password"):
-        return
-    access = host.get_fact(SudoAccess, _sudo=False)
-    if access["status"] == "ok":
+def check_access(read_host: bool = True):
+    """
+    + read_host: read everything the converge decides from (``sglfleet.context.host_state``),
+      sudo's answer with it; else ask sudo alone (a rollback needs no more)
+    """
+    if read_host:
+        access = host_state(host).sudo  # None: the read did not ask (no sudo, or a sudo password)
+    else:
+        arguments, _ = pop_global_arguments(state, host, {})
+        # A password pyinfra was given (--sudo-password) makes sudo -n beside the point.
+        if not arguments.get("_sudo") or arguments.get("_sudo_password"):
+            return
+        access = host.get_fact(SudoAccess, _sudo=False)
+    if access is None or access["status"] == "ok":
         return
     user = host.data.get("ssh_user") or "the SSH user"
     why = {

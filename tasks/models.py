@@ -4,7 +4,8 @@ from pyinfra import host, inventory, state
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import PyinfraError
 
-from sglfleet.context import fleet_shares, host_config, host_stack
+from sglfleet.context import fleet_shares, host_config, host_stack, host_state
+from sglfleet.facts.host import READ
 from sglfleet.models import ModelError, load_manifest, staged_models
 from sglfleet.operations import models
 from sglfleet.temporaries import RUN_TOKEN
@@ -25,6 +26,8 @@ def stage_models():
     shares = fleet_shares(host, targets, config.distribution, config.model_share_port,
                           f"sglfleet-models-share-{RUN_TOKEN}")
     # pyinfra orders operations by call site, then loop position: one operation a round.
+    # As read with the host (None: not read, so the operation reads it); its store is its own.
+    answers = host_state(host).models
     for share in host.loop(shares):
         if share:
             models.staged(
@@ -35,6 +38,7 @@ def stage_models():
                 endpoint=config.hf_endpoint,
                 controller_dir=config.models_controller_dir,
                 share=share,
+                answers=READ if answers is None else answers,
             )
     # After every round of every host: no peer fetches from these servers any more.
     models.serving_stopped(name="Model files no longer served to peers")

@@ -3,7 +3,8 @@
 from pyinfra import host
 from pyinfra.api import deploy
 
-from sglfleet.context import host_stack, patched_digests
+from sglfleet.context import host_stack, host_state, patched_digests
+from sglfleet.facts.host import READ
 from sglfleet.host.stacks import patched
 from sglfleet.operations import patch
 
@@ -11,8 +12,11 @@ from sglfleet.operations import patch
 @deploy("Patch")
 def patch_eagle3_methods():
     stack = host_stack(host)
+    found = host_state(host)
     patch.eagle3_methods(
         name="KimiK25 EAGLE-3 methods inside the class body",
         path=f"{stack.venv}/{patched(stack.python)}",
         done_digests=patched_digests(stack),
+        # A stack built this run is read after its build.
+        source=found.patch if found.stack.verified else READ,
     )

@@ -3,11 +3,11 @@
 from pyinfra import host
 from pyinfra.api import deploy
 
-from sglfleet.context import host_release
+from sglfleet.context import host_release, host_state
 from sglfleet.operations import release
 
 
 @deploy("Release")
 def stage_release():
     rendered = host_release(host)
-    release.staged(name=f"Stage release {rendered.release_id}", release=rendered)
+    release.staged(name=f"Stage release {rendered.release_id}", release=rendered, found=host_state(host).release)

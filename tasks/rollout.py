@@ -4,7 +4,7 @@ from pyinfra import host, inventory, state
 from pyinfra.api import deploy
 
 from sglfleet import summary
-from sglfleet.context import fleet_rollout, host_config, host_release
+from sglfleet.context import fleet_rollout, host_config, host_release, host_state
 from sglfleet.operations import release
 
 
@@ -47,10 +47,13 @@ def _steps(config):
 @deploy("Roll out")
 def roll_out():
     release_id = host_release(host).release_id
+    # As the host was read at the start: staging changes neither link nor process, and a
+    # host another run holds is read again once its lock is free.
+    found = host_state(host).release
     for step in host.loop(_steps(host_config(host))):
         if step:
             release.activated(name=f"{step.label}: serve the staged release",
-                              release_id=release_id, step=step)
+                              release_id=release_id, step=step, found=found)
 
 
 @deploy("Roll back")

@@ -120,6 +120,22 @@ def sshd_connections(fleet, host: str, since: float, logins: bool = False, until
                 and (not logins or str(e.get("MESSAGE", "")).startswith("Accepted "))})
 
 
+SSHD_VERBOSE = "/etc/ssh/sshd_config.d/00-verbose.conf"
+
+
+def sshd_logs_sessions(fleet, hosts) -> None:
+    """Make each host's sshd log every session it starts (``LogLevel VERBOSE``), through nsenter."""
+    for host in hosts:
+        fleet.inside(host, f"grep -qs VERBOSE {SSHD_VERBOSE} || {{ echo 'LogLevel VERBOSE' > {SSHD_VERBOSE} "
+                           "&& systemctl reload ssh; }")
+
+
+def sshd_commands(fleet, host: str, since: float) -> int:
+    """How many remote commands ``host``'s sshd started since ``since`` (``sshd_logs_sessions`` first)."""
+    log = fleet.inside(host, f"journalctl -u ssh -o cat --no-pager --since @{since:.6f}").stdout
+    return log.count("Starting session: command")
+
+
 def journal_shows_logins(fleet, hosts, since: float, timeout: float = 10.0) -> bool:
     """
     Wait (bounded) until every host's journal shows a login since ``since``:

@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from deploying import SECRETS, converged, deploy, fleet_state, host_state, pyinfra, sglfleet, ssh_logins, tree_digest
+from deploying import (SECRETS, converged, deploy, fleet_state, host_state, journal_shows_logins, pyinfra, sglfleet,
+                       sshd_commands, sshd_logs_sessions, ssh_logins, tree_digest)
 
 pytestmark = pytest.mark.fleet
 
@@ -81,12 +82,17 @@ def unit_run(fleet, host: str) -> str:
 def test_second_converge_changes_nothing_and_restarts_nothing(fleet_up):
     """Molecule's idempotence step: the same converge again, no change and no restart."""
     before = {host: unit_run(fleet_up, host) for host in fleet_up.hosts}
+    sshd_logs_sessions(fleet_up, fleet_up.hosts)
+    since = time.time()
     result = deploy()
     assert result.returncode == 0, result.stdout[-3000:]
     totals = results(result.stdout)
     assert totals["success"] == 0 and totals["error"] == 0, result.stdout[-3000:]
     assert totals["no_change"] == totals["hosts"]
     assert {host: unit_run(fleet_up, host) for host in fleet_up.hosts} == before
+    # Everything it decided from came in one read per host (sglfleet.facts.host), counted by sshd.
+    assert journal_shows_logins(fleet_up, fleet_up.hosts, since)
+    assert {host: sshd_commands(fleet_up, host, since) for host in fleet_up.hosts} == dict.fromkeys(fleet_up.hosts, 1)
 
 
 def test_dry_run_prints_the_plan_and_changes_no_byte(fleet_up):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import fnmatch
 import posixpath
 import shlex
 
@@ -101,6 +102,19 @@ class FileDigests(FactBase[dict]):
             for path in paths
         }
         return {"files": files, "leftovers": sorted(leftovers)}
+
+
+def narrowed(found: dict, paths) -> dict:
+    """
+    ``FileDigests``'s answer narrowed to ``paths``: their digests, and only their temporaries.
+
+    + found: what ``FileDigests`` returned for these paths and others
+    + paths: the paths one operation owns
+    """
+    patterns = [temporaries_pattern(path) for path in paths]
+    return {"files": {path: found["files"].get(path) for path in paths},
+            "leftovers": [path for path in found["leftovers"]
+                          if any(fnmatch.fnmatchcase(path, pattern) for pattern in patterns)]}
 
 
 KNOWN = "sglfleet-file-known"

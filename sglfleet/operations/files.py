@@ -20,16 +20,19 @@ from pyinfra.api import FileUploadCommand, operation
 
 from sglfleet.diffs import first_pass, show_diff, wants_diff
 from sglfleet.facts.files import FileBytes, FileDigests
+from sglfleet.facts.host import READ
 from sglfleet.temporaries import temporary_beside
 
 
 @operation()
-def in_place(files: dict[str, tuple[bytes, str]], owner: str = "root", group: str = "root"):
+def in_place(files: dict[str, tuple[bytes, str]], owner: str = "root", group: str = "root", found=READ):
     """
     Ensure each file has exactly the given content and mode.
 
     + files: remote path -> (content, octal mode such as ``"644"``)
     + owner, group: who owns every file
+    + found: ``FileDigests``'s answer for these paths, already read (``sglfleet.facts.host``);
+      by default the operation reads it
 
     **Example:**
 
@@ -40,7 +43,8 @@ def in_place(files: dict[str, tuple[bytes, str]], owner: str = "root", group: st
             files={"/opt/sglfleet/bin/sglfleet-release": (tool_bytes, "755")},
         )
     """
-    found = host.get_fact(FileDigests, paths=sorted(files))
+    if found is READ:
+        found = host.get_fact(FileDigests, paths=sorted(files))
     digests = found["files"]
     stale = [
         path for path, (content, mode) in sorted(files.items())

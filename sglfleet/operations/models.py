@@ -33,6 +33,7 @@ from pyinfra import host, logger
 from pyinfra.api import FileUploadCommand, OperationError, StringCommand, operation
 
 from sglfleet.diffs import report_drift, wants_diff
+from sglfleet.facts.host import READ
 from sglfleet.facts.models import ModelGarbage, ModelState
 from sglfleet.fanout import Progress, Share, human, serve
 from sglfleet.host.layout import LAYOUT
@@ -108,7 +109,8 @@ def peer_urls(model: StagedModel, sources: tuple[str, ...]) -> list[str]:
 
 @operation()
 def staged(models: list[tuple[StagedModel, Manifest]], source: str = "hub", python: str | None = None,
-           endpoint: str | None = None, controller_dir: str | None = None, share: Share | None = None):
+           endpoint: str | None = None, controller_dir: str | None = None, share: Share | None = None,
+           answers=READ):
     """
     Ensure each pinned model is staged and verified in its folder; repair one that
     drifted. With ``share``, fetch from the peers of earlier rounds first, then
@@ -120,6 +122,7 @@ def staged(models: list[tuple[StagedModel, Manifest]], source: str = "hub", pyth
     + endpoint: an HF-compatible mirror's URL, or None for the Hub
     + controller_dir: the controller's folder of ``<org>/<name>/<revision>/`` copies
     + share: the host's turn in the fan-out (``sglfleet.context.fleet_shares``); None: the source alone
+    + answers: ``ModelState``'s answers for these models, already read; by default the operation reads them
 
     **Example:**
 
@@ -130,7 +133,9 @@ def staged(models: list[tuple[StagedModel, Manifest]], source: str = "hub", pyth
                share=Share(1, ("http://node1:30090",), 30090, "sglfleet-models-share-x"))
     """
     spec = [{"dir": model.dir, "digest": manifest.digest} for model, manifest in models]
-    answers = host.get_fact(ModelState, spec=spec) or [None] * len(models)
+    if answers is READ:
+        answers = host.get_fact(ModelState, spec=spec)
+    answers = answers or [None] * len(models)
     todo = []
     for (model, manifest), answer in zip(models, answers):
         paths = wanted_paths(manifest, answer)

@@ -17,13 +17,14 @@ from pyinfra.api import FileUploadCommand, FunctionCommand, operation
 
 from sglfleet.diffs import show_diff, wants_diff
 from sglfleet.facts.files import FileBytesUnlessKnown
+from sglfleet.facts.host import READ
 from sglfleet.patcher import PatchRefused, apply, load_patch
 from sglfleet.temporaries import temporary_beside
 
 
 
 @operation()
-def eagle3_methods(path: str, patch_path: str | None = None, done_digests: list[str] | tuple = ()):
+def eagle3_methods(path: str, patch_path: str | None = None, done_digests: list[str] | tuple = (), source=READ):
     """
     Ensure the KimiK25 class in ``path`` has the EAGLE-3 delegation methods.
 
@@ -38,6 +39,8 @@ def eagle3_methods(path: str, patch_path: str | None = None, done_digests: list[
       ``files/patches/kimi_k25_eagle3.py``)
     + done_digests: sha256 of files known to need nothing (the stack's
       upstream file, patched); a host whose file has one of them is not read
+    + source: ``FileBytesUnlessKnown``'s answer for ``path`` and ``done_digests``, already
+      read; by default the operation reads it
 
     **Example:**
 
@@ -49,7 +52,8 @@ def eagle3_methods(path: str, patch_path: str | None = None, done_digests: list[
         )
     """
     the_patch = load_patch(patch_path)
-    source = host.get_fact(FileBytesUnlessKnown, path=path, known=sorted(done_digests))
+    if source is READ:
+        source = host.get_fact(FileBytesUnlessKnown, path=path, known=sorted(done_digests))
     if isinstance(source, str):
         host.noop(f"class {the_patch.target} in {path} has the methods (sha256 {source[:12]})")
         return

@@ -26,6 +26,7 @@ from pyinfra.api import FileUploadCommand, FunctionCommand, StringCommand, opera
 from sglfleet import router, run_events, summary
 from sglfleet.diffs import report_drift, show_diff, wants_diff
 from sglfleet.facts.files import FileBytes
+from sglfleet.facts.host import READ
 from sglfleet.facts.release import ReleaseState
 from sglfleet.host.bake import describe
 from sglfleet.host.layout import LAYOUT, STALE_MINUTES
@@ -43,7 +44,7 @@ def _sha256(text: str) -> str:
 
 
 @operation()
-def staged(release: Release, diff_against: str = "launch.args"):
+def staged(release: Release, diff_against: str = "launch.args", found=READ):
     """
     Stage a release: its files into a temporary folder, renamed into
     ``releases/<release_id>``; or, when it is staged, put back any file that
@@ -51,6 +52,7 @@ def staged(release: Release, diff_against: str = "launch.args"):
 
     + release: the rendered release (``sglfleet.release.render_release``)
     + diff_against: the file whose change from the serving release ``--diff`` shows
+    + found: ``ReleaseState``'s answer with this release's files, already read; by default the operation reads it
 
     **Example:**
 
@@ -58,7 +60,8 @@ def staged(release: Release, diff_against: str = "launch.args"):
 
         staged(name="Stage the release", release=render_release(config, stack_id, patch))
     """
-    found = host.get_fact(ReleaseState, release_id=release.release_id)
+    if found is READ:
+        found = host.get_fact(ReleaseState, release_id=release.release_id)
     if found is None:
         return  # the fact failed, and with it the host
     current = found.current
@@ -159,7 +162,7 @@ def _baked(verdict: dict) -> bool:
 
 
 @operation(is_idempotent=False)
-def activated(release_id: str, step: WaveStep):
+def activated(release_id: str, step: WaveStep, found=READ):
     """
     Make the host serve ``release_id`` behind its start-up gate and bake, unless it does.
 
@@ -171,6 +174,8 @@ def activated(release_id: str, step: WaveStep):
 
     + release_id: the staged release to serve
     + step: the host's place in this wave
+    + found: ``ReleaseState``'s answer, already read; by default the operation reads it. A host
+      another run holds is read again, after waiting for its lock
 
     **Example:**
 
@@ -182,7 +187,8 @@ def activated(release_id: str, step: WaveStep):
             step=WaveStep("wave1", (("canary", ("node1",)),), bake_s=600),
         )
     """
-    found = host.get_fact(ReleaseState)
+    if found is READ:
+        found = host.get_fact(ReleaseState)
     if found is None:
         return  # the fact failed, and with it the host
     # Its stack drifted and was built again this run: the process loaded the drifted files.

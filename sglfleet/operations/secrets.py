@@ -17,18 +17,20 @@ from pyinfra.api import StringCommand, operation
 
 from sglfleet.diffs import first_pass, show_diff, wants_diff
 from sglfleet.facts.files import FileDigests
+from sglfleet.facts.host import READ
 from sglfleet.operations.files import removed_leftovers, what_differs
 from sglfleet.temporaries import temporary_beside
 
 
 @operation()
-def secret_file(path: str, content: str, redacted: str):
+def secret_file(path: str, content: str, redacted: str, found=READ):
     """
     Ensure ``path`` holds ``content``, owned by root with mode 0600.
 
     + path: the file on the host
     + content: the full text, secrets included; never logged
     + redacted: the same text with each secret replaced, for ``--diff``
+    + found: ``FileDigests``'s answer for ``path``, already read; by default the operation reads it
 
     **Example:**
 
@@ -41,7 +43,8 @@ def secret_file(path: str, content: str, redacted: str):
             redacted="HF_TOKEN=<redacted>\\n",
         )
     """
-    found = host.get_fact(FileDigests, paths=[path])
+    if found is READ:
+        found = host.get_fact(FileDigests, paths=[path])
     digest = found["files"][path]
     wanted = hashlib.sha256(content.encode()).hexdigest()
     up_to_date = digest is not None and (

@@ -24,6 +24,7 @@ from pyinfra.api import FileUploadCommand, OperationError, StringCommand, operat
 from sglfleet import FILES, wheelhouse
 from sglfleet.diffs import first_pass, report_drift, wants_diff
 from sglfleet.fanout import Progress, Share, aria2_command, aria2_input, human, serve
+from sglfleet.facts.host import READ
 from sglfleet.facts.stack import StackHostState, StackState, WheelhouseFiles
 from sglfleet.host.layout import LAYOUT, STALE_MINUTES
 from sglfleet.host.stacks import SNAPSHOT, snapshot_command
@@ -39,12 +40,10 @@ PROBE = FILES / "probe" / "verify_stack.py"
 REBUILT: set[str] = set()
 # Hosts that serve wheels to peers this run; their server stops once every stack is built.
 SHARING: dict[str, str] = {}
-# Hosts whose stack preflight found built and unchanged (its StackState, asked once).
-VERIFIED: set[str] = set()
 
 
 @operation()
-def wheels_fanned_out(stack: Stack, share: Share, full_check: bool = False):
+def wheels_fanned_out(stack: Stack, share: Share, full_check: bool = False, found=READ):
     """
     Give the host every wheel of ``stack`` it lacks, from the hosts of earlier
     rounds (``aria2c``, several sources a file, sha256 checked on arrival), or
@@ -54,6 +53,7 @@ def wheels_fanned_out(stack: Stack, share: Share, full_check: bool = False):
     + stack: a loaded, complete stack
     + share: the host's turn in the fan-out (``sglfleet.fanout``)
     + full_check: as ``installed``'s
+    + found: ``StackState``'s answer, already read; by default the operation reads it
 
     **Example:**
 
@@ -61,11 +61,8 @@ def wheels_fanned_out(stack: Stack, share: Share, full_check: bool = False):
 
         wheels_fanned_out(name="Wheels, round 1", stack=stack, share=Share(1, ("http://node1:30089",), 30089, "u"))
     """
-    if host.name in VERIFIED:  # preflight found it built and unchanged: no round trip for a quiet converge
-        host.noop(f"stack {stack.id} is built: no wheel needed")
-        return
-    state = host.get_fact(StackState, stack_id=stack.id, python=stack.python, uv_version=stack.uv.version,
-                          full=full_check)
+    state = found if found is not READ else host.get_fact(
+        StackState, stack_id=stack.id, python=stack.python, uv_version=stack.uv.version, full=full_check)
     if state.verified:
         host.noop(f"stack {stack.id} is built: no wheel needed")
         return
@@ -308,7 +305,7 @@ def collect_commands(stack: Stack, state: StackHostState, keep: int) -> list:
 
 
 @operation()
-def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: bool = False):
+def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: bool = False, found=READ):
     """
     Ensure ``stack`` is built, verified, unchanged since, and in place on the host,
     and old stacks are collected. A stack that changed on the host (its venv
@@ -319,6 +316,7 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: b
     + gpu_less: the host has no GPU; the probe skips the GPU checks and records it
     + keep: stacks kept besides this one and those of the current and previous releases
     + full_check: also read every installed file against its RECORD hash (slow: on request)
+    + found: ``StackState``'s answer (wheels not hashed), already read; by default the operation reads it
 
     **Example:**
 
@@ -328,8 +326,9 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: b
     """
     # The wheels are in place by now (wheels_fanned_out): hashing them again would cost
     # seconds a GB on every build and decide nothing here.
-    state = host.get_fact(StackState, stack_id=stack.id, python=stack.python, uv_version=stack.uv.version,
-                          hash_wheels=False, full=full_check)
+    state = found if found is not READ else host.get_fact(
+        StackState, stack_id=stack.id, python=stack.python, uv_version=stack.uv.version,
+        hash_wheels=False, full=full_check)
     commands = []
     hashes = None
     if state.built and state.drift:

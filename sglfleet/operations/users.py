@@ -13,17 +13,19 @@ import shlex
 from pyinfra import host
 from pyinfra.api import operation
 
+from sglfleet.facts.host import READ
 from sglfleet.facts.users import PasswdEntry
 
 
 @operation()
-def system_user(user: str, home: str, shell: str = "/usr/sbin/nologin"):
+def system_user(user: str, home: str, shell: str = "/usr/sbin/nologin", entry=READ):
     """
     Ensure a system user with its own group, ``home`` (not created) and ``shell``.
 
     + user: the user and its group
     + home: the home directory recorded in passwd; the service creates it
     + shell: the login shell
+    + entry: ``PasswdEntry``'s answer for ``user``, already read; by default the operation reads it
 
     **Example:**
 
@@ -31,7 +33,8 @@ def system_user(user: str, home: str, shell: str = "/usr/sbin/nologin"):
 
         system_user(name="System user sglang", user="sglang", home="/var/lib/sglang")
     """
-    entry = host.get_fact(PasswdEntry, user=user)
+    if entry is READ:
+        entry = host.get_fact(PasswdEntry, user=user)
     if entry is None:
         options = shlex.join(["--home-dir", home, "--no-create-home", "--shell", shell, user])
         # Reuse a group of that name left by an earlier, removed user.

@@ -1,0 +1,134 @@
+"""Everything a converge decides from, read from a host in one command.
+
+Each concern keeps its own fact (``NvidiaGpus``, ``StackState``, ``ReleaseState``
+...), and each fact keeps its own command and parser. ``HostRead`` runs all of
+their commands in one shell, each in a subshell after a marker line, and hands
+each fact the lines under its marker: a host that needs nothing costs one round
+trip, and every answer is the same typed value its own fact gives.
+
+With ``sudo_check``, the read runs as the SSH user, asks ``sudo -n`` first (the
+answer ``SudoAccess`` gives), and runs the rest under ``sudo -H -n``.
+
+**Example:**
+
+.. code:: python
+
+    found = host.get_fact(HostRead, stack_id=stack.id, python="3.11", uv_version="0.9.2",
+                          user="sglang", paths=[LAYOUT.unit_file], patch_path=kimi, patch_known=[digest],
+                          release_id="3f2a9c1d0b7e6a55")
+    found.stack.verified, found.release.current, found.files["files"][LAYOUT.unit_file]
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+from pyinfra.api import FactBase, FactProcessError
+
+from sglfleet.facts.files import FileBytesUnlessKnown, FileDigests
+from sglfleet.facts.gpu import Gpu, NvidiaGpus
+from sglfleet.facts.models import ModelState
+from sglfleet.facts.release import ReleaseHostState, ReleaseState
+from sglfleet.facts.stack import StackHostState, StackState
+from sglfleet.facts.sudo import SudoAccess
+from sglfleet.facts.users import PasswdEntry
+
+MARK = "#sglfleet-read "
+END = f"{MARK}end"
+
+
+@dataclass
+class HostState:
+    """
+    One host as a converge finds it, each part as its own fact answers.
+
+    + sudo: ``SudoAccess``'s answer, or None when the read did not ask (no sudo, or a sudo password)
+    + gpus: ``NvidiaGpus``'s
+    + stack: ``StackState``'s (wheels not hashed)
+    + user: ``PasswdEntry``'s for the service user
+    + files: ``FileDigests``'s for the service's files (the unit, the env file, the host tool)
+    + patch: ``FileBytesUnlessKnown``'s for the patch target: its digest when known, else its bytes
+    + release: ``ReleaseState``'s, with the staged files of the release this run serves
+    + models: ``ModelState``'s answers, or None when the host pins no model
+    """
+
+    sudo: dict | None = None
+    gpus: list[Gpu] = field(default_factory=list)
+    stack: StackHostState = field(default_factory=lambda: StackHostState(stack_id=""))
+    user: dict | None = None
+    files: dict = field(default_factory=lambda: {"files": {}, "leftovers": []})
+    patch: str | bytes | None = None
+    release: ReleaseHostState | None = None
+    models: list | None = None
+
+
+class HostRead(FactBase[HostState]):
+    """
+    Returns a ``HostState``: the answers of every fact a converge decides from, in one round trip.
+    """
+
+    @staticmethod
+    def default() -> HostState:
+        return HostState()
+
+    def _parts(self, stack_id, python, uv_version, user, paths, patch_path, patch_known, release_id,
+               model_spec, full):
+        parts = {
+            "gpus": (NvidiaGpus(), "if command -v nvidia-smi >/dev/null 2>&1; then "
+                                   f"{NvidiaGpus().command()}; fi"),
+            "stack": (StackState(), StackState().command(stack_id, python, uv_version, hash_wheels=False,
+                                                          full=full)),
+            "user": (PasswdEntry(), PasswdEntry().command(user)),
+            "files": (FileDigests(), FileDigests().command(paths)),
+            "patch": (FileBytesUnlessKnown(), FileBytesUnlessKnown().command(patch_path, patch_known)),
+            "release": (ReleaseState(), ReleaseState().command(release_id)),
+        }
+        if model_spec:
+            parts["models"] = (ModelState(), ModelState().command(model_spec))
+        return parts
+
+    def command(self, stack_id: str, python: str, uv_version: str, user: str, paths: list[str],
+                patch_path: str, patch_known: list[str], release_id: str, model_spec: list | None = None,
+                full: bool = False, sudo_check: bool = False) -> str:
+        parts = self._parts(stack_id, python, uv_version, user, paths, patch_path, patch_known, release_id,
+                            model_spec, full)
+        # A subshell each: a part's own `exit` or `cd` ends or moves only that part.
+        body = "; ".join(f"echo {shlex.quote(MARK + name)}; ( {command}\n)" for name, (_, command) in parts.items())
+        body += f"; echo {shlex.quote(END)}"
+        if not sudo_check:
+            return body
+        return (f"echo {shlex.quote(MARK + 'sudo')}; ( {SudoAccess().command()} ); "
+                f"sudo -H -n sh -c {shlex.quote(body)} 2>/dev/null || true")
+
+    def process(self, output: list[str]) -> HostState:
+        sections: dict[str, list[str]] = {}
+        lines = None
+        for line in output:
+            if line.startswith(MARK):
+                lines = sections.setdefault(line[len(MARK):], [])
+            elif lines is not None:
+                lines.append(line)
+        found = HostState()
+        if "sudo" in sections:
+            found.sudo = SudoAccess().process(sections["sudo"])
+            if found.sudo["status"] != "ok":
+                return found  # nothing else was read: the access check says why
+        if "end" not in sections:
+            raise FactProcessError(f"the host read ended early, after {', '.join(sections) or 'nothing'}")
+        readers = {"gpus": NvidiaGpus(), "stack": StackState(), "user": PasswdEntry(), "files": FileDigests(),
+                   "patch": FileBytesUnlessKnown(), "release": ReleaseState(), "models": ModelState()}
+        for name, fact in readers.items():
+            if name in sections:
+                setattr(found, name, fact.process(sections[name]) if sections[name] else fact.default())
+        return found
+
+
+class _Read:
+    """The marker of an answer an operation was not given: it reads its own fact."""
+
+    def __repr__(self) -> str:
+        return "READ"
+
+
+READ = _Read()
