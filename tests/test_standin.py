@@ -436,7 +436,8 @@ def test_latency_histograms_hold_measured_times(launch, sglang_059):
 def _collector_definitions(package: Path) -> dict[str, dict]:
     """name -> documentation and buckets of each metric 0.5.9 defines with literal arguments."""
     found = {}
-    for path in ("sglang/srt/metrics/collector.py", "sglang/srt/utils/common.py"):
+    for path in ("sglang/srt/metrics/collector.py", "sglang/srt/utils/common.py",
+                 "sglang/srt/metrics/cpu_monitor.py"):
         tree = ast.parse((package / path).read_text())
         lists = {node.targets[0].id: ast.literal_eval(node.value)  # bucket_... = [0.1, ...]
                  for node in ast.walk(tree) if isinstance(node, ast.Assign)

@@ -48,8 +48,9 @@ Environment:
 
 - ``SGLFLEET_STANDIN_WARMUP``: model loading seconds (float, default 5).
 - ``SGLFLEET_STANDIN_TIME_SCALE``: multiplies sglang's own fixed waits (the SIGTERM
-  watchdog's 5 s, the warm-up's and ``/health``'s 1 s looks); default 1, sglang's
-  timing. The local fleet's inventory sets it lower (``standin_time_scale``).
+  watchdog's 5 s, the CPU monitor's 5 s, the warm-up's and ``/health``'s 1 s
+  looks); default 1, sglang's timing. The local fleet's inventory sets it lower
+  (``standin_time_scale``).
 - ``SGLFLEET_STANDIN_STEP_S``: seconds one forward pass takes (default 0.005).
 - ``SGLFLEET_STANDIN_SPEC_ACCEPT_LENGTH``: mean tokens per EAGLE verify step
   (default 2.8, between 1 and the draft tokens); the gauges and ``meta_info``
@@ -64,8 +65,10 @@ Environment:
   ``SGL_FORCE_SHUTDOWN`` act as in 0.5.9.
 
 Not faithful: no tokenizer (a word is a token), no prefix cache
-(``cache_hit_rate`` 0), a fixed notional KV pool (``MAX_TOTAL_NUM_TOKENS``),
-no ``queue_time``/``prefill_*`` meta fields, only the metrics a unified
+(``cache_hit_rate`` 0, no ``sglang:cached_tokens_total``), a fixed notional KV
+pool (``MAX_TOTAL_NUM_TOKENS``), one process (the CPU time of
+``sglang:process_cpu_seconds_total`` counts for the tokenizer, 0 for the
+detokenizer), only the metrics a unified
 (non-PD), non-LoRA, grammar-free server shows, and the warm-up is a
 ``/generate`` even for Kimi K2.5 (0.5.9 sends an image through
 ``/v1/chat/completions`` to a model with a vision config). With a later
@@ -101,7 +104,7 @@ except ImportError:  # in the repository: files/standin/ -> the root holding sgl
 from standin_engine import Engine
 from standin_faults import read_fault
 from standin_http import TIME_SCALE, Standin, serve
-from standin_metrics import Registry
+from standin_metrics import Registry, start_cpu_monitor
 from standin_model import eagle3_check, load_weights, model_config
 from standin_server_args import (check_server_args, find_sglang, merge_config, redacted,
                                  resolve, sglang_version)
@@ -111,6 +114,7 @@ logger = logging.getLogger("sglang.standin")
 # sglang 0.5.9 logs "[2025-01-01 12:00:00] message" (and "... TP0] ..." in the scheduler).
 LOG_FORMAT = "[%(asctime)s] %(message)s"
 SIGTERM_WATCHDOG_S = 5 * TIME_SCALE  # tokenizer_manager.py:2115, 2144: asyncio.sleep(5)
+CPU_MONITOR_S = 5 * TIME_SCALE  # metrics/cpu_monitor.py:7: interval=5.0
 
 
 def die_of(signum: int) -> None:
@@ -187,6 +191,8 @@ def main(argv: list[str]) -> int:
                      "encountered\n(stand-in fault mode: crash)")
         return 1
     registry = Registry() if args.get("enable_metrics") else None
+    if registry is not None:  # the tokenizer's and the detokenizer's, started before the model loads
+        start_cpu_monitor(registry, ("tokenizer", "detokenizer"), CPU_MONITOR_S)
     engine = Engine(args, registry,
                     step_s=float(os.environ.get("SGLFLEET_STANDIN_STEP_S", "0.005")),
                     accept_length=float(os.environ.get("SGLFLEET_STANDIN_SPEC_ACCEPT_LENGTH",
@@ -239,7 +245,8 @@ def main(argv: list[str]) -> int:
     threading.Thread(target=warm_up, name="warmup", daemon=True).start()
 
     def sigterm_handler(signum, frame):  # SignalHandler.sigterm_handler
-        logger.warning(f"SIGTERM received. {signum=}. Draining requests and shutting down...")
+        # asyncio's add_signal_handler calls it with no arguments (tokenizer_manager.py:1457, 2500-2503)
+        logger.warning("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
         standin.gracefully_exit = True
 
     while not stop.wait(0.1):

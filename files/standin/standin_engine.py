@@ -87,7 +87,10 @@ class Req:
         # Tokenizer side (ReqState, tokenizer_manager.py:127-150).
         self.created_time = time.time()
         self.sent_to_scheduler_ts = 0.0
-        self.forward_entry_perf = 0.0
+        self.queued_perf = self.forward_entry_perf = 0.0
+        # TimeStats' figures in meta_info with --enable-metrics (collector.py:87-103).
+        self.queue_time = self.prefill_launch_delay = self.prefill_launch_latency = 0.0
+        self.prefill_finished_ts = 0.0
         self.first_token_time = self.last_time = self.first_token_time_perf = 0.0
         self.last_completion_tokens = 1
         self.finished_time = self.finished_time_perf = 0.0
@@ -166,6 +169,7 @@ class Engine:
         with self.cond:
             for req in reqs:
                 req.sent_to_scheduler_ts = time.time()
+                req.queued_perf = time.perf_counter()
                 self.rid_to_state[req.rid] = req
                 self.waiting.append(req)
             self.cond.notify_all()
@@ -224,9 +228,17 @@ class Engine:
         entry = time.perf_counter()
         for req in batch:
             req.forward_entry_perf = entry
+            req.queue_time = entry - req.queued_perf
+            if self.sched is not None:
+                self.sched.observe_waiting(req.queue_time)
+        launched = time.perf_counter()
         self.forward(batch, self.prefill_extra_s)
+        finished_perf, finished_ts = time.perf_counter(), time.time()
         with self.cond:
             for req in batch:
+                req.prefill_launch_delay = launched - entry
+                req.prefill_launch_latency = finished_perf - launched
+                req.prefill_finished_ts = finished_ts  # scheduler_output_processor_mixin.py:169-171
                 if req.aborted:
                     continue
                 if req.max_new_tokens > 0:
@@ -264,16 +276,20 @@ class Engine:
             self.new_token_ratio = max(self.new_token_ratio - (
                 self.init_new_token_ratio - self.min_new_token_ratio) / 600,
                 self.min_new_token_ratio)
-        # scheduler_output_processor_mixin.py:438-440, then 532-538.
+        # scheduler_output_processor_mixin.py:438-442, then 532-538.
         self.num_generated_tokens += len(batch)
         if self.spec:
             self.spec_num_accepted_tokens += accepted + len(batch)
             self.spec_num_forward_ct += len(batch)
             self.num_generated_tokens += accepted
+        if self.sched is not None:
+            self.sched.increment_cuda_graph_pass(False)  # the stand-in logs "cuda graph: False"
         self.stream_output(batch)
         self.forward_ct_decode = (self.forward_ct_decode + 1) % (1 << 30)
         if self.forward_ct_decode % self.interval == 0:
             self.log_decode_stats(batch)
+        if self.sched is not None:  # log_decode_stats_every_iteration (scheduler_metrics_mixin.py:476-484)
+            self.sched.increment_realtime_tokens(decode=len(batch) + accepted)
 
     # -- stats ------------------------------------------------------------------
 
@@ -297,6 +313,7 @@ class Engine:
                           cache_hit_rate=0.0, new_token_ratio=self.new_token_ratio,
                           num_retracted_reqs=0, num_paused_reqs=0)
         self.sched.log_stats(self.stats)
+        self.sched.increment_realtime_tokens(prefill_compute=new_tokens)  # scheduler_metrics_mixin.py:244-249
 
     def log_decode_stats(self, batch: list[Req]) -> None:
         """scheduler_metrics_mixin.py:304-474, every ``decode_log_interval`` decode passes."""
@@ -349,7 +366,14 @@ class Engine:
         n = len(req.output_ids)
         meta = {"id": req.rid, "finish_reason": None, "prompt_tokens": req.prompt_tokens,
                 "weight_version": self.args.get("weight_version") or "default",
-                "total_retractions": 0, "completion_tokens": n, "cached_tokens": 0}
+                "total_retractions": 0}
+        if self.tok is not None:  # tokenizer_manager.py:1502-1512, values of collector.py:87-103
+            meta.update(queue_time=req.queue_time, prefill_launch_delay=req.prefill_launch_delay,
+                        prefill_launch_latency=req.prefill_launch_latency,
+                        prefill_finished_ts=req.prefill_finished_ts)
+        # tokenizer_manager.py:1526-1539: a list of None without HiCache
+        # (scheduler_output_processor_mixin.py:57-67, 1026) is still a list, so the key is there.
+        meta.update(completion_tokens=n, cached_tokens=0, cached_tokens_details=None)
         if req.finished:
             meta["finish_reason"] = {"type": "length", "length": req.max_new_tokens}
             req.finished_time, req.finished_time_perf = now, time.perf_counter()

@@ -33,6 +33,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import time
 
 # collector.py:1192-1211, 1214-1237, 1240-1264 (0.5.9's defaults)
 TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
@@ -41,6 +42,12 @@ ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.
                0.060, 0.080, 0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000,
                8.000)
 RETRACTION_BUCKETS = (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 15, 20, 25, 30, 40, 50, 75, 100)
+# collector.py:528-560 (queue_time) and 702-707 (per_stage_req_latency_seconds:
+# exponential_buckets(start=0.001, width=1.62, length=30), metrics/utils.py:52-56).
+QUEUE_TIME_BUCKETS = (0.0, 0.1, 0.2, 0.5, 1, 2, 3, 4, 5, 10, 15, 20, 30, 40, 50, 60, 70, 80, 90, 100,
+                      200, 300, 400, 500, 600, 700, 800, 900, 1000, 1200, 1400, 1600, 1800, 2000,
+                      2500, 3000)
+STAGE_BUCKETS = tuple(0.001 * 1.62 ** i for i in range(30))
 # collector.py:260 ROUTING_KEY_REQ_COUNT_BUCKET_BOUNDS, for the GaugeHistograms.
 ROUTING_KEY_BOUNDS = (1, 2, 3, 5, 7, 10, 20, 50, 100, 200)
 
@@ -227,10 +234,41 @@ class SchedulerMetrics:
         self.routing = [registry.gauge(f"sglang:{name}", doc) for name, doc in ROUTING_KEY_HISTOGRAMS]
         self.cache_config_info = registry.gauge("sglang:cache_config_info",
                                                 "Cache configuration information.")
+        self.queue_time = registry.histogram("sglang:queue_time_seconds",
+                                             "Histogram of queueing time in seconds.", QUEUE_TIME_BUCKETS)
+        self.per_stage = registry.histogram("sglang:per_stage_req_latency_seconds",
+                                            "The latency of each stage of requests.", STAGE_BUCKETS)
+        self.cuda_graph_passes = registry.counter(
+            "sglang:cuda_graph_passes_total", "Total number of forward passes categorized by CUDA graph.")
+        self.realtime_tokens = registry.counter(
+            "sglang:realtime_tokens_total",
+            "Total number of tokens processed (updated on each log interval). "
+            "mode: prefill_compute, prefill_cache, decode.")
 
     def emit_cache_config_info(self, page_size: int, num_pages: int) -> None:
         """collector.py:1084-1085, called once at scheduler start-up (scheduler.py:631-634)."""
         self.cache_config_info.set({"page_size": page_size, "num_pages": num_pages}, 1)
+
+    def observe_waiting(self, latency: float) -> None:
+        """
+        A request leaves the waiting queue for a prefill: its ``prefill_waiting`` stage
+        (scheduler.py:2121-2124, schedule_batch.py:855-864) and its queueing time
+        (scheduler.py:2147-2153, collector.py:886-887).
+        """
+        self.per_stage.observe({**self.labels, "stage": "prefill_waiting"}, latency)
+        self.queue_time.observe(self.labels, latency)
+
+    def increment_cuda_graph_pass(self, value: bool) -> None:
+        """collector.py:925-929, every decode pass (scheduler_output_processor_mixin.py:441-442)."""
+        self.cuda_graph_passes.inc({**self.labels, "mode": "decode_cuda_graph" if value else "decode_none"})
+
+    def increment_realtime_tokens(self, prefill_compute: int = 0, prefill_cache: int = 0,
+                                  decode: int = 0) -> None:
+        """collector.py:939-958: at each prefill's stats and every decode pass; a zero is skipped."""
+        for mode, delta in (("prefill_compute", prefill_compute), ("prefill_cache", prefill_cache),
+                            ("decode", decode)):
+            if delta:
+                self.realtime_tokens.inc({**self.labels, "mode": mode}, delta)
 
     def log_stats(self, stats: dict) -> None:
         """collector.py:975-1057: every gauge, from a SchedulerStats (here a dict)."""
@@ -298,3 +336,35 @@ class HttpMetrics:
             "Total number of HTTP responses by endpoint and status code")
         self.active = registry.gauge("sglang:http_requests_active",
                                      "Number of currently active HTTP requests", mode="livesum")
+        # common.py:1627-1633: a gauge without labels has its one series from the start;
+        # no request here carries x-smg-routing-key, so it stays 0.
+        self.routing_keys_active = registry.gauge("sglang:routing_keys_active",
+                                                  "Number of unique routing keys with active requests",
+                                                  mode="livesum")
+        self.routing_keys_active.set({}, 0.0)
+
+
+def start_cpu_monitor(registry: Registry, components: tuple, interval: float) -> threading.Thread:
+    """
+    ``start_cpu_monitor_thread`` (``srt/metrics/cpu_monitor.py``), which 0.5.9 starts with
+    ``--enable-metrics`` in the tokenizer (tokenizer_manager.py:231-232) and the
+    detokenizer (detokenizer_manager.py:91-92): every ``interval`` (5 s) it adds the
+    CPU time spent since. The stand-in is one process: its CPU time counts for the
+    first component, the others get 0.
+    """
+    counter = registry.counter("sglang:process_cpu_seconds_total",
+                               "Total CPU time consumed by this process (user + system)")
+
+    def monitor() -> None:
+        last = os.times()
+        while True:
+            time.sleep(interval)
+            now = os.times()
+            for index, component in enumerate(components):
+                counter.inc({"component": component},
+                            (now.user - last.user) + (now.system - last.system) if index == 0 else 0.0)
+            last = now
+
+    thread = threading.Thread(target=monitor, name="cpu-monitor", daemon=True)
+    thread.start()
+    return thread
