@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 from sglfleet.host.gate import GateSettings
@@ -58,20 +58,9 @@ def gate_settings(config) -> GateSettings:
 
     + config: the host's ``HostConfig``
     """
-    return GateSettings(
-        warmup_s=config.gate_warmup_s,
-        poll_s=config.gate_poll_s,
-        prompts=tuple(config.gate_prompts),
-        max_new_tokens=config.gate_max_new_tokens,
-        min_spec_accept_length=config.gate_min_spec_accept_length,
-        bake_s=config.gate_bake_s,
-        interval_s=config.gate_interval_s,
-        max_regression=config.gate_max_regression,
-        on_inconclusive=config.gate_on_inconclusive,
-        max_ttft_p99_s=config.gate_max_ttft_p99_s,
-        max_itl_p99_s=config.gate_max_itl_p99_s,
-        max_error_rate=config.gate_max_error_rate,
-    )
+    # Each of the gate's settings is the inventory's gate_<name>: the keys are the fields.
+    settings = {f.name: getattr(config, f"gate_{f.name}") for f in fields(GateSettings) if f.name != "extra"}
+    return GateSettings(**{**settings, "prompts": tuple(settings["prompts"])})
 
 
 def arg_lines(args: list[str]) -> list[str]:

@@ -23,8 +23,8 @@ def stage_models():
         # A missing manifest is the inventory's problem: stop before any host changes.
         raise PyinfraError(str(error)) from None
     targets = [h for h in inventory if state.is_host_in_limit(h)]
-    shares = fleet_shares(host, targets, config.distribution, config.model_share_port,
-                          f"sglfleet-models-share-{RUN_TOKEN}")
+    shares = list(fleet_shares(host, targets, config.distribution, config.model_share_port,
+                               f"sglfleet-models-share-{RUN_TOKEN}"))
     # pyinfra orders operations by call site, then loop position: one operation a round.
     # As read with the host (None: not read, so the operation reads it); its store is its own.
     answers = host_state(host).models
@@ -40,8 +40,12 @@ def stage_models():
                 share=share,
                 answers=READ if answers is None else answers,
             )
-    # After every round of every host: no peer fetches from these servers any more.
-    models.serving_stopped(name="Model files no longer served to peers")
+    # After every round of every host: no peer fetches from these servers any more. A host
+    # that stages nothing started none.
+    stages = answers is None or any(models.wanted_paths(manifest, answer)
+                                    for (_, manifest), answer in zip(pairs, answers or []))
+    serving = next((s.unit for s in shares if s and s.serves), None) if stages else None
+    models.serving_stopped(name="Model files no longer served to peers", unit=serving)
 
 
 @deploy("Models")

@@ -5,6 +5,7 @@ from pyinfra.api import deploy
 
 from sglfleet import summary
 from sglfleet.context import fleet_rollout, host_config, host_release, host_state
+from sglfleet.host.protocol import lock_wait_s
 from sglfleet.operations import release
 
 
@@ -20,6 +21,8 @@ def _steps(config):
         summary.held([wave.name for wave in rollout.held], rollout.batches[-1].wave)
     whole_waves = len({batch.wave for batch in rollout.batches}) == len(rollout.batches)
     earlier: list[tuple[str, tuple[str, ...]]] = []
+    # Another run's switch holds the lock through a gate, a bake and a rollback's gate.
+    lock_wait = lock_wait_s(config.gate_warmup_s, config.gate_bake_s)
     for batch in rollout.batches:
         label = batch.wave if whole_waves else batch.name
         yield None if host.name not in batch.hosts else release.WaveStep(
@@ -30,11 +33,10 @@ def _steps(config):
             bake_s=config.gate_bake_s,
             router_url=config.router_url,
             worker_url=_worker_url(config) if config.router_url else None,
-            # Another run's switch holds the lock through a gate, a bake and a rollback's gate.
-            lock_wait_s=2 * config.gate_warmup_s + config.gate_bake_s + 300,
+            lock_wait_s=lock_wait,
             # The host tool may wait for that lock, then gate, then gate a rollback:
             # past that, the link is gone, not slow.
-            timeout_s=config.gate_answer_timeout_s or 4 * config.gate_warmup_s + config.gate_bake_s + 600,
+            timeout_s=config.gate_answer_timeout_s or lock_wait + 2 * config.gate_warmup_s + 300,
             releases_keep=config.releases_keep,
             textfile_dir=config.textfile_dir,
         )
@@ -49,11 +51,13 @@ def roll_out():
     release_id = host_release(host).release_id
     # As the host was read at the start: staging changes neither link nor process, and a
     # host another run holds is read again once its lock is free.
-    found = host_state(host).release
+    found = host_state(host)
+    # A stack that drifted is built again this run (the stack step): its process loaded the drifted files.
+    rebuilt = found.stack.built and bool(found.stack.drift)
     for step in host.loop(_steps(host_config(host))):
         if step:
             release.activated(name=f"{step.label}: serve the staged release",
-                              release_id=release_id, step=step, found=found)
+                              release_id=release_id, step=step, found=found.release, rebuilt=rebuilt)
 
 
 @deploy("Roll back")

@@ -19,8 +19,8 @@ def install_stack():
     known = found if found.verified else READ
     # pyinfra orders operations by call site, then loop position: one operation a round.
     targets = [h for h in inventory if state.is_host_in_limit(h)]
-    shares = fleet_shares(host, targets, config.distribution, config.share_port,
-                          f"sglfleet-share-{RUN_TOKEN}")
+    shares = list(fleet_shares(host, targets, config.distribution, config.share_port,
+                               f"sglfleet-share-{RUN_TOKEN}"))
     for share in host.loop(shares):
         if share:
             stack_ops.wheels_fanned_out(name=f"Stack {stack.id}: wheels, round {share.round}", stack=stack,
@@ -32,4 +32,6 @@ def install_stack():
         keep=config.stacks_keep,
         full_check=config.verify_stacks == "full",
         found=known,
+        # A host that fetches wheels serves them to later rounds, until every stack is built.
+        sharing=next((s.unit for s in shares if s and s.serves), None) if known is READ else None,
     )

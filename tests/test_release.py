@@ -2,14 +2,19 @@
 
 import json
 import os
+import runpy
 import signal
 import subprocess
 import time
 
 import pytest
 
+from dataclasses import fields
+
+from sglfleet import PROJECT_ROOT
+from sglfleet.host.gate import GateSettings
 from sglfleet.schema import validate_host_data
-from sglfleet.release import launch_args, render_release
+from sglfleet.release import gate_settings, launch_args, render_release
 
 BASE = {"stack": "dev", "model_path": "moonshotai/Kimi-K2.5", "trust_remote_code": True,
         "speculative_draft_model_path": "lightseekorg/kimi-k2.5-eagle3",
@@ -225,3 +230,12 @@ def test_the_host_checks_a_release_against_its_id(tmp_path):
         assert not matches_id(release.release_id, layout), name
         (folder / name).write_text(original)
     assert not matches_id("0000000000000000", layout)
+
+
+def test_the_inventorys_gate_defaults_are_the_host_tools():
+    """A release without gate.json (an older controller's) is judged as the inventory's defaults judge."""
+    defaults = runpy.run_path(str(PROJECT_ROOT / "inventory" / "group_data" / "all.py"))
+    config = validate_host_data("node1", {**defaults, **BASE})
+    assert gate_settings(config) == GateSettings()
+    # Every setting travels: a field without its inventory key would fail validation above.
+    assert {f"gate_{f.name}" for f in fields(GateSettings) if f.name != "extra"} <= set(defaults)

@@ -39,12 +39,11 @@ from . import bake, models, releases, service, textfile
 from .gate import GateFailed, GateSettings, speculative, startup
 from .client import base_url, request
 from .layout import LAYOUT, Layout
-
-RESULT = "sglfleet-result"
+from .protocol import BAKE_FAILED, BUSY, DOWN, PASSED, ROLLED_BACK, SWITCHED_AWAY, SYSTEM, USAGE, lock_wait_s, result_line
 
 
 def report(**result) -> None:
-    print(f"{RESULT} {json.dumps(result, sort_keys=True)}", flush=True)
+    print(result_line(**result), flush=True)
 
 
 def fail(message: str) -> None:
@@ -71,14 +70,14 @@ def back_to(failed: str, failure: Exception, old_current: str | None, old_previo
     if not old_current or old_current == failed:
         fail(f"gate failed on release {failed}: {failure}; no earlier release to roll back to\n"
              f"last log lines of {layout.unit}:\n{log}")
-        return 4
+        return DOWN
     releases.point(layout.current, old_current)
     releases.point(layout.previous, old_previous)
     try:
         gate_release(old_current, service.restart(layout), layout)
-        after, status = f"rolled back to {old_current}, which serves again", 1
+        after, status = f"rolled back to {old_current}, which serves again", ROLLED_BACK
     except GateFailed as second:
-        after, status = f"rolled back to {old_current}, which does not serve either ({second})", 4
+        after, status = f"rolled back to {old_current}, which does not serve either ({second})", DOWN
     fail(f"gate failed on release {failed}: {failure}; {after}\nlast log lines of {layout.unit}:\n{log}")
     return status
 
@@ -100,16 +99,16 @@ def serving(layout: Layout) -> str | None:
 def activate(target: str, layout: Layout, restart: bool = False) -> int:
     if not releases.staged(target, layout):
         fail(f"release {target} is not staged under {layout.releases}")
-        return 2
+        return USAGE
     if not intact(target, layout):
-        return 2
+        return USAGE
     old_current = releases.release_id_of(layout.current)
     old_previous = releases.release_id_of(layout.previous)
     active = service.properties(layout).get("ActiveState") == "active"
     if old_current == target and active and serving(layout) == target and not restart:
         print(f"release {target} already serving")
         report(stage="startup", release=target, passed=True, figures={}, already=True)
-        return 0
+        return PASSED
     keep = old_current if old_current != target else old_previous
     # What to put back if the bake fails later, when the links have moved on.
     releases.record(target, "switched", {"current": old_current, "previous": old_previous}, layout)
@@ -122,7 +121,7 @@ def activate(target: str, layout: Layout, restart: bool = False) -> int:
     releases.record(target, "startup", {"passed": True, "figures": figures}, layout)
     print(f"release {target} passed its gate")
     report(stage="startup", release=target, passed=True, figures=figures)
-    return 0
+    return PASSED
 
 
 def baseline(release_id: str | None, layout: Layout) -> dict | None:
@@ -135,7 +134,7 @@ def baseline(release_id: str | None, layout: Layout) -> dict | None:
 def run_bake(target: str, layout: Layout) -> int:
     if releases.release_id_of(layout.current) != target:
         fail(f"release {target} no longer serves here: another run switched the host")
-        return 6
+        return SWITCHED_AWAY
     settings = GateSettings.load(target, layout)
     release = releases.read(target, "release.json", layout)
     previous = releases.release_id_of(layout.previous)
@@ -154,21 +153,21 @@ def run_bake(target: str, layout: Layout) -> int:
     report(stage="bake", release=target, **result)
     if passed:
         print(f"release {target}: bake {verdict} ({bake.describe(figures)})")
-        return 0
+        return PASSED
     policy = f"; gate_on_inconclusive is {settings.on_inconclusive}" if verdict == "inconclusive" else ""
     fail(f"bake {verdict} on release {target}: {'; '.join(reasons)}{policy} ({bake.describe(figures)})")
-    return 5
+    return BAKE_FAILED
 
 
 def revert(target: str, layout: Layout) -> int:
     if releases.release_id_of(layout.current) != target:
         print(f"release {target} does not serve here: nothing to revert")
-        return 0
+        return PASSED
     switched = (releases.read(target, "verdict.json", layout, default={}) or {}).get("switched") or {}
     old_current = switched.get("current") or releases.release_id_of(layout.previous)
     old_previous = switched.get("previous")
     if old_current and not intact(old_current, layout):
-        return 4
+        return DOWN
     return back_to(target, GateFailed("bake", "the bake failed"), old_current, old_previous, layout)
 
 
@@ -176,42 +175,42 @@ def relink(target: str, layout: Layout) -> int:
     """Point current back at the release the process serves, when a hand moved it: no restart."""
     if serving(layout) != target or not intact(target, layout):
         fail(f"the running process does not serve release {target}: switch to it instead")
-        return 2
+        return USAGE
     if releases.release_id_of(layout.current) != target:
         releases.point(layout.current, target)
         print(f"current points at {target} again, which the running process serves")
-    return 0
+    return PASSED
 
 
 def rollback(layout: Layout) -> int:
     current, previous = releases.release_id_of(layout.current), releases.release_id_of(layout.previous)
     if not previous:
         fail("no previous release to roll back to")
-        return 2
+        return USAGE
     if not intact(previous, layout):
-        return 2
+        return USAGE
     try:
         figures = switch_and_gate(previous, current, layout)
     except GateFailed as failure:
         return back_to(previous, failure, current, previous, layout)
     print(f"rolled back to {previous}, which passed its gate")
     report(stage="startup", release=previous, passed=True, figures=figures)
-    return 0
+    return PASSED
 
 
 def gate(layout: Layout) -> int:
     current = releases.release_id_of(layout.current)
     if not current:
         fail("no current release")
-        return 2
+        return USAGE
     try:
         figures = gate_release(current, service.restarts(layout), layout)
     except GateFailed as failure:
         fail(f"gate failed on release {current}: {failure}")
-        return 1
+        return ROLLED_BACK
     print(f"release {current} passes its gate")
     report(stage="startup", release=current, passed=True, figures=figures)
-    return 0
+    return PASSED
 
 
 def state(layout: Layout) -> int:
@@ -241,7 +240,7 @@ def state(layout: Layout) -> int:
         if os.path.isdir(layout.releases) else [],
         **models.inventory(layout),
     }))
-    return 0
+    return PASSED
 
 
 def main(argv=None, layout: Layout = LAYOUT) -> int:
@@ -273,7 +272,7 @@ def main(argv=None, layout: Layout = LAYOUT) -> int:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     current = releases.release_id_of(layout.current)
     settings = GateSettings.load(getattr(args, "release_id", None) or current or "", layout)
-    wait = args.wait_lock if args.wait_lock is not None else 2 * settings.warmup_s + settings.bake_s + 300
+    wait = args.wait_lock if args.wait_lock is not None else lock_wait_s(settings.warmup_s, settings.bake_s)
     commands = {
         "activate": lambda: activate(args.release_id, layout, restart=args.restart),
         "relink": lambda: relink(args.release_id, layout),
@@ -294,8 +293,8 @@ def main(argv=None, layout: Layout = LAYOUT) -> int:
             return status
     except releases.Busy as busy:
         fail(str(busy))
-        return 3
+        return BUSY
     except subprocess.CalledProcessError as error:  # systemd went away, or refused
         said = (error.stderr or "").strip().splitlines()
         fail(f"{shlex.join(error.cmd)} failed (exit {error.returncode})" + (f": {said[-1]}" if said else ""))
-        return 7
+        return SYSTEM

@@ -84,7 +84,7 @@ class GateSettings:
     max_new_tokens: int = 64
     min_spec_accept_length: float | None = None
     bake_s: float = 0.0
-    interval_s: float = 10.0
+    interval_s: float = 30.0
     max_regression: float = 0.10
     on_inconclusive: str = "fail"
     max_ttft_p99_s: float | None = None

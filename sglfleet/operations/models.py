@@ -47,8 +47,6 @@ GIB = 1 << 30
 MARGIN_SHARE, MARGIN_MIN = 0.02, 256 << 20
 _checked: dict[tuple[str, int, int], str] = {}
 _checked_lock = threading.Lock()
-# Hosts that serve model files to peers this run (their unit); stopped once every round has staged.
-SHARING: dict[str, str] = {}
 
 
 def margin(size: int) -> int:
@@ -114,7 +112,7 @@ def staged(models: list[tuple[StagedModel, Manifest]], source: str = "hub", pyth
     """
     Ensure each pinned model is staged and verified in its folder; repair one that
     drifted. With ``share``, fetch from the peers of earlier rounds first, then
-    from the source, and serve the store to later rounds (``SHARING``).
+    from the source, and serve the store to later rounds (``serving_stopped`` stops it).
 
     + models: ``(StagedModel, Manifest)`` pairs (``sglfleet.models``)
     + source: "hub" (the Hub, or ``endpoint``) or "controller" (``controller_dir``)
@@ -225,9 +223,7 @@ def _stage_and_serve(state, host, connector_arguments, stages: list, share: Shar
     if share is None or not share.serves:
         return True
     ok, errors = serve(run, share, store_of(stages[0][0].dir), LAYOUT.lib, nested=True)
-    if ok:
-        SHARING[host.name] = share.unit
-    else:  # the run goes on: later rounds fetch from other peers, or the source
+    if not ok:  # the run goes on: later rounds fetch from other peers, or the source
         host.log(f"cannot serve model files to peers on port {share.port}: {' '.join(errors)[-300:]}",
                  logger.warning)
     return True
@@ -266,21 +262,23 @@ def _uploaded(host, run, connector_arguments, controller_dir, model: StagedModel
 
 
 @operation()
-def serving_stopped():
+def serving_stopped(unit: str | None):
     """
     Stop this host's model file server, once every round has staged (``staged``
     with a share); nothing, and no remote command, on a host that served none.
+
+    + unit: the file server's unit, where the host may have started one; None where it staged nothing
 
     **Example:**
 
     .. code:: python
 
-        serving_stopped(name="Model files no longer served to peers")
+        serving_stopped(name="Model files no longer served to peers", unit="sglfleet-models-share-3f2a9c1d")
     """
-    if host.name not in SHARING:
+    if not unit:
         host.noop("serves no model files to peers")
         return
-    yield f"systemctl stop {shlex.quote(SHARING[host.name])} 2>/dev/null || true"
+    yield f"systemctl stop {shlex.quote(unit)} 2>/dev/null || true"
 
 
 @operation()

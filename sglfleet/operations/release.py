@@ -27,17 +27,14 @@ from sglfleet import router, run_events, summary
 from sglfleet.diffs import report_drift, show_diff, wants_diff
 from sglfleet.facts.files import FileBytes
 from sglfleet.facts.host import READ
-from sglfleet.facts.release import ReleaseState
+from sglfleet.facts.release import ReleaseHostState, ReleaseState
 from sglfleet.host.bake import describe
 from sglfleet.host.layout import LAYOUT, STALE_MINUTES
+from sglfleet.host.protocol import BAKE_FAILED, PASSED, ROLLED_BACK, results as tool_results
 from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR
 from sglfleet.operations.remote import HostFunctionCommand
-from sglfleet.operations.stack import REBUILT
 from sglfleet.release import Release
 from sglfleet.temporaries import RUN_TOKEN, temporary_beside
-
-RESULT = "sglfleet-result "
-
 
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
@@ -162,7 +159,7 @@ def _baked(verdict: dict) -> bool:
 
 
 @operation(is_idempotent=False)
-def activated(release_id: str, step: WaveStep, found=READ):
+def activated(release_id: str, step: WaveStep, found=READ, rebuilt: bool = False):
     """
     Make the host serve ``release_id`` behind its start-up gate and bake, unless it does.
 
@@ -176,6 +173,8 @@ def activated(release_id: str, step: WaveStep, found=READ):
     + step: the host's place in this wave
     + found: ``ReleaseState``'s answer, already read; by default the operation reads it. A host
       another run holds is read again, after waiting for its lock
+    + rebuilt: this run builds the host's stack again (it drifted): the process loaded the drifted
+      files at start, so it restarts behind its gate even where it serves ``release_id``
 
     **Example:**
 
@@ -191,8 +190,7 @@ def activated(release_id: str, step: WaveStep, found=READ):
         found = host.get_fact(ReleaseState)
     if found is None:
         return  # the fact failed, and with it the host
-    # Its stack drifted and was built again this run: the process loaded the drifted files.
-    restart = host.name in REBUILT
+    restart = rebuilt
     if found.busy and state.is_executing:
         # Another run (or one whose controller died) is switching, gating or baking
         # this host: what it serves is not known until that ends. Wait for it,
@@ -204,39 +202,71 @@ def activated(release_id: str, step: WaveStep, found=READ):
             yield FunctionCommand(_log_error, (f"{step.label}: no answer within {timeout} s while waiting for "
                                                f"another run's lock; check {host.name}, then run again",), {})
             return
-    serves = found.current == release_id and found.serving == release_id and found.active_state == "active"
-    if found.serving == release_id and found.active_state == "active" and found.current != release_id \
-            and not found.busy and not restart:
+    action = decide(found, release_id, restart, step.bake_s)
+    if action == "relink":
         # A hand moved current; the process still serves what was declared: put the link back.
         report_drift(f"{LAYOUT.current}", [f"points at {found.current or 'nothing'}, the process serves "
                                            f"{release_id}"], "will point it back (no restart)")
         yield HostFunctionCommand(_relink, (step, release_id), {})
         return
-    if found.busy:
-        # Only planning, or the lock is still held: the host tool waits for it
-        # in turn, then switches only if still needed.
-        host.log(f"{step.label}: another sglfleet run holds this host's lock; will wait for it, "
-                 f"then serve {release_id}", logger.warning)
-    elif serves and restart:
-        host.log(f"{step.label}: serves {release_id} from a stack this run rebuilt: will restart it behind its gate"
-                 + (f" and bake {step.bake_s:g} s" if step.bake_s else ""), logger.warning)
-    elif serves and (not step.bake_s or _baked(found.verdict)):
+    if action == "noop":
         host.noop(f"{step.label}: already serving release {release_id}")
         return
-    elif serves:
+    if action == "bake":
         # A run ended (or was cut) between the gate and the end of the bake.
         host.log(f"{step.label}: serves {release_id}, which has not passed its bake yet: will bake it",
                  logger.info)
         yield HostFunctionCommand(_bake_in_wave, (step, release_id), {})
         return
+    bake = f" and bake {step.bake_s:g} s" if step.bake_s else ""
+    if action == "wait":
+        # Only planning, or the lock is still held: the host tool waits for it
+        # in turn, then switches only if still needed.
+        host.log(f"{step.label}: another sglfleet run holds this host's lock; will wait for it, "
+                 f"then serve {release_id}", logger.warning)
+    elif action == "restart":
+        host.log(f"{step.label}: serves {release_id} from a stack this run rebuilt: will restart it behind "
+                 f"its gate{bake}", logger.warning)
     else:
-        was = found.serving or found.current or "nothing"
         if found.current == release_id and found.serving != release_id:
             report_drift("the service", [f"current is {release_id}, the process serves "
                                           f"{found.serving or 'nothing'}"], "will switch it behind the gate")
-        host.log(f"{step.label}: will switch {was} -> {release_id}, gate"
-                 + (f" and bake {step.bake_s:g} s" if step.bake_s else ""), logger.info)
+        host.log(f"{step.label}: will switch {found.serving or found.current or 'nothing'} -> {release_id}, "
+                 f"gate{bake}", logger.info)
     yield HostFunctionCommand(_switch_in_wave, (step, release_id, restart, found.serving or found.current), {})
+
+
+ACTIONS = ("relink", "wait", "restart", "noop", "bake", "switch")
+
+
+def decide(found: ReleaseHostState, release_id: str, rebuilt: bool, bake_s: float) -> str:
+    """
+    What a host's rollout step does, one of ``ACTIONS``, from what the host holds and serves.
+
+    + found: the host's ``ReleaseState``
+    + release_id: the release it should serve
+    + rebuilt: its stack was built again this run (it drifted): the process loaded the old files
+    + bake_s: the batch's bake (0: none)
+
+    **Example:**
+
+    .. code:: python
+
+        decide(ReleaseHostState(current="3f2a", serving="3f2a", active_state="active"), "3f2a", False, 0)  # "noop"
+    """
+    active = found.active_state == "active"
+    serves = found.current == release_id and found.serving == release_id and active
+    if found.serving == release_id and active and found.current != release_id and not found.busy and not rebuilt:
+        return "relink"  # a hand moved current; the process serves what was declared
+    if found.busy:
+        return "wait"  # another run holds the lock: the host tool waits, then switches if still needed
+    if serves and rebuilt:
+        return "restart"
+    if serves and (not bake_s or _baked(found.verdict)):
+        return "noop"
+    if serves:
+        return "bake"  # an earlier run ended between the gate and the end of the bake
+    return "switch"
 
 
 @operation(is_idempotent=False)
@@ -269,7 +299,7 @@ class _Lost(Exception):
 def _tool(host, connector_arguments, step: WaveStep, *args: str, extra_timeout_s: float = 0):
     """
     Run the host tool; return ``(status, results, messages)``: its exit status
-    ("" when unknown), its ``sglfleet-result`` records and its error lines.
+    (``sglfleet.host.protocol``; None when unknown), its result records and its error lines.
     """
     # The tool's exit status tells a rolled-back host (1, serving) from a down one.
     command = StringCommand(shlex.join([LAYOUT.tool, "--wait-lock", f"{step.lock_wait_s:g}",
@@ -285,11 +315,11 @@ def _tool(host, connector_arguments, step: WaveStep, *args: str, extra_timeout_s
     except Exception as error:  # the session died under paramiko (power cut, reset link)
         raise _Lost(f"{type(error).__name__}: {error}") from None
     lines = output.stderr_lines
-    status = lines.pop().partition("=")[2] if lines and lines[-1].startswith("sglfleet-exit=") else ""
-    if not connected and not status:
+    said = lines.pop().partition("=")[2] if lines and lines[-1].startswith("sglfleet-exit=") else ""
+    status = int(said) if said.isdigit() else None
+    if not connected and status is None:
         raise _Lost("the session ended without the tool's answer")
-    results = [json.loads(line[len(RESULT):]) for line in output.stdout_lines if line.startswith(RESULT)]
-    return status, results, lines
+    return status, tool_results(output.stdout_lines), lines
 
 
 def _lost(host, why: str) -> str:
@@ -368,18 +398,18 @@ def _switch_in_wave(state, host, connector_arguments, step: WaveStep, release_id
                                           *(["--restart"] if restart else []))
     except _Lost as lost:
         return _log_error(state, host, _lost(host, str(lost)))
-    passed = status == "0"
+    passed = status == PASSED
     if any(result.get("stage") == "startup" and not result.get("already") for result in results):
         run_events.emit("HostSwitched", host=host.name, from_release=from_release, to_release=release_id,
                         message=f"{step.label}: switched {from_release or 'nothing'} -> {release_id}, restarted")
     _verdicts(host, step, results, from_release)
-    if status == "1":  # the gate failed, and the host serves its earlier release again
+    if status == ROLLED_BACK:  # the gate failed, and the host serves its earlier release again
         run_events.emit("HostRolledBack", host=host.name, from_release=release_id, to_release=from_release,
                         message=f"{step.label}: back to {from_release or 'its earlier release'} after its gate failed")
-    for line in () if passed else messages or [_lost(host, f"exit status {status or 'unknown'}")]:
+    for line in () if passed else messages or [_lost(host, f"exit status {'unknown' if status is None else status}")]:
         _log_error(state, host, line)
     # 1: the gate failed and the host serves its earlier release again; rejoin either way.
-    if status in ("0", "1") and (error := _router(step, router.join)):
+    if status in (PASSED, ROLLED_BACK) and (error := _router(step, router.join)):
         return _log_error(state, host, error)
     if not passed:
         return False
@@ -397,12 +427,12 @@ def _bake_in_wave(state, host, connector_arguments, step: WaveStep, release_id: 
     except _Lost as lost:
         return _log_error(state, host, _lost(host, str(lost)))
     _verdicts(host, step, results)
-    if status == "0":
+    if status == PASSED:
         summary.passed(host.name, f"serves {release_id}, baked")
         return True
     for line in messages:
         _log_error(state, host, line)
-    if status != "5":  # 6: another run switched the host meanwhile; else lost
+    if status != BAKE_FAILED:  # 6: another run switched the host meanwhile; else lost
         return False
     # The bake failed the release: back to what served before, out of the router meanwhile.
     if error := _router(step, router.drain):
@@ -411,12 +441,12 @@ def _bake_in_wave(state, host, connector_arguments, step: WaveStep, release_id: 
         status, _, messages = _tool(host, connector_arguments, step, "revert", release_id)
     except _Lost as lost:
         return _log_error(state, host, _lost(host, str(lost)))
-    if status == "1":
+    if status == ROLLED_BACK:
         run_events.emit("HostRolledBack", host=host.name, from_release=release_id,
                         message=f"{step.label}: back to its earlier release after its bake failed")
     for line in messages:
         _log_error(state, host, line)
-    if status in ("0", "1") and (error := _router(step, router.join)):
+    if status in (PASSED, ROLLED_BACK) and (error := _router(step, router.join)):
         _log_error(state, host, error)
     return False
 
@@ -426,9 +456,9 @@ def _relink(state, host, connector_arguments, step: WaveStep, release_id: str):
         status, _, messages = _tool(host, connector_arguments, step, "relink", release_id)
     except _Lost as lost:
         return _log_error(state, host, _lost(host, str(lost)))
-    for line in () if status == "0" else messages:
+    for line in () if status == PASSED else messages:
         _log_error(state, host, line)
-    return status == "0"
+    return status == PASSED
 
 
 def _rollback_in_wave(state, host, connector_arguments, step: WaveStep):
@@ -442,16 +472,16 @@ def _rollback_in_wave(state, host, connector_arguments, step: WaveStep):
         status, results, messages = _tool(host, connector_arguments, step, "rollback")
     except _Lost as lost:
         return _log_error(state, host, _lost(host, str(lost)))
-    for line in () if status == "0" else messages:
+    for line in () if status == PASSED else messages:
         _log_error(state, host, line)
-    if status in ("0", "1") and (error := _router(step, router.join)):
+    if status in (PASSED, ROLLED_BACK) and (error := _router(step, router.join)):
         return _log_error(state, host, error)
-    if status == "0":
+    if status == PASSED:
         back = results[-1]["release"] if results else None
         summary.passed(host.name, f"rolled back to {back or 'its previous release'}")
         run_events.emit("HostRolledBack", host=host.name, to_release=back,
                         message=f"{step.label}: rolled back to {back or 'its previous release'}")
-    return status == "0"
+    return status == PASSED
 
 
 def _log_error(state, host, message):

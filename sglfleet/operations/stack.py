@@ -35,13 +35,6 @@ from sglfleet.temporaries import RUN_TOKEN
 PROBE = FILES / "probe" / "verify_stack.py"
 
 
-# Hosts whose stack this run builds again because it drifted: the process serving
-# from it loaded the changed files at start, so the rollout restarts it behind its gate.
-REBUILT: set[str] = set()
-# Hosts that serve wheels to peers this run; their server stops once every stack is built.
-SHARING: dict[str, str] = {}
-
-
 @operation()
 def wheels_fanned_out(stack: Stack, share: Share, full_check: bool = False, found=READ):
     """
@@ -108,9 +101,7 @@ def _fetch_and_serve(state, host, connector_arguments, missing, sources, share: 
         return False
     run(f"rm -rf {shlex.quote(incoming)}")
     ok, errors = serve(run, share, wheelhouse_dir, LAYOUT.lib)
-    if ok:
-        SHARING[host.name] = share.unit
-    else:  # the run goes on: later rounds fetch from other peers, or the controller
+    if not ok:  # the run goes on: later rounds fetch from other peers, or the controller
         host.log(f"cannot serve wheels to peers on port {share.port}: {' '.join(errors)[-300:]}", logger.warning)
     return True
 
@@ -305,7 +296,8 @@ def collect_commands(stack: Stack, state: StackHostState, keep: int) -> list:
 
 
 @operation()
-def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: bool = False, found=READ):
+def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: bool = False, found=READ,
+              sharing: str | None = None):
     """
     Ensure ``stack`` is built, verified, unchanged since, and in place on the host,
     and old stacks are collected. A stack that changed on the host (its venv
@@ -317,6 +309,8 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: b
     + keep: stacks kept besides this one and those of the current and previous releases
     + full_check: also read every installed file against its RECORD hash (slow: on request)
     + found: ``StackState``'s answer (wheels not hashed), already read; by default the operation reads it
+    + sharing: the unit of the file server this host may have started for peers (``wheels_fanned_out``),
+      stopped here, once every round has fetched
 
     **Example:**
 
@@ -334,7 +328,6 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: b
     if state.built and state.drift:
         report_drift(f"stack {stack.id}", state.drift, "will build it again from its lock, then restart "
                      "the release that serves from it behind its gate")
-        REBUILT.add(host.name)
     if not state.verified:
         try:
             # Fetched once for all hosts; bytes that differ from the lock stop the
@@ -347,9 +340,9 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: b
         summary = [f"  + build and verify {stack.path}"]
     else:
         summary = []
-    if host.name in SHARING:
+    if sharing:
         # Every round has fetched by now: this host's file server is done.
-        commands.append(f"systemctl stop {shlex.quote(SHARING[host.name])} 2>/dev/null || true")
+        commands.append(f"systemctl stop {shlex.quote(sharing)} 2>/dev/null || true")
     commands += collect_commands(stack, state, keep)
     if collected(stack, state, keep):
         summary.append(f"  - collect {', '.join(collected(stack, state, keep))}")
