@@ -157,8 +157,9 @@ def ssh_logins(fleet, host: str, since: float) -> list[tuple[str, str]]:
     seconds), from sshd's "Accepted ..." journal lines, read through nsenter.
     """
     log = fleet.inside(host, f"journalctl -u ssh -o cat --no-pager --since @{since:.6f}").stdout
+    # "Accepted publickey for deploy from ..."; sshd at LogLevel VERBOSE adds "Accepted key ... found at ...".
     return [(words[words.index("for") + 1], words[words.index("from") + 1])
-            for words in (line.split() for line in log.splitlines()) if words[:1] == ["Accepted"]]
+            for words in (line.split() for line in log.splitlines()) if words[:1] == ["Accepted"] and "for" in words]
 
 
 def changed_operations(output: str) -> list[str]:

@@ -240,25 +240,27 @@ def test_full_disk_and_corrupted_wheel_during_a_stack_build(fleet_ok, faulttest_
     before = serving(fleet)
     sglang = next(f for f in stack.files if f.name == "sglang")
     # node2: a wheel in its wheelhouse corrupted; node3: its stack filesystem fills up
-    # as soon as the build starts (a small tmpfs holding what was there and room enough
-    # for preflight, then a filler). The room is twice what the build needs: the half
-    # build the filler cut short stays, and the next run's preflight must still fit.
+    # as soon as its build starts (a small tmpfs holding what was there and room enough
+    # for preflight, then a filler that wakes when the build takes its inputs, before the
+    # venv: waiting for the venv lost the race to a quick build on a busy machine). The
+    # room is twice what the build needs: the half build the filler cut short stays, and
+    # the next run's preflight must still fit.
     fleet.exec("node2", f"echo corrupt >> /opt/sglfleet/wheelhouse/{sglang.filename}")
     fleet.exec("node3", f"used=$(du -sk {STACKS} | cut -f1) && mkdir -p /root/stacks-copy"
-                        f" && cp -a {STACKS}/. /root/stacks-copy/"
+                        f" && rm -rf {STACKS}/.build-faulttest-* && cp -a {STACKS}/. /root/stacks-copy/"
                         f" && mount -t tmpfs -o size=$((used + {2 * disk_needed(stack, unpacked_size(stack)) // 1024 + 20000}))k tmpfs {STACKS}"
                         f" && cp -a /root/stacks-copy/. {STACKS}/ && rm -rf /root/stacks-copy")
     try:
-        fleet.exec("node3", f"setsid -f timeout 120 sh -c 'until ls -d {STACKS}/.build-faulttest-*/venv; do sleep 0.05;"
+        fleet.exec("node3", f"setsid -f timeout 120 sh -c 'until [ -e {STACKS}/.build-{stack.id}/requirements.txt ]; do sleep 0.01;"
                             f" done; cat /dev/zero > {STACKS}/.filler' </dev/null >/dev/null 2>&1")
         args = ("--data", "stack=faulttest")
         events_file = tmp_path / "events.jsonl"
         done = Run(*args, "--data", f"events_file={events_file}", env=env).finish(240)
         release = new_release(done.stdout)
 
-        assert done.returncode != 0
+        assert done.returncode != 0, done.stdout[-5000:]
         node3 = [line for line in done.stdout.splitlines() if "[node3]" in line]
-        assert any("No space left on device" in line for line in node3), node3
+        assert any("No space left on device" in line for line in node3), "\n".join(node3)
         assert "[node3] Error" in done.stdout
         # The event log says so too: node3 failed before its switch, and the rollout was aborted.
         events = read_events(events_file)
