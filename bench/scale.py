@@ -117,21 +117,51 @@ def unchanged(output: str) -> bool:
     return bool(total) and total.group(2) == "-" and total.group(3) == "-"
 
 
+SSHD_VERBOSE = "/etc/ssh/sshd_config.d/00-bench-verbose.conf"
+
+
+def sshd_logs_sessions(bench: Bench) -> None:
+    """Make every host's sshd log each session it starts, through nsenter (no SSH of its own)."""
+    for host in bench.fleet.hosts:
+        bench.fleet.inside(host, f"grep -qs VERBOSE {SSHD_VERBOSE} || {{ echo 'LogLevel VERBOSE' > {SSHD_VERBOSE} "
+                                 "&& systemctl reload ssh; }")
+
+
+def remote_commands(bench: Bench, hosts: list[str], since: float) -> int:
+    """The busiest host's count of remote commands since ``since``, from its sshd's journal."""
+    def count(host: str) -> int:
+        log = bench.fleet.inside(host, f"journalctl -u ssh -o cat --no-pager --since @{since:.6f}").stdout
+        return log.count("Starting session: command")
+
+    deadline = time.monotonic() + 10  # journald writes behind: wait until every host shows the run
+    while True:
+        counts = [count(host) for host in hosts]
+        if all(counts) or time.monotonic() > deadline:
+            return max(counts)
+        time.sleep(0.2)
+
+
 def bench_noop(bench: Bench, rounds: int, sizes: list[int]) -> dict:
     bench.up(max(sizes))
     bench.deploy()
+    sshd_logs_sessions(bench)
     hosts = bench.fleet.hosts
-    runs = {(n, name): [] for n in sizes for name in ("floor", "sglfleet", "floor_cpu", "sglfleet_cpu")}
+    names = ("floor", "sglfleet", "floor_cpu", "sglfleet_cpu", "floor_commands", "sglfleet_commands")
+    runs = {(n, name): [] for n in sizes for name in names}
     for r in range(rounds):
         for n in (sizes if r % 2 == 0 else list(reversed(sizes))):
             limit = hosts[:n]
+            since = time.time()
             runs[(n, "floor")].append(bench.floor(limit))
             runs[(n, "floor_cpu")].append(bench.last_cpu)
+            runs[(n, "floor_commands")].append(remote_commands(bench, limit, since))
+            since = time.time()
             wall, output = bench.deploy(limit=limit)
             if not unchanged(output):
                 sys.exit(f"bench: the no-op converge of {n} hosts changed something:\n{output[-3000:]}")
             runs[(n, "sglfleet")].append(wall)
             runs[(n, "sglfleet_cpu")].append(bench.last_cpu)
+            runs[(n, "sglfleet_commands")].append(remote_commands(bench, limit, since))
         log(f"noop round {r + 1}/{rounds}")
     median = {f"{name}_{n}": statistics.median(values) for (n, name), values in runs.items()}
     result = {"rounds": rounds, "sizes": sizes, "median": median,
@@ -247,12 +277,14 @@ def render(results: dict, command: str) -> str:
     out = [f"Measured by `{command}` on this 2-core machine (a fleet of its own; medians).", ""]
     if "noop" in results:
         r = results["noop"]
-        out += ["| hosts | no-op converge s | engine floor s | x floor | controller CPU s | floor's CPU s |",
-                "| --- | --- | --- | --- | --- | --- |"]
+        out += ["| hosts | no-op converge s | engine floor s | x floor | controller CPU s | floor's CPU s "
+                "| remote commands / host (sglfleet, floor) |",
+                "| --- | --- | --- | --- | --- | --- | --- |"]
         for n in r["sizes"]:
             out.append(f"| {n} | {r['median'][f'sglfleet_{n}']:.2f} | {r['median'][f'floor_{n}']:.2f} | "
                        f"{r['x_floor'][str(n)]:.2f}x | {r['median'].get(f'sglfleet_cpu_{n}', 0):.2f} | "
-                       f"{r['median'].get(f'floor_cpu_{n}', 0):.2f} |")
+                       f"{r['median'].get(f'floor_cpu_{n}', 0):.2f} | "
+                       f"{r['median'].get(f'sglfleet_commands_{n}', 0):g}, {r['median'].get(f'floor_commands_{n}', 0):g} |")
         lo, hi = min(r["sizes"]), max(r["sizes"])
         out += ["", f"{hi}/{lo} hosts: {r['ratio_hi_lo']:.2f}x the wall time. Beyond the floor, each extra host "
                     f"adds {r['over_floor_per_host_ms']:.0f} ms of wall time and "
