@@ -82,8 +82,9 @@ def host_state(fleet, host: str) -> dict:
 
 
 def server_pid(fleet, host: str, unit: str = "sglang.service") -> str:
-    """The pid of the server process: the child of the unit's main process, the launch script."""
-    return fleet.exec(host, f"pgrep -P $(systemctl show -p MainPID --value {unit})").stdout.strip()
+    """The pid of the server process: the launch script's child that runs python (its other, awk,
+    blanks the API key in the server's output)."""
+    return fleet.exec(host, f"pgrep -P $(systemctl show -p MainPID --value {unit}) python").stdout.strip()
 
 
 def fleet_state(fleet) -> dict[str, dict]:

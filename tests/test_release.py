@@ -196,6 +196,29 @@ def test_launch_script_passes_the_api_key_in_a_private_file_not_in_argv(tmp_path
     assert "SGLANG_API_KEY" not in (tmp_path / "env").read_text()
 
 
+def test_what_the_server_prints_reaches_the_journal_with_the_api_key_blanked(tmp_path):
+    """sglang logs its ServerArgs, api_key and all (0.5.9 entrypoints/engine.py:1031): the script filters it."""
+    server = tmp_path / "server"
+    server.write_text("#!/bin/bash\necho \"server_args=ServerArgs(api_key='$KEY', port=30000)\"\n"
+                      "echo \"twice: $KEY $KEY.\" >&2\necho done\n")
+    server.chmod(0o755)
+    script = render_release(config(), "s", "p").launch_script
+    launch = tmp_path / "launch"
+    launch.write_text(script.replace("/opt/sglfleet/stacks/s/venv/bin/python -m sglang.launch_server", str(server)))
+    launch.chmod(0o755)
+    key = "sk-a.b*c[d]\\e&f"  # regex and sed metacharacters: the filter matches the text as it is
+    env = {"PATH": os.environ["PATH"], "RUNTIME_DIRECTORY": str(tmp_path), "SGLANG_API_KEY": key, "KEY": key}
+    done = subprocess.run([str(launch)], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["server_args=ServerArgs(api_key='<redacted>', port=30000)",
+                                        "twice: <redacted> <redacted>.", "done"]
+    assert done.stderr == ""  # stderr goes through the filter too
+    # Without a key nothing is filtered, and nothing stands between the server and the journal.
+    plain = subprocess.run([str(launch)], env={**env, "SGLANG_API_KEY": ""}, capture_output=True, text=True,
+                           timeout=30)
+    assert f"api_key='{key}'" in plain.stdout
+
+
 def test_launch_script_exports_the_release_it_was_started_from(tmp_path):
     probe = tmp_path / "probe"
     probe.write_text("#!/bin/bash\necho \"$SGLFLEET_RELEASE\" > \"$RUNTIME_DIRECTORY/release\"\n")

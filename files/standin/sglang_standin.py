@@ -106,7 +106,7 @@ from standin_faults import read_fault
 from standin_http import TIME_SCALE, Standin, serve
 from standin_metrics import Registry, start_cpu_monitor
 from standin_model import eagle3_check, load_weights, model_config
-from standin_server_args import (check_server_args, find_sglang, merge_config, redacted,
+from standin_server_args import (check_server_args, find_sglang, merge_config, server_args_repr,
                                  resolve, sglang_version)
 
 logger = logging.getLogger("sglang.standin")
@@ -169,7 +169,7 @@ def main(argv: list[str]) -> int:
     args = resolve(flagset, parsed, config.get("architectures"))  # may raise, as 0.5.9
     version = sglang_version(package)
     fault = read_fault()
-    logger.info(f"server_args={redacted(args)}")
+    logger.info(f"server_args={server_args_repr(args)}")  # api_key too, as 0.5.9 engine.py:1031
     logger.info(f"stand-in for sglang {version} (no GPU): {package}"
                 + (f"; fault mode {fault.mode}" if fault else ""))
     check_server_args(args)  # _launch_subprocesses, before the schedulers start

@@ -52,7 +52,6 @@ from pathlib import Path
 
 logger = logging.getLogger("sglang.standin")
 
-SECRET_FIELDS = ("api_key", "admin_api_key")
 # server_args.py:2398-2409: the draft model defaults to the target (DeepSeek MTP).
 MTP_ARCHITECTURES = (
     "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "Glm4MoeForCausalLM",
@@ -277,6 +276,7 @@ def check_server_args(v: dict) -> None:
             "enable_mixed_chunk is required for speculative decoding"
 
 
-def redacted(args: dict) -> str:
-    shown = {k: ("<redacted>" if k in SECRET_FIELDS and v else v) for k, v in args.items()}
-    return "ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in shown.items()) + ")"
+def server_args_repr(args: dict) -> str:
+    """The ServerArgs dataclass's repr, as 0.5.9 logs it (``logger.info(f"{server_args=}")``,
+    entrypoints/engine.py:1031): every field, the API keys too (they are plain fields, server_args.py:404)."""
+    return "ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in args.items()) + ")"
