@@ -4,7 +4,7 @@ Not part of the test suite (it moves about 4.4 GB and builds a venv of about
 10 GB). Two parts, run in order:
 
 1. **Controller**: fetch every locked wheel into the controller's wheelhouse
-   (``sglfleet.wheelhouse.ensure``, sha256-checked), timed, counting the bytes
+   (``sglfleet.artifacts.wheelhouse.ensure``, sha256-checked), timed, counting the bytes
    that came from the index (``fetches.jsonl``). A warm wheelhouse fetches 0.
 2. **Host** (skipped with ``--controller-only``): one converge on one
    local-fleet host through the real pyinfra over SSH
@@ -43,10 +43,12 @@ import threading
 import time
 from pathlib import Path
 
-from sglfleet import PROJECT_ROOT, wheelhouse
+from sglfleet import PROJECT_ROOT
+
+from sglfleet.artifacts import wheelhouse
 from sglfleet.host.layout import LAYOUT
-from sglfleet.preflight import disk_needed
-from sglfleet.stacks import load_stack
+from sglfleet.plan.preflight import disk_needed
+from sglfleet.artifacts.stacks import load_stack
 
 STACK = "cu130-sglang-0.5.23"
 DEPLOY = "bench/full_stack_deploy.py"

@@ -9,10 +9,10 @@ still leaves what it measured) and each start's log beside it:
    3 steps, topk 1, 4 draft tokens, ``--cuda-graph-max-bs 64``, 64 running requests,
    metrics on, an API key) cut to one GPU (``ONE_GPU``: tp 1) and a tiny random-weight
    Llama with an EAGLE-3 draft (``--load-format dummy``), rendered by
-   ``sglfleet.release.render_release`` and staged as a host has it (``releases/<id>/``,
+   ``sglfleet.plan.release.render_release`` and staged as a host has it (``releases/<id>/``,
    ``current`` switched by ``sglfleet.host.releases.point``), under one bench folder
-   (``BenchLayout``). The unit is rendered by ``sglfleet.templates.render_unit`` and the
-   env file by ``sglfleet.secrets.render_env``.
+   (``BenchLayout``). The unit is rendered by ``sglfleet.plan.templates.render_unit`` and the
+   env file by ``sglfleet.plan.secrets.render_env``.
 2. **Cold start**, with empty state and cache directories: ``current/launch`` started
    as the unit starts it (``service_environment``: its ``Environment=`` lines, the env
    file, ``RUNTIME_DIRECTORY``, a fresh ``TMPDIR`` for ``PrivateTmp=yes``, a session
@@ -97,10 +97,10 @@ from sglfleet.host import cli, prometheus, service  # noqa: E402
 from sglfleet.host import releases as host_releases  # noqa: E402
 from sglfleet.host.client import api_key, base_url, request  # noqa: E402
 from sglfleet.host.layout import Layout  # noqa: E402
-from sglfleet.release import Release, render_release  # noqa: E402
-from sglfleet.schema import SCHEMA_KEYS, validate_host_data  # noqa: E402
-from sglfleet.secrets import Secrets, render_env  # noqa: E402
-from sglfleet.templates import render_unit  # noqa: E402
+from sglfleet.plan.release import Release, render_release  # noqa: E402
+from sglfleet.plan.schema import SCHEMA_KEYS, validate_host_data  # noqa: E402
+from sglfleet.plan.secrets import Secrets, render_env  # noqa: E402
+from sglfleet.plan.templates import render_unit  # noqa: E402
 
 SGLANG = "0.5.14"
 SITE_ARCHIVE = PROJECT_ROOT / ".whl" / f"sglang-{SGLANG}-site.tar.xz"
@@ -286,7 +286,7 @@ def stage(config, layout: Layout, python: str) -> Release:
     host_releases.point(layout.current, release.release_id)
     link_venv(Path(python).parent.parent, Path(layout.venv(stack_id)))
     if config.server == "standin":
-        from sglfleet.context import STANDIN_FILES
+        from sglfleet.run.context import STANDIN_FILES
 
         Path(layout.standin).mkdir(parents=True, exist_ok=True)
         for name, source in STANDIN_FILES.items():

@@ -54,9 +54,9 @@ from pathlib import Path
 
 from sglfleet import FILES, PROJECT_ROOT
 from sglfleet.devfleet import Fleet
-from sglfleet.stacks import load_stack
-from sglfleet.upstream import sglang_file
-from sglfleet.context import STANDIN_FILES
+from sglfleet.artifacts.stacks import load_stack
+from sglfleet.artifacts.upstream import sglang_file
+from sglfleet.run.context import STANDIN_FILES
 
 BENCH = PROJECT_ROOT / "bench"
 CACHE = PROJECT_ROOT / ".cache" / "bench"

@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 
 from sglfleet import PROJECT_ROOT
-from sglfleet.stacks import load_stack
+from sglfleet.artifacts.stacks import load_stack
 
 BENCH = PROJECT_ROOT / "bench"
 CACHE = PROJECT_ROOT / ".cache" / "bench"

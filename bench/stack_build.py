@@ -26,7 +26,7 @@ import statistics
 
 from sglfleet.devfleet import Fleet
 from sglfleet.host.layout import LAYOUT
-from sglfleet.stacks import load_stack
+from sglfleet.artifacts.stacks import load_stack
 
 def timed(fleet, host, *steps):
     """Seconds each shell step took on ``host`` (host clock), run in one session."""

@@ -5,7 +5,7 @@ from pyinfra.api import deploy
 from pyinfra.api.arguments import pop_global_arguments
 from pyinfra.api.exceptions import PyinfraError
 
-from sglfleet.context import host_state
+from sglfleet.run.context import host_state
 from sglfleet.facts.sudo import SudoAccess
 
 FIX = ("give {user} passwordless sudo on the host, e.g. the line "
@@ -16,7 +16,7 @@ FIX = ("give {user} passwordless sudo on the host, e.g. the line "
 @deploy("Access")
 def check_access(read_host: bool = True):
     """
-    + read_host: read everything the converge decides from (``sglfleet.context.host_state``),
+    + read_host: read everything the converge decides from (``sglfleet.run.context.host_state``),
       sudo's answer with it; else ask sudo alone (a rollback needs no more)
     """
     if read_host:

@@ -3,11 +3,11 @@
 from pyinfra import host
 from pyinfra.api import deploy
 
-from sglfleet import wheelhouse
-from sglfleet.context import complete_stack, host_config, host_state
-from sglfleet.measured import record
+from sglfleet.artifacts import wheelhouse
+from sglfleet.run.context import complete_stack, host_config, host_state
+from sglfleet.plan.measured import record
 from sglfleet.operations import stack as stack_ops
-from sglfleet.preflight import Declared, check
+from sglfleet.plan.preflight import Declared, check
 
 
 @deploy("Preflight")

@@ -3,7 +3,7 @@
 from pyinfra import host
 from pyinfra.api import deploy
 
-from sglfleet.context import host_release, host_state
+from sglfleet.run.context import host_release, host_state
 from sglfleet.operations import release
 
 

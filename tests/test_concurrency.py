@@ -14,7 +14,7 @@ import pytest
 from deploying import deploy, host_state, pyinfra
 from faulting import SWITCH, Run, results, serving, wait_unlocked
 from sglfleet import FILES
-from sglfleet.stacks import load_stack, lock_path
+from sglfleet.artifacts.stacks import load_stack, lock_path
 
 pytestmark = pytest.mark.fleet
 

@@ -13,8 +13,8 @@ import pytest
 
 from deploying import SECRETS, converged, deploy, eagle_change, sglfleet
 from sglfleet.events import REASONS, EventLog, parse_since, read_events
-from sglfleet.secrets import SecretsError, load_secrets
-from sglfleet.webhooks import Webhook, WebhookError
+from sglfleet.plan.secrets import SecretsError, load_secrets
+from sglfleet.run.webhooks import Webhook, WebhookError
 
 TOKEN = "whk-tokenV8q2Lr6"  # the webhook's secret: never in a line, a log or an event
 

@@ -4,10 +4,10 @@ import hashlib
 import subprocess
 from types import SimpleNamespace
 
-from sglfleet.fanout import Progress, aria2_input, human, rounds
+from sglfleet.artifacts.fanout import Progress, aria2_input, human, rounds
 from sglfleet.host.layout import Layout
 from sglfleet.operations import stack as stack_ops
-from sglfleet.wheelhouse import Local
+from sglfleet.artifacts.wheelhouse import Local
 
 
 def test_rounds_double_so_a_fleet_of_n_takes_about_log2_n_rounds():

@@ -13,7 +13,7 @@ import testinfra
 
 from deploying import converged, deploy
 from faulting import results
-from sglfleet.stacks import load_stack
+from sglfleet.artifacts.stacks import load_stack
 
 pytestmark = pytest.mark.fleet
 

@@ -3,10 +3,10 @@
 import pytest
 
 from sglfleet import PROJECT_ROOT
-from sglfleet.schema import validate_host_data
-from sglfleet.lint import Finding, lint
-from sglfleet.flagsets import flagset_for
-from sglfleet.validation import check_inventory, load_inventory
+from sglfleet.plan.schema import validate_host_data
+from sglfleet.plan.lint import Finding, lint
+from sglfleet.plan.flagsets import flagset_for
+from sglfleet.plan.validation import check_inventory, load_inventory
 
 BASE = {"stack": "cu130-sglang-0.5.9", "model_path": "moonshotai/Kimi-K2.5", "trust_remote_code": True,
         "speculative_draft_model_path": "lightseekorg/kimi-k2.5-eagle3", "tp_size": 8}
@@ -126,8 +126,8 @@ def test_tp_size_beyond_the_hosts_gpus(flags):
 
 def test_the_lint_says_whether_a_capability_was_declared_or_measured(tmp_path, monkeypatch):
     from sglfleet.facts.gpu import parse
-    from sglfleet.measured import measured_caps, record
-    from sglfleet.validation import _compute_caps
+    from sglfleet.plan.measured import measured_caps, record
+    from sglfleet.plan.validation import _compute_caps
 
     monkeypatch.setenv("SGLFLEET_CACHE", str(tmp_path))
     config = validate_host_data("gpu1", {**BASE, "gpu_compute_cap": "12.0", "gpu_count": 8})

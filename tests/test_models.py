@@ -17,12 +17,13 @@ import pytest
 from sglfleet.devfleet.mirror import Mirror, commit, write_model
 from sglfleet.host import models as host_models
 from sglfleet.host.layout import Layout
-from sglfleet.models import (ModelError, load_manifest, model_findings, offline, parse_manifest, served_launch,
+from sglfleet.plan.lint import model_findings
+from sglfleet.artifacts.models import (ModelError, load_manifest, offline, parse_manifest, served_launch,
                              staged_models)
-from sglfleet.model_lock import write_manifest
+from sglfleet.artifacts.model_lock import write_manifest
 from sglfleet.operations.models import wanted_paths
-from sglfleet.release import render_release
-from sglfleet.schema import validate_host_data
+from sglfleet.plan.release import render_release
+from sglfleet.plan.schema import validate_host_data
 
 SGLFLEET = str(Path(sys.executable).with_name("sglfleet"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "files" / "standin"))

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sglfleet.upstream import sglang_file
+from sglfleet.artifacts.upstream import sglang_file
 
 SGLFLEET = str(Path(sys.executable).with_name("sglfleet"))
 KIMI = "sglang/srt/models/kimi_k25.py"

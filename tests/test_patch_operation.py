@@ -13,8 +13,8 @@ import pytest
 
 from sglfleet import PROJECT_ROOT
 from sglfleet.facts.files import ABSENT, PRESENT, FileBytes
-from sglfleet.patcher import apply, load_patch
-from sglfleet.upstream import sglang_file
+from sglfleet.artifacts.patcher import apply, load_patch
+from sglfleet.artifacts.upstream import sglang_file
 
 PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
 DEPLOY = "tests/data/patch_deploy.py"

@@ -6,9 +6,9 @@ import sys
 
 import pytest
 
-from sglfleet.patcher import DEFAULT_PATCH, PatchRefused, apply, load_patch, missing_methods, revert, unified_diff
-from sglfleet.stub_import import load_with_stubs
-from sglfleet.upstream import sglang_file
+from sglfleet.artifacts.patcher import DEFAULT_PATCH, PatchRefused, apply, load_patch, missing_methods, revert, unified_diff
+from sglfleet.artifacts.stub_import import load_with_stubs
+from sglfleet.artifacts.upstream import sglang_file
 
 TARGET = "KimiK25ForConditionalGeneration"
 METHODS = ["set_eagle3_layers_to_capture", "get_embed_and_head", "set_embed_and_head"]

@@ -7,8 +7,8 @@ import pytest
 
 from sglfleet.facts.gpu import NvidiaGpus, parse
 from sglfleet.facts.stack import StackState
-from sglfleet.preflight import Declared, check
-from sglfleet.stacks import load_stack
+from sglfleet.plan.preflight import Declared, check
+from sglfleet.artifacts.stacks import load_stack
 
 DATA = Path(__file__).parent / "data" / "nvidia-smi"
 GIB = 1 << 30

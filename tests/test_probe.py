@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from sglfleet import FILES, upstream, wheelhouse
-from sglfleet.stacks import load_stack
-from sglfleet.locking import uv_binary
+from sglfleet import FILES
+
+from sglfleet.artifacts import upstream, wheelhouse
+from sglfleet.artifacts.stacks import load_stack
+from sglfleet.artifacts.locking import uv_binary
 
 PROBE = FILES / "probe" / "verify_stack.py"
 ARCHS = Path(__file__).parent / "data" / "fatbin" / "archs.so"  # nvcc 13 output, see its README

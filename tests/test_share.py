@@ -8,7 +8,7 @@ import pytest
 
 from sglfleet.host import share
 from sglfleet.host.aria2 import aria2_input
-from sglfleet.context import fleet_shares
+from sglfleet.run.context import fleet_shares
 
 REV = "4d01dfe0332d63057c186e0b262165819efb6611"
 

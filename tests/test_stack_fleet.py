@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from sglfleet import FILES, PROJECT_ROOT
-from sglfleet.stacks import load_stack, lock_path
+from sglfleet.artifacts.stacks import load_stack, lock_path
 
 pytestmark = pytest.mark.fleet
 

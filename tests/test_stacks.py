@@ -8,11 +8,13 @@ from functools import partial
 
 import pytest
 
-from sglfleet import FILES, wheelhouse
+from sglfleet import FILES
+
+from sglfleet.artifacts import wheelhouse
 from sglfleet.facts.stack import StackHostState
 from sglfleet.operations.stack import build_commands, collect_commands
-from sglfleet.stacks import StackError, lock_path, load_stack, stack_id
-from sglfleet.locking import best_wheel, reachable, resolve, target_tags
+from sglfleet.artifacts.stacks import StackError, lock_path, load_stack, stack_id
+from sglfleet.artifacts.locking import best_wheel, reachable, resolve, target_tags
 
 STACKS = FILES / "stacks"
 

@@ -25,8 +25,8 @@ from pathlib import Path
 import pytest
 
 from sglfleet import FILES, PROJECT_ROOT
-from sglfleet.patcher import apply, load_patch
-from sglfleet.upstream import sglang_wheel
+from sglfleet.artifacts.patcher import apply, load_patch
+from sglfleet.artifacts.upstream import sglang_wheel
 
 STANDIN = FILES / "standin" / "sglang_standin.py"
 KIMI = "sglang/srt/models/kimi_k25.py"

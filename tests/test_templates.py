@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from sglfleet.host.layout import Layout
-from sglfleet.release import render_release
-from sglfleet.schema import validate_host_data
-from sglfleet.secrets import SecretsError, load_secrets, redact, render_env
-from sglfleet.templates import TemplateRenderError, render_unit
+from sglfleet.plan.release import render_release
+from sglfleet.plan.schema import validate_host_data
+from sglfleet.plan.secrets import SecretsError, load_secrets, redact, render_env
+from sglfleet.plan.templates import TemplateRenderError, render_unit
 
 CONFIG = validate_host_data("node1", {"stack": "dev", "model_path": "m", "speculative_algorithm": None})
 HF, KEY = "hf_" + "x" * 30, "s3cr3t-api-key"

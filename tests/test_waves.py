@@ -3,7 +3,7 @@
 import pytest
 
 from sglfleet.errors import ConfigError
-from sglfleet.waves import Wave, batch_sizes, limit_waves, plan_batches, plan_waves, until
+from sglfleet.plan.waves import Wave, batch_sizes, limit_waves, plan_batches, plan_waves, until
 
 FLEET = {
     "node1": ["all", "dev", "canary"],
@@ -73,7 +73,7 @@ def test_a_pause_holds_batches_back_but_sizes_them_as_the_whole_rollout(tmp_path
     from pyinfra.api import State
     from pyinfra.context import ctx_state
     from pyinfra_cli.inventory import make_inventory_from_files
-    from sglfleet.context import fleet_rollout
+    from sglfleet.run.context import fleet_rollout
 
     # 8 targeted hosts, serial 25 %: batches of 2, whether paused after wave1 or not.
     path = tmp_path / "paused_inventory.py"

@@ -20,8 +20,8 @@ from pyinfra import host
 from pyinfra.operations import files, pip, server, systemd
 
 from sglfleet import FILES
-from sglfleet.stacks import load_stack
-from sglfleet.context import STANDIN_FILES
+from sglfleet.artifacts.stacks import load_stack
+from sglfleet.run.context import STANDIN_FILES
 
 HERE = Path(__file__).parent
 ROOT = "/opt/bench-baseline"

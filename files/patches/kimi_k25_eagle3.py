@@ -1,6 +1,6 @@
 """EAGLE-3 delegation methods for KimiK25ForConditionalGeneration in sglang 0.5.9.
 
-sglfleet's patch engine (sglfleet/patcher.py) reads this file as data: the one
+sglfleet's patch engine (sglfleet/artifacts/patcher.py) reads this file as data: the one
 class below names the target class in sglang/srt/models/kimi_k25.py, and its
 methods are copied into the body of that class, between marker comments.
 Methods the target already defines are skipped, so on sglang 0.5.10 and later,

@@ -99,7 +99,7 @@ try:  # on a host: shipped beside this file
     import server_flags
 except ImportError:  # in the repository: files/standin/ -> the root holding sglfleet/
     sys.path.insert(1, str(Path(__file__).resolve().parents[2]))
-    from sglfleet import server_flags
+    from sglfleet.plan import server_flags
 
 from standin_engine import Engine
 from standin_faults import read_fault

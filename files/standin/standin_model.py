@@ -46,7 +46,7 @@ from pathlib import Path
 try:  # on a host: shipped beside this file
     import stub_import
 except ImportError:  # in the repository: files/standin/ -> the root holding sglfleet/
-    from sglfleet import stub_import
+    from sglfleet.artifacts import stub_import
 
 KIMI_K25 = "KimiK25ForConditionalGeneration"
 

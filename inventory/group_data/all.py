@@ -1,4 +1,4 @@
-# Defaults for every host: the one place they live. sglfleet.schema reads this
+# Defaults for every host: the one place they live. sglfleet.plan.schema reads this
 # file as the schema's defaults, so an inventory elsewhere gets the same values.
 # Override per group (group_data/<group>.py), per host, or with --data key=value.
 # Secrets never go here: see secrets_file.

@@ -11,7 +11,7 @@ import shlex
 from pyinfra.api import FactBase, FactProcessError
 
 from sglfleet.host.layout import STALE_MINUTES
-from sglfleet.temporaries import temporaries_pattern
+from sglfleet.artifacts.temporaries import temporaries_pattern
 
 PRESENT = "sglfleet-file-present"
 ABSENT = "sglfleet-file-absent"

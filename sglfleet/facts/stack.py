@@ -19,7 +19,7 @@ from pyinfra.api import FactBase
 
 from sglfleet.host.layout import LAYOUT, STALE_MINUTES
 from sglfleet.host.stacks import PATCHED, SNAPSHOT, describe, snapshot_command
-from sglfleet.stacks import MARKER
+from sglfleet.artifacts.stacks import MARKER
 
 
 @dataclass

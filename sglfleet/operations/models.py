@@ -7,7 +7,7 @@ source is the controller, and yield the tool's commands. A converge whose
 models are staged and unchanged costs one remote command per host here (the
 check, a ``stat`` per file) and one for the collection, and reads no file.
 
-Model files fan out as wheels do (``sglfleet.fanout``): hosts stage in
+Model files fan out as wheels do (``sglfleet.artifacts.fanout``): hosts stage in
 doubling rounds; round 0 from the source, later rounds from the hosts of
 earlier rounds first (the host tool's ``--peer``), then from the source for
 what peers did not give; a host that staged serves its store read-only to the
@@ -32,13 +32,13 @@ import gevent
 from pyinfra import host, logger
 from pyinfra.api import FileUploadCommand, OperationError, StringCommand, operation
 
-from sglfleet.diffs import report_drift, wants_diff
+from sglfleet.run.diffs import report_drift, wants_diff
 from sglfleet.facts.host import READ
 from sglfleet.facts.models import ModelGarbage, ModelState
-from sglfleet.fanout import Progress, Share, human, serve
+from sglfleet.artifacts.fanout import Progress, Share, human, serve
 from sglfleet.host.layout import LAYOUT
 from sglfleet.host.models import NEEDS, digest_of, partial_of, store_of
-from sglfleet.models import Manifest, ModelError, StagedModel
+from sglfleet.artifacts.models import Manifest, ModelError, StagedModel
 from sglfleet.operations.remote import HostFunctionCommand
 
 GIB = 1 << 30
@@ -114,12 +114,12 @@ def staged(models: list[tuple[StagedModel, Manifest]], source: str = "hub", pyth
     drifted. With ``share``, fetch from the peers of earlier rounds first, then
     from the source, and serve the store to later rounds (``serving_stopped`` stops it).
 
-    + models: ``(StagedModel, Manifest)`` pairs (``sglfleet.models``)
+    + models: ``(StagedModel, Manifest)`` pairs (``sglfleet.artifacts.models``)
     + source: "hub" (the Hub, or ``endpoint``) or "controller" (``controller_dir``)
     + python: a python with huggingface_hub on the host (the stack's), for "hub"
     + endpoint: an HF-compatible mirror's URL, or None for the Hub
     + controller_dir: the controller's folder of ``<org>/<name>/<revision>/`` copies
-    + share: the host's turn in the fan-out (``sglfleet.context.fleet_shares``); None: the source alone
+    + share: the host's turn in the fan-out (``sglfleet.run.context.fleet_shares``); None: the source alone
     + answers: ``ModelState``'s answers for these models, already read; by default the operation reads them
 
     **Example:**

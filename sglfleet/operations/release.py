@@ -23,8 +23,8 @@ import gevent
 from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, FunctionCommand, StringCommand, operation
 
-from sglfleet import router, run_events, summary
-from sglfleet.diffs import report_drift, show_diff, wants_diff
+from sglfleet.run import router, recording, summary
+from sglfleet.run.diffs import report_drift, show_diff, wants_diff
 from sglfleet.facts.files import FileBytes
 from sglfleet.facts.host import READ
 from sglfleet.facts.release import ReleaseHostState, ReleaseState
@@ -33,8 +33,8 @@ from sglfleet.host.layout import LAYOUT, STALE_MINUTES
 from sglfleet.host.protocol import BAKE_FAILED, PASSED, ROLLED_BACK, results as tool_results
 from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR
 from sglfleet.operations.remote import HostFunctionCommand
-from sglfleet.release import Release
-from sglfleet.temporaries import RUN_TOKEN, temporary_beside
+from sglfleet.plan.release import Release
+from sglfleet.artifacts.temporaries import RUN_TOKEN, temporary_beside
 
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
@@ -47,7 +47,7 @@ def staged(release: Release, diff_against: str = "launch.args", found=READ):
     ``releases/<release_id>``; or, when it is staged, put back any file that
     no longer matches the release's id, and refresh its gate settings.
 
-    + release: the rendered release (``sglfleet.release.render_release``)
+    + release: the rendered release (``sglfleet.plan.release.render_release``)
     + diff_against: the file whose change from the serving release ``--diff`` shows
     + found: ``ReleaseState``'s answer with this release's files, already read; by default the operation reads it
 
@@ -352,7 +352,7 @@ def _verdicts(host, step: WaveStep, results: list[dict], from_release: str | Non
                     f"tokens in {figures.get('requests', 0)} generations, {figures.get('seconds', 0):g} s)")
             reason = "GatePassed"
         elif result.get("stage") == "startup" and result.get("passed") is False:
-            run_events.emit("GateFailed", host=host.name, from_release=from_release, to_release=result["release"],
+            recording.emit("GateFailed", host=host.name, from_release=from_release, to_release=result["release"],
                             message=f"gate failed on release {result['release']}: {result.get('failure')}")
             continue
         elif result.get("stage") == "bake":
@@ -363,7 +363,7 @@ def _verdicts(host, step: WaveStep, results: list[dict], from_release: str | Non
             continue
         host.log(f"{step.label}: {line}", logger.info)
         summary.verdict(host.name, line)
-        run_events.emit(reason, host=host.name, from_release=from_release, to_release=result["release"],
+        recording.emit(reason, host=host.name, from_release=from_release, to_release=result["release"],
                         figures=figures, message=line)
 
 
@@ -375,7 +375,7 @@ def _over_budget(state, step: WaveStep) -> str | None:
         if failed and len(failed) * 100 > step.max_fail_percentage * len(hosts):
             why = (f"{step.label} not started: {', '.join(failed)} of {label} did not pass "
                    f"({len(failed)} of {len(hosts)} hosts, above max_fail_percentage {step.max_fail_percentage:g})")
-            run_events.budget_exceeded(step.label, {"failed": len(failed), "hosts": len(hosts),
+            recording.budget_exceeded(step.label, {"failed": len(failed), "hosts": len(hosts),
                                                     "max_fail_percentage": step.max_fail_percentage}, why)
             return why
     return None
@@ -387,10 +387,10 @@ def _switch_in_wave(state, host, connector_arguments, step: WaveStep, release_id
     Switch the host once every earlier wave passed, keeping the router in step;
     then bake. Returns False to fail this host.
     """
-    run_events.batch_reached(step.label, step.hosts)
+    recording.batch_reached(step.label, step.hosts)
     if stop := _over_budget(state, step):
         return _log_error(state, host, stop)
-    run_events.batch_started(step.label)
+    recording.batch_started(step.label)
     if error := _router(step, router.drain):
         return _log_error(state, host, f"{error}; not switched")
     try:
@@ -400,11 +400,11 @@ def _switch_in_wave(state, host, connector_arguments, step: WaveStep, release_id
         return _log_error(state, host, _lost(host, str(lost)))
     passed = status == PASSED
     if any(result.get("stage") == "startup" and not result.get("already") for result in results):
-        run_events.emit("HostSwitched", host=host.name, from_release=from_release, to_release=release_id,
+        recording.emit("HostSwitched", host=host.name, from_release=from_release, to_release=release_id,
                         message=f"{step.label}: switched {from_release or 'nothing'} -> {release_id}, restarted")
     _verdicts(host, step, results, from_release)
     if status == ROLLED_BACK:  # the gate failed, and the host serves its earlier release again
-        run_events.emit("HostRolledBack", host=host.name, from_release=release_id, to_release=from_release,
+        recording.emit("HostRolledBack", host=host.name, from_release=release_id, to_release=from_release,
                         message=f"{step.label}: back to {from_release or 'its earlier release'} after its gate failed")
     for line in () if passed else messages or [_lost(host, f"exit status {'unknown' if status is None else status}")]:
         _log_error(state, host, line)
@@ -442,7 +442,7 @@ def _bake_in_wave(state, host, connector_arguments, step: WaveStep, release_id: 
     except _Lost as lost:
         return _log_error(state, host, _lost(host, str(lost)))
     if status == ROLLED_BACK:
-        run_events.emit("HostRolledBack", host=host.name, from_release=release_id,
+        recording.emit("HostRolledBack", host=host.name, from_release=release_id,
                         message=f"{step.label}: back to its earlier release after its bake failed")
     for line in messages:
         _log_error(state, host, line)
@@ -462,10 +462,10 @@ def _relink(state, host, connector_arguments, step: WaveStep, release_id: str):
 
 
 def _rollback_in_wave(state, host, connector_arguments, step: WaveStep):
-    run_events.batch_reached(step.label, step.hosts)
+    recording.batch_reached(step.label, step.hosts)
     if stop := _over_budget(state, step):
         return _log_error(state, host, stop)
-    run_events.batch_started(step.label)
+    recording.batch_started(step.label)
     if error := _router(step, router.drain):
         return _log_error(state, host, f"{error}; not switched")
     try:
@@ -479,7 +479,7 @@ def _rollback_in_wave(state, host, connector_arguments, step: WaveStep):
     if status == PASSED:
         back = results[-1]["release"] if results else None
         summary.passed(host.name, f"rolled back to {back or 'its previous release'}")
-        run_events.emit("HostRolledBack", host=host.name, to_release=back,
+        recording.emit("HostRolledBack", host=host.name, to_release=back,
                         message=f"{step.label}: rolled back to {back or 'its previous release'}")
     return status == PASSED
 
@@ -488,6 +488,6 @@ def _log_error(state, host, message):
     """Log ``message`` as this host's error (the run's summary keeps the first); returns False, so it fails the host."""
     host.log_styled(message, fg="red", log_func=logger.error)
     if host.name not in summary.failed_hosts():  # the first line says why; the rest explain it
-        run_events.emit("HostFailed", host=host.name, message=message)
+        recording.emit("HostFailed", host=host.name, message=message)
     summary.failed(host.name, message)
     return False

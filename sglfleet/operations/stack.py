@@ -3,7 +3,7 @@
 The planning is split into pure functions of the stack and the host's
 ``StackState`` (``build_commands``, ``collect_commands``); the operations ask
 the fact once each and yield what they return. Wheels cross the controller's
-uplink about once: hosts fetch them from each other in rounds (``sglfleet.fanout``).
+uplink about once: hosts fetch them from each other in rounds (``sglfleet.artifacts.fanout``).
 
 **Example:**
 
@@ -21,16 +21,18 @@ import gevent
 from pyinfra import host, logger
 from pyinfra.api import FileUploadCommand, OperationError, StringCommand, operation
 
-from sglfleet import FILES, wheelhouse
-from sglfleet.diffs import first_pass, report_drift, wants_diff
-from sglfleet.fanout import Progress, Share, aria2_command, aria2_input, human, serve
+from sglfleet import FILES
+
+from sglfleet.artifacts import wheelhouse
+from sglfleet.run.diffs import first_pass, report_drift, wants_diff
+from sglfleet.artifacts.fanout import Progress, Share, aria2_command, aria2_input, human, serve
 from sglfleet.facts.host import READ
 from sglfleet.facts.stack import StackHostState, StackState, WheelhouseFiles
 from sglfleet.host.layout import LAYOUT, STALE_MINUTES
 from sglfleet.host.stacks import SNAPSHOT, snapshot_command
-from sglfleet.stacks import MARKER, Stack, StackError
+from sglfleet.artifacts.stacks import MARKER, Stack, StackError
 from sglfleet.operations.remote import HostFunctionCommand
-from sglfleet.temporaries import RUN_TOKEN
+from sglfleet.artifacts.temporaries import RUN_TOKEN
 
 PROBE = FILES / "probe" / "verify_stack.py"
 
@@ -44,7 +46,7 @@ def wheels_fanned_out(stack: Stack, share: Share, full_check: bool = False, foun
     then serve them to the later rounds until the stacks are built.
 
     + stack: a loaded, complete stack
-    + share: the host's turn in the fan-out (``sglfleet.fanout``)
+    + share: the host's turn in the fan-out (``sglfleet.artifacts.fanout``)
     + full_check: as ``installed``'s
     + found: ``StackState``'s answer, already read; by default the operation reads it
 
@@ -359,7 +361,7 @@ def fits(problems: list[str]):
     """
     Fail the host when preflight found problems, printing each; nothing otherwise.
 
-    + problems: one line each, from ``sglfleet.preflight.check``
+    + problems: one line each, from ``sglfleet.plan.preflight.check``
 
     **Example:**
 

@@ -22,10 +22,10 @@ import sys
 from pathlib import Path
 
 from sglfleet.errors import ConfigError
-from sglfleet.measured import measured_caps
-from sglfleet.schema import STACKS_DIR, HostConfig, validate_host_data
-from sglfleet.templates import TEMPLATES
-from sglfleet.waves import FLEET_SETTINGS, fleet_setting, plan_waves, until
+from sglfleet.plan.measured import measured_caps
+from sglfleet.plan.schema import STACKS_DIR, HostConfig, validate_host_data
+from sglfleet.plan.templates import TEMPLATES
+from sglfleet.plan.waves import FLEET_SETTINGS, fleet_setting, plan_waves, until
 
 
 def load_inventory(inventory_file: str, data: dict | None = None):
@@ -151,13 +151,12 @@ def check_inventory(inventory, templates: Path = TEMPLATES) -> list[str]:
 
     Raises ``ConfigError`` when the inventory does not validate.
     """
-    from sglfleet.flagsets import flagset_for
-    from sglfleet.lint import Finding, lint
-    from sglfleet.models import model_findings
-    from sglfleet.release import render_release
-    from sglfleet.secrets import SecretsError, load_secrets, render_env
-    from sglfleet.stacks import StackError, load_stack
-    from sglfleet.templates import TemplateRenderError, render_unit
+    from sglfleet.plan.flagsets import flagset_for
+    from sglfleet.plan.lint import Finding, lint, model_findings
+    from sglfleet.plan.release import render_release
+    from sglfleet.plan.secrets import SecretsError, load_secrets, render_env
+    from sglfleet.artifacts.stacks import StackError, load_stack
+    from sglfleet.plan.templates import TemplateRenderError, render_unit
 
     configs = validate_inventory(inventory)
     findings: list[Finding] = []

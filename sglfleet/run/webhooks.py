@@ -6,7 +6,7 @@ An inventory's ``notify_webhooks`` lists ``{"url": ..., "reasons": [...]}``. A U
 that needs a secret (a token in its path, as Slack's have) holds the placeholder
 ``{token}``; the value comes from ``SGLFLEET_WEBHOOK_TOKEN`` in the controller's
 environment or its ``secrets_file``, found and checked as the other secrets are
-(``sglfleet.secrets``: a file only its owner reads, outside the repository), so it is never in
+(``sglfleet.plan.secrets``: a file only its owner reads, outside the repository), so it is never in
 an inventory, a diff, a log or an event. A POST has a timeout and a bounded retry;
 a webhook that fails raises, and the event log records ``WebhookFailed``.
 
@@ -27,7 +27,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 
-from sglfleet.secrets import controller_secret
+from sglfleet.plan.secrets import controller_secret
 
 TOKEN = "SGLFLEET_WEBHOOK_TOKEN"
 PLACEHOLDER = "{token}"

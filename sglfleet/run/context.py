@@ -14,19 +14,21 @@ from pyinfra.api.arguments import pop_global_arguments
 from pyinfra.api.exceptions import PyinfraError
 from pyinfra.context import ctx_host, ctx_state
 
-from sglfleet import FILES, PROJECT_ROOT, wheelhouse
+from sglfleet import FILES, PROJECT_ROOT
+
+from sglfleet.artifacts import wheelhouse
 from sglfleet.facts.host import HostRead, HostState
-from sglfleet.fanout import Share, rounds
+from sglfleet.artifacts.fanout import Share, rounds
 from sglfleet.host.layout import LAYOUT
 from sglfleet.host.stacks import PATCHED, patched
-from sglfleet.models import ModelError, load_manifest, staged_models
-from sglfleet.patcher import PatchRefused, apply, load_patch
-from sglfleet.release import Release, render_release
-from sglfleet.schema import HostConfig, validate_host_data
-from sglfleet.secrets import load_secrets, render_env
-from sglfleet.stacks import Stack, StackError, load_stack
-from sglfleet.templates import render, render_unit
-from sglfleet.waves import Batch, Wave, fleet_setting, limit_waves, plan_batches, plan_waves, until
+from sglfleet.artifacts.models import ModelError, load_manifest, staged_models
+from sglfleet.artifacts.patcher import PatchRefused, apply, load_patch
+from sglfleet.plan.release import Release, render_release
+from sglfleet.plan.schema import HostConfig, validate_host_data
+from sglfleet.plan.secrets import load_secrets, render_env
+from sglfleet.artifacts.stacks import Stack, StackError, load_stack
+from sglfleet.plan.templates import render, render_unit
+from sglfleet.plan.waves import Batch, Wave, fleet_setting, limit_waves, plan_batches, plan_waves, until
 
 
 _configs: dict[str, HostConfig] = {}
@@ -146,8 +148,8 @@ HOST_PACKAGE = PROJECT_ROOT / "sglfleet" / "host"
 # The stand-in, its modules, and the two stdlib modules it imports from its own folder.
 STANDIN_FILES = {
     **{path.name: path for path in sorted((FILES / "standin").glob("*.py"))},
-    "server_flags.py": PROJECT_ROOT / "sglfleet" / "server_flags.py",
-    "stub_import.py": PROJECT_ROOT / "sglfleet" / "stub_import.py",
+    "server_flags.py": PROJECT_ROOT / "sglfleet" / "plan" / "server_flags.py",
+    "stub_import.py": PROJECT_ROOT / "sglfleet" / "artifacts" / "stub_import.py",
 }
 
 
@@ -239,7 +241,7 @@ def fleet_rollout(inventory: Inventory, targets: list[str]) -> Rollout:
 
 def fleet_shares(host: Host, targets: list, distribution: str, port: int, unit: str):
     """
-    The fan-out's rounds in order, each with ``host``'s turn (``sglfleet.fanout.Share``),
+    The fan-out's rounds in order, each with ``host``'s turn (``sglfleet.artifacts.fanout.Share``),
     or None where the host is not in it; one round of every host without peers.
 
     + targets: the hosts this run targets, in inventory order

@@ -1,6 +1,6 @@
 """``sglfleet model lock REPO@REVISION``: write a pinned model's manifest from the Hub's tree API.
 
-The manifest is written by ``sglfleet.model_lock`` from the tree of the Hub or
+The manifest is written by ``sglfleet.artifacts.model_lock`` from the tree of the Hub or
 of an HF-compatible mirror (``--endpoint``). The token, if the repository needs one,
 comes from ``SGLFLEET_HF_TOKEN`` (or huggingface_hub's own ``HF_TOKEN``), never
 from the command line.
@@ -19,8 +19,8 @@ import os
 
 import click
 
-from sglfleet.model_lock import write_manifest
-from sglfleet.models import HUB, parse_manifest
+from sglfleet.artifacts.model_lock import write_manifest
+from sglfleet.artifacts.models import HUB, parse_manifest
 
 
 @click.group()

@@ -36,7 +36,7 @@ from pathlib import Path
 from packaging.tags import compatible_tags, cpython_tags
 from packaging.utils import parse_wheel_filename
 
-from sglfleet.stacks import StackError, lock_path, read_definition
+from sglfleet.artifacts.stacks import StackError, lock_path, read_definition
 
 PYPI = "https://pypi.org/simple"
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import click
 
 from sglfleet.errors import ConfigError
-from sglfleet.templates import TEMPLATES
-from sglfleet.validation import check_inventory, load_inventory, parse_data
+from sglfleet.plan.templates import TEMPLATES
+from sglfleet.plan.validation import check_inventory, load_inventory, parse_data
 
 
 @click.command()

@@ -25,10 +25,10 @@ from pathlib import Path
 import click
 import gevent
 
-from sglfleet import summary
+from sglfleet.run import summary
 from sglfleet.events import EventLog, default_path
-from sglfleet.secrets import SecretsError, load_secrets
-from sglfleet.webhooks import ATTEMPTS, BACKOFF_S, TIMEOUT_S, Webhook, WebhookError
+from sglfleet.plan.secrets import SecretsError, load_secrets
+from sglfleet.run.webhooks import ATTEMPTS, BACKOFF_S, TIMEOUT_S, Webhook, WebhookError
 
 # The playbooks whose runs are recorded; any other (``exec``, a fact) changes no release.
 PLAYBOOKS = ("deploy.py", "rollback.py")
@@ -158,7 +158,7 @@ def record_events(state) -> None:
 
 def _open(inventory, inventory_file: str, playbooks: list[str]) -> None:
     global _log
-    from sglfleet.context import host_config  # validated data: config.py's check ran first
+    from sglfleet.run.context import host_config  # validated data: config.py's check ran first
 
     targets = list(inventory)
     if not targets:

@@ -31,7 +31,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from sglfleet import PROJECT_ROOT
 from sglfleet.errors import ConfigError
 from sglfleet.events import REASONS
-from sglfleet.stacks import STACKS_DIR
+from sglfleet.artifacts.stacks import STACKS_DIR
 
 DEFAULTS_FILE = PROJECT_ROOT / "inventory" / "group_data" / "all.py"
 
@@ -145,7 +145,7 @@ Serial = Annotated[list[Union[int, str]], BeforeValidator(_to_serial)]
 
 
 class NotifyWebhook(BaseModel):
-    """One webhook: where the events it subscribes to are POSTed (``sglfleet.webhooks``)."""
+    """One webhook: where the events it subscribes to are POSTed (``sglfleet.run.webhooks``)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
@@ -213,7 +213,7 @@ class HostConfig(BaseModel):
     # sglang launch flags, given flat in inventory data
     launch: LaunchSettings
 
-    # models: pinned to a commit, staged and verified in phase A (sglfleet.models)
+    # models: pinned to a commit, staged and verified in phase A (sglfleet.artifacts.models)
     model_revision: Optional[Text] = Field(description='the model\'s 40-hex commit, e.g. "4d01dfe0332d63057c186e0b262165819efb6611"')
     speculative_draft_model_revision: Optional[Text] = Field(description="the draft model's 40-hex commit")
     allow_unpinned_models: Bool = Field(description="true or false")

@@ -3,7 +3,7 @@
 Two secrets exist: the Hugging Face token and the SGLang API key. The controller
 takes ``SGLFLEET_HF_TOKEN`` and ``SGLFLEET_API_KEY`` from its environment, or
 else from the ``secrets_file`` (``KEY=value`` lines, mode 0600, outside the
-repository). Inventory data never holds them (``sglfleet.schema`` refuses).
+repository). Inventory data never holds them (``sglfleet.plan.schema`` refuses).
 On a host they live only in ``/etc/sglfleet/sglang.env`` (root, 0600), as
 ``HF_TOKEN`` (read by huggingface_hub) and ``SGLANG_API_KEY`` (read by the
 launch script and the gate). Everything printed uses ``redacted=True``.
@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sglfleet import PROJECT_ROOT
-from sglfleet.templates import TEMPLATES, render
+from sglfleet.plan.templates import TEMPLATES, render
 
 # controller variable (environment or secrets file) -> variable in sglang.env
 NAMES = {"SGLFLEET_HF_TOKEN": "HF_TOKEN", "SGLFLEET_API_KEY": "SGLANG_API_KEY"}
-# Secrets the controller alone uses (sglfleet.webhooks): allowed in the file, never sent to hosts.
+# Secrets the controller alone uses (sglfleet.run.webhooks): allowed in the file, never sent to hosts.
 CONTROLLER_ONLY = ("SGLFLEET_WEBHOOK_TOKEN",)
 # Written unquoted into a systemd EnvironmentFile and a YAML single-quoted scalar.
 SAFE_VALUE = re.compile(r"^[A-Za-z0-9._~+/=:@%^,-]+$")

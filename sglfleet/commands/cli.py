@@ -7,13 +7,13 @@ import click
 # name -> "module:attribute"; imported only when used, so `sglfleet patch` never
 # pays for pyinfra or the fleet code.
 SUBCOMMANDS = {
-    "patch": "sglfleet.patch_cli:patch",
-    "devfleet": "sglfleet.devfleet_cli:devfleet",
-    "events": "sglfleet.events_cli:events",
-    "lint": "sglfleet.lint_cli:lint",
-    "lock": "sglfleet.stacks_cli:lock",
-    "model": "sglfleet.models_cli:model",
-    "status": "sglfleet.status_cli:status",
+    "patch": "sglfleet.commands.patch:patch",
+    "devfleet": "sglfleet.commands.devfleet:devfleet",
+    "events": "sglfleet.commands.events:events",
+    "lint": "sglfleet.commands.lint:lint",
+    "lock": "sglfleet.commands.stacks:lock",
+    "model": "sglfleet.commands.models:model",
+    "status": "sglfleet.commands.status:status",
 }
 
 

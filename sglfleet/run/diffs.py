@@ -17,7 +17,7 @@ from __future__ import annotations
 from pyinfra import host, logger, state
 from pyinfra.operations.util.files import generate_color_diff
 
-from sglfleet import run_events
+from sglfleet.run import recording
 
 
 def first_pass() -> bool:
@@ -44,7 +44,7 @@ def report_drift(what: str, differences: list[str], action: str) -> None:
     if first_pass():
         line = f"Drift: {what} changed on the host: {'; '.join(differences)}; {action}"
         host.log(line, logger.warning)
-        run_events.drift_found(host.name, what, line)
+        recording.drift_found(host.name, what, line)
 
 
 def show_diff(title: str, old: str, new: str) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from sglfleet.models import HUB, PINNED, ModelFile, manifest_path, parse_manifest, render_manifest
+from sglfleet.artifacts.models import HUB, PINNED, ModelFile, manifest_path, parse_manifest, render_manifest
 
 
 def read_tree(repo: str, revision: str, endpoint: str | None = None, token: str | None = None) -> tuple[str, list[ModelFile]]:

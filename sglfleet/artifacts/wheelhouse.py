@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from sglfleet import PROJECT_ROOT
-from sglfleet.stacks import Stack, StackError, StackFile
+from sglfleet.artifacts.stacks import Stack, StackError, StackFile
 
 CHUNK = 1 << 20
 _lock = threading.Lock()

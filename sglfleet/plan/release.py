@@ -24,9 +24,9 @@ from pathlib import Path
 from sglfleet.host.gate import GateSettings
 from sglfleet.host.layout import LAYOUT, Layout
 from sglfleet.host.releases import content_id
-from sglfleet.models import offline, served_launch
-from sglfleet.schema import LAUNCH_KEYS, LaunchSettings
-from sglfleet.templates import TEMPLATES, render
+from sglfleet.artifacts.models import offline, served_launch
+from sglfleet.plan.schema import LAUNCH_KEYS, LaunchSettings
+from sglfleet.plan.templates import TEMPLATES, render
 
 def launch_args(launch: LaunchSettings) -> list[str]:
     """

@@ -1,6 +1,6 @@
 """``sglfleet lock STACK``: resolve a stack definition into its PEP 751 lock with uv.
 
-The resolver is ``sglfleet.locking``; this command runs it and writes the lock.
+The resolver is ``sglfleet.artifacts.locking``; this command runs it and writes the lock.
 Sources this machine cannot reach are left out and named on stderr; the deploy
 refuses such a lock until ``sglfleet lock`` is run again where they can be reached.
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import click
 
-from sglfleet.locking import resolve, write_lock
-from sglfleet.stacks import StackError, stack_id
+from sglfleet.artifacts.locking import resolve, write_lock
+from sglfleet.artifacts.stacks import StackError, stack_id
 
 
 @click.command()

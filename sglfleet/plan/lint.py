@@ -1,7 +1,7 @@
 """The launch-configuration lint: what sglang would refuse or silently change, said before a restart. Pure.
 
 A function of a host's validated config, the stack's sglang flag set (read
-from that release's own ``server_args.py`` by ``sglfleet.server_flags``), the
+from that release's own ``server_args.py`` by ``sglfleet.plan.server_flags``), the
 host's GPU compute capabilities and the sglang version. Every finding names the
 host, the key and the fix.
 
@@ -18,11 +18,13 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from packaging.version import Version
 
-from sglfleet.schema import LAUNCH_KEYS, LaunchSettings
+from sglfleet.artifacts.models import PINNED, ROLES, ModelError, is_hub_id, load_manifest, lock_command, staged_models
+from sglfleet.plan.schema import LAUNCH_KEYS, LaunchSettings
 
 EAGLE_NUMBERS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 KIMI_K25 = re.compile(r"kimi[-_.]?k2[-_.]?5", re.I)
@@ -244,7 +246,7 @@ def lint(host_name: str, config, flagset, compute_caps: list[str] | None, sglang
 
     + host_name: the inventory name, used in every finding
     + config: the host's ``HostConfig``
-    + flagset: the stack's ``sglfleet.server_flags.FlagSet``, or None to skip flag checks
+    + flagset: the stack's ``sglfleet.plan.server_flags.FlagSet``, or None to skip flag checks
     + compute_caps: the compute capability of each GPU (``["12.0"] * 8``), or None when unknown
     + sglang_version: the stack's sglang version, e.g. ``"0.5.9"``
     + caps_source: where ``compute_caps`` come from, named in the findings that depend on them
@@ -264,3 +266,38 @@ def lint(host_name: str, config, flagset, compute_caps: list[str] | None, sglang
     return sorted(findings, key=lambda finding: finding.severity != "error")
 
 
+def model_findings(name: str, config, models_dir: Path | None = None) -> list:
+    """
+    What stops the host's models from being staged as pinned, as lint findings.
+
+    + name: the host's inventory name
+    + config: its ``HostConfig``
+    + models_dir: where manifests live
+
+    A hub id needs a revision that is a commit and its manifest; a branch, a
+    tag or no revision is an error unless ``allow_unpinned_models`` (then the
+    server fetches the model itself at start, as sglang does by default).
+    """
+    findings = []
+    for role, path_key, revision_key in ROLES:
+        repo, revision = getattr(config.launch, path_key), getattr(config, revision_key)
+        if not repo or not is_hub_id(repo):
+            if revision:
+                findings.append(Finding("warning", name, revision_key, f"{path_key} = {repo!r} is not a hub id, "
+                                        f"so the revision is not used; remove {revision_key}"))
+            continue
+        if revision is None or not PINNED.match(revision):
+            what = "no revision" if revision is None else f"{revision!r} is a branch or tag, not a commit"
+            if not config.allow_unpinned_models:  # allowed: the server fetches it at start, as sglang does
+                findings.append(Finding("error", name, revision_key, f"{repo}: {what}; pin the 40-hex commit "
+                                        f"(`{lock_command(repo, revision or 'main', config.hf_endpoint)}` prints it) "
+                                        f"or set allow_unpinned_models = True (development only)"))
+            continue
+        try:
+            load_manifest(repo, revision, models_dir, config.hf_endpoint)
+        except ModelError as error:
+            findings.append(Finding("error", name, revision_key, str(error)))
+    if config.model_source == "controller" and staged_models(config) and not config.models_controller_dir:
+        findings.append(Finding("error", name, "models_controller_dir", "model_source = \"controller\" needs the "
+                                "controller's folder of <org>/<name>/<revision>/ copies; set models_controller_dir"))
+    return findings

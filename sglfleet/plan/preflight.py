@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 from sglfleet.facts.gpu import Gpu
 from sglfleet.host.layout import LAYOUT
-from sglfleet.stacks import Stack
+from sglfleet.artifacts.stacks import Stack
 
 GIB = 1 << 30
 

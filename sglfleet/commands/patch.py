@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from sglfleet import patcher
+from sglfleet.artifacts import patcher
 
 _file = click.argument("file", type=click.Path(path_type=Path))
 _patch = click.option(
