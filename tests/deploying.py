@@ -82,9 +82,10 @@ def host_state(fleet, host: str) -> dict:
 
 
 def server_pid(fleet, host: str, unit: str = "sglang.service") -> str:
-    """The pid of the server process: the launch script's child that runs python (its other, awk,
-    blanks the API key in the server's output)."""
-    return fleet.exec(host, f"pgrep -P $(systemctl show -p MainPID --value {unit}) python").stdout.strip()
+    """The pid of the server process: the launch script's child that runs sglang or the stand-in
+    (its other child, sglfleet-redact, blanks the API key in the server's output)."""
+    return fleet.exec(host, f"pgrep -P $(systemctl show -p MainPID --value {unit}) -f "
+                            "'launch_server|sglang_standin'").stdout.strip()
 
 
 def fleet_state(fleet) -> dict[str, dict]:

@@ -3,6 +3,7 @@
 import json
 import os
 import runpy
+import select
 import signal
 import subprocess
 import time
@@ -217,6 +218,15 @@ def test_what_the_server_prints_reaches_the_journal_with_the_api_key_blanked(tmp
     plain = subprocess.run([str(launch)], env={**env, "SGLANG_API_KEY": ""}, capture_output=True, text=True,
                            timeout=30)
     assert f"api_key='{key}'" in plain.stdout
+    # Line by line as the server writes, not held until a buffer fills or the server ends.
+    server.write_text("#!/bin/bash\necho \"first $KEY\"\nsleep 20\n")
+    proc = subprocess.Popen([str(launch)], env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 10)
+        assert ready and proc.stdout.readline() == "first <redacted>\n"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def test_launch_script_exports_the_release_it_was_started_from(tmp_path):
