@@ -50,13 +50,13 @@ def read_tree(repo: str, revision: str, endpoint: str | None = None, token: str 
     return commit, files
 
 
-def write_manifest(repo: str, revision: str, endpoint: str | None = None, models_dir: Path | None = None,
+def write_manifest(repo: str, revision: str, endpoint: str | None = None, manifests_dir: Path | None = None,
                    token: str | None = None) -> Path:
     """Read the tree and write ``files/models/<repo>/<commit>.json`` atomically; return its path."""
     commit, files = read_tree(repo, revision, endpoint, token)
     text = render_manifest(repo, commit, files, endpoint or HUB)
     parse_manifest(text, f"{repo}@{commit}")  # refuses an empty tree or a path outside the model
-    path = manifest_path(repo, commit, models_dir)
+    path = manifest_path(repo, commit, manifests_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(path.name + ".part")
     partial.write_text(text)

@@ -32,7 +32,7 @@ from sglfleet import FILES, PROJECT_ROOT
 from sglfleet.host.layout import LAYOUT
 
 # $SGLFLEET_MODELS points a run at another folder of manifests (a test's).
-MODELS_DIR = Path(os.environ.get("SGLFLEET_MODELS", FILES / "models"))
+MANIFESTS_DIR = Path(os.environ.get("SGLFLEET_MODELS", FILES / "models"))
 HUB = "https://huggingface.co"
 PINNED = re.compile(r"^[0-9a-f]{40}$")
 # The two models a launch names, by the keys that name them and pin them.
@@ -87,8 +87,8 @@ def is_hub_id(path: str) -> bool:
     return bool(re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", path)) and not path.startswith(".")
 
 
-def manifest_path(repo: str, revision: str, models_dir: Path | None = None) -> Path:
-    return (models_dir or MODELS_DIR) / repo / f"{revision}.json"
+def manifest_path(repo: str, revision: str, manifests_dir: Path | None = None) -> Path:
+    return (manifests_dir or MANIFESTS_DIR) / repo / f"{revision}.json"
 
 
 def lock_command(repo: str, revision: str, endpoint: str | None = None) -> str:
@@ -124,17 +124,17 @@ def parse_manifest(text: str, where: str = "manifest") -> Manifest:
     return Manifest(repo, revision, files, hashlib.sha256(text.encode()).hexdigest(), text)
 
 
-def load_manifest(repo: str, revision: str, models_dir: Path | None = None, endpoint: str | None = None) -> Manifest:
+def load_manifest(repo: str, revision: str, manifests_dir: Path | None = None, endpoint: str | None = None) -> Manifest:
     """
     The committed manifest of ``repo`` at ``revision``.
 
     + repo, revision: the pinned model
-    + models_dir: where manifests live (default files/models, or $SGLFLEET_MODELS)
+    + manifests_dir: where manifests live (default files/models, or $SGLFLEET_MODELS)
     + endpoint: the inventory's ``hf_endpoint``, named in the fix when the manifest is missing
 
     Raises ``ModelError`` naming the command to run and what it must reach.
     """
-    path = manifest_path(repo, revision, models_dir)
+    path = manifest_path(repo, revision, manifests_dir)
     if not path.is_file():
         shown = path.relative_to(PROJECT_ROOT) if path.is_relative_to(PROJECT_ROOT) else path
         raise ModelError(f"model {repo}@{revision[:12]} has no manifest ({shown}): run "

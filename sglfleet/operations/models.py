@@ -82,7 +82,7 @@ def controller_copy(folder: str, manifest: Manifest, paths: list[str]) -> dict[s
         key = (str(local), st.st_size, st.st_mtime_ns)
         with _checked_lock:  # hosts are planned concurrently: one hash per file
             if key not in _checked:
-                want, got = digest_of(str(local), {"sha256": entry.sha256, "git_sha1": entry.git_sha1})
+                _, got = digest_of(str(local), {"sha256": entry.sha256, "git_sha1": entry.git_sha1})
                 _checked[key] = got if st.st_size == entry.size else "size"
             if _checked[key] not in (entry.sha256, entry.git_sha1):
                 raise ModelError(f"{manifest.repo}@{manifest.revision[:12]}: the controller's {local} does not match "

@@ -27,7 +27,7 @@ from sglfleet.artifacts.models import PINNED, ROLES, ModelError, is_hub_id, load
 from sglfleet.plan.schema import LAUNCH_KEYS, LaunchSettings
 
 EAGLE_NUMBERS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
-KIMI_K25 = re.compile(r"kimi[-_.]?k2[-_.]?5", re.I)
+KIMI_K25_MODEL = re.compile(r"kimi[-_.]?k2[-_.]?5", re.I)
 # sglang < 0.5.14 indexes TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES (entries for
 # capability 9 and 10 only) with [major]: KeyError 12 at start-up on SM120.
 SYMM_MEM_SM120_FIXED = Version("0.5.14")
@@ -170,7 +170,7 @@ def _speculative_findings(host: str, config) -> list[Finding]:
                                     f"speculative_algorithm; set speculative_algorithm = \"EAGLE3\" or remove them"))
         return findings
 
-    kimi = bool(KIMI_K25.search(config.launch.model_path))
+    kimi = bool(KIMI_K25_MODEL.search(config.launch.model_path))
     if config.launch.speculative_draft_model_path is None and algorithm != "NGRAM":
         if kimi:
             findings.append(Finding("error", host, "speculative_draft_model_path",
@@ -266,13 +266,13 @@ def lint(host_name: str, config, flagset, compute_caps: list[str] | None, sglang
     return sorted(findings, key=lambda finding: finding.severity != "error")
 
 
-def model_findings(name: str, config, models_dir: Path | None = None) -> list:
+def model_findings(name: str, config, manifests_dir: Path | None = None) -> list:
     """
     What stops the host's models from being staged as pinned, as lint findings.
 
     + name: the host's inventory name
     + config: its ``HostConfig``
-    + models_dir: where manifests live
+    + manifests_dir: where manifests live
 
     A hub id needs a revision that is a commit and its manifest; a branch, a
     tag or no revision is an error unless ``allow_unpinned_models`` (then the
@@ -294,7 +294,7 @@ def model_findings(name: str, config, models_dir: Path | None = None) -> list:
                                         f"or set allow_unpinned_models = True (development only)"))
             continue
         try:
-            load_manifest(repo, revision, models_dir, config.hf_endpoint)
+            load_manifest(repo, revision, manifests_dir, config.hf_endpoint)
         except ModelError as error:
             findings.append(Finding("error", name, revision_key, str(error)))
     if config.model_source == "controller" and staged_models(config) and not config.models_controller_dir:

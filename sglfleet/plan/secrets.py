@@ -49,14 +49,6 @@ class Secrets:
     values: dict[str, str] = field(default_factory=dict, repr=False)  # sglang.env name -> value
     source: str = "none"
 
-    @property
-    def hf_token(self) -> str | None:
-        return self.values.get("HF_TOKEN")
-
-    @property
-    def api_key(self) -> str | None:
-        return self.values.get("SGLANG_API_KEY")
-
 
 def _read_file(path: Path) -> dict[str, str]:
     mode = path.stat().st_mode
@@ -152,16 +144,3 @@ def render_env(secrets: Secrets, redacted: bool = False, templates: Path = TEMPL
         for name, value in sorted(secrets.values.items())
     ]
     return render("sglang.env.j2", templates, entries=entries)
-
-
-def redact(text: str, secrets: Secrets) -> str:
-    """
-    Replace every secret value in ``text`` by ``<redacted>``, for anything printed.
-
-    + text: output that might hold a secret (a log line, a command)
-    + secrets: the secrets in use
-    """
-    for value in secrets.values.values():
-        if value:
-            text = text.replace(value, "<redacted>")
-    return text

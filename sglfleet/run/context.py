@@ -87,14 +87,11 @@ def patch_digest() -> str:
     return load_patch().digest
 
 
-KIMI_K25 = PATCHED
-
-
 @cache
 def _patched_digests(wheel: str) -> tuple[str, ...]:
     try:
         with zipfile.ZipFile(wheel) as archive:
-            return (hashlib.sha256(apply(archive.read(KIMI_K25), load_patch())).hexdigest(),)
+            return (hashlib.sha256(apply(archive.read(PATCHED), load_patch())).hexdigest(),)
     except (KeyError, PatchRefused):
         return ()  # no such file, or one the engine refuses: each host reads and reports its own
 
