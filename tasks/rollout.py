@@ -7,6 +7,7 @@ from sglfleet.run import summary
 from sglfleet.run.context import fleet_rollout, host_config, host_release, host_state
 from sglfleet.host.protocol import lock_wait_s
 from sglfleet.operations import release
+from sglfleet.run.rollout import BatchStep
 
 
 def _worker_url(config) -> str:
@@ -25,7 +26,7 @@ def _steps(config):
     lock_wait = lock_wait_s(config.gate_warmup_s, config.gate_bake_s)
     for batch in rollout.batches:
         label = batch.wave if whole_waves else batch.name
-        yield None if host.name not in batch.hosts else release.WaveStep(
+        yield None if host.name not in batch.hosts else BatchStep(
             label=label,
             hosts=batch.hosts,
             earlier=tuple(earlier),

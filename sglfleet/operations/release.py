@@ -16,25 +16,20 @@ import hashlib
 import json
 import math
 import shlex
-from dataclasses import dataclass
 from io import StringIO
 
-import gevent
 from pyinfra import host, logger, state
-from pyinfra.api import FileUploadCommand, FunctionCommand, StringCommand, operation
+from pyinfra.api import FileUploadCommand, FunctionCommand, operation
 
-from sglfleet.run import router, recording, summary
-from sglfleet.run.diffs import report_drift, show_diff, wants_diff
+from sglfleet.artifacts.temporaries import RUN_TOKEN, temporary_beside
 from sglfleet.facts.files import FileBytes
 from sglfleet.facts.host import READ
 from sglfleet.facts.release import ReleaseHostState, ReleaseState
-from sglfleet.host.bake import describe
 from sglfleet.host.layout import LAYOUT, STALE_MINUTES
-from sglfleet.host.protocol import BAKE_FAILED, PASSED, ROLLED_BACK, results as tool_results
-from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR
 from sglfleet.operations.remote import HostFunctionCommand
 from sglfleet.plan.release import Release
-from sglfleet.artifacts.temporaries import RUN_TOKEN, temporary_beside
+from sglfleet.run.diffs import report_drift, show_diff, wants_diff
+from sglfleet.run.rollout import BatchStep, bake, fail, relink, roll_back, switch
 
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
@@ -121,45 +116,12 @@ def _stage(release: Release, final: str):
            f"{{ rm -rf {shlex.quote(temporary)} && test -f {shlex.quote(f'{final}/release.json')}; }}")
 
 
-@dataclass(frozen=True)
-class WaveStep:
-    """
-    Where one host stands in one batch of a rollout.
-
-    + label: the batch's name in messages: its wave (``"wave1"``), or with
-      ``rollout_serial``, ``"wave1 batch 3"``
-    + hosts: the hosts of this batch
-    + earlier: ``(label, hosts)`` of each earlier batch of this run, in order
-    + max_fail_percentage: an earlier batch with more failed hosts (in %) stops this one
-    + bake_s: how long the batch bakes once its hosts pass their start-up gates (0: no bake)
-    + router_url: the sglang-router in front of the fleet, if any
-    + worker_url: this host's URL as the router knows it
-    + timeout_s: how long the controller waits for the host's answer to a switch
-      before it reports the host lost (a link that never comes back); None waits forever
-    + lock_wait_s: how long to wait for another run that holds the host's lock
-    + releases_keep: once switched, old releases kept besides the current and the previous
-    + textfile_dir: where the host tool writes ``sglfleet.prom`` for node_exporter
-    """
-
-    label: str
-    hosts: tuple[str, ...] = ()
-    earlier: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    max_fail_percentage: float = 0.0
-    bake_s: float = 0.0
-    router_url: str | None = None
-    worker_url: str | None = None
-    timeout_s: float | None = None
-    lock_wait_s: float = 300
-    releases_keep: int = 3
-    textfile_dir: str = TEXTFILE_DIR
-
-
 def _baked(verdict: dict) -> bool:
     return bool((verdict.get("bake") or {}).get("passed"))
 
 
 @operation(is_idempotent=False)
-def activated(release_id: str, step: WaveStep, found=READ, rebuilt: bool = False):
+def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = False):
     """
     Make the host serve ``release_id`` behind its start-up gate and bake, unless it does.
 
@@ -183,7 +145,7 @@ def activated(release_id: str, step: WaveStep, found=READ, rebuilt: bool = False
         activated(
             name="Switch to the new release",
             release_id="3f2a9c1d0b7e6a55",
-            step=WaveStep("wave1", (("canary", ("node1",)),), bake_s=600),
+            step=BatchStep("wave1", (("canary", ("node1",)),), bake_s=600),
         )
     """
     if found is READ:
@@ -199,7 +161,7 @@ def activated(release_id: str, step: WaveStep, found=READ, rebuilt: bool = False
         timeout = math.ceil(step.timeout_s) if step.timeout_s else None  # a link that never comes back
         found = host.get_fact(ReleaseState, wait_lock_s=step.lock_wait_s, _timeout=timeout, _ignore_errors=True)
         if found is None:
-            yield FunctionCommand(_log_error, (f"{step.label}: no answer within {timeout} s while waiting for "
+            yield FunctionCommand(fail, (f"{step.label}: no answer within {timeout} s while waiting for "
                                                f"another run's lock; check {host.name}, then run again",), {})
             return
     action = decide(found, release_id, restart, step.bake_s)
@@ -207,7 +169,7 @@ def activated(release_id: str, step: WaveStep, found=READ, rebuilt: bool = False
         # A hand moved current; the process still serves what was declared: put the link back.
         report_drift(f"{LAYOUT.current}", [f"points at {found.current or 'nothing'}, the process serves "
                                            f"{release_id}"], "will point it back (no restart)")
-        yield HostFunctionCommand(_relink, (step, release_id), {})
+        yield HostFunctionCommand(relink, (step, release_id), {})
         return
     if action == "noop":
         host.noop(f"{step.label}: already serving release {release_id}")
@@ -216,9 +178,9 @@ def activated(release_id: str, step: WaveStep, found=READ, rebuilt: bool = False
         # A run ended (or was cut) between the gate and the end of the bake.
         host.log(f"{step.label}: serves {release_id}, which has not passed its bake yet: will bake it",
                  logger.info)
-        yield HostFunctionCommand(_bake_in_wave, (step, release_id), {})
+        yield HostFunctionCommand(bake, (step, release_id), {})
         return
-    bake = f" and bake {step.bake_s:g} s" if step.bake_s else ""
+    baking = f" and bake {step.bake_s:g} s" if step.bake_s else ""
     if action == "wait":
         # Only planning, or the lock is still held: the host tool waits for it
         # in turn, then switches only if still needed.
@@ -226,14 +188,14 @@ def activated(release_id: str, step: WaveStep, found=READ, rebuilt: bool = False
                  f"then serve {release_id}", logger.warning)
     elif action == "restart":
         host.log(f"{step.label}: serves {release_id} from a stack this run rebuilt: will restart it behind "
-                 f"its gate{bake}", logger.warning)
+                 f"its gate{baking}", logger.warning)
     else:
         if found.current == release_id and found.serving != release_id:
             report_drift("the service", [f"current is {release_id}, the process serves "
                                           f"{found.serving or 'nothing'}"], "will switch it behind the gate")
         host.log(f"{step.label}: will switch {found.serving or found.current or 'nothing'} -> {release_id}, "
-                 f"gate{bake}", logger.info)
-    yield HostFunctionCommand(_switch_in_wave, (step, release_id, restart, found.serving or found.current), {})
+                 f"gate{baking}", logger.info)
+    yield HostFunctionCommand(switch, (step, release_id, restart, found.serving or found.current), {})
 
 
 ACTIONS = ("relink", "wait", "restart", "noop", "bake", "switch")
@@ -270,7 +232,7 @@ def decide(found: ReleaseHostState, release_id: str, rebuilt: bool, bake_s: floa
 
 
 @operation(is_idempotent=False)
-def rolled_back(step: WaveStep):
+def rolled_back(step: BatchStep):
     """
     Switch the host back to its previous release behind the start-up gate.
 
@@ -280,214 +242,13 @@ def rolled_back(step: WaveStep):
 
     .. code:: python
 
-        rolled_back(name="Back to the previous release", step=WaveStep("canary"))
+        rolled_back(name="Back to the previous release", step=BatchStep("canary"))
     """
     found = host.get_fact(ReleaseState)
     if found is None:
         return  # the fact failed, and with it the host
     if not found.previous:
-        yield FunctionCommand(_log_error, (f"{step.label}: no previous release to roll back to",), {})
+        yield FunctionCommand(fail, (f"{step.label}: no previous release to roll back to",), {})
         return
     host.log(f"{step.label}: will switch {found.current} -> {found.previous} and gate", logger.info)
-    yield HostFunctionCommand(_rollback_in_wave, (step,), {})
-
-
-class _Lost(Exception):
-    """The host did not answer: the link died, or never came back."""
-
-
-def _tool(host, connector_arguments, step: WaveStep, *args: str, extra_timeout_s: float = 0):
-    """
-    Run the host tool; return ``(status, results, messages)``: its exit status
-    (``sglfleet.host.protocol``; None when unknown), its result records and its error lines.
-    """
-    # The tool's exit status tells a rolled-back host (1, serving) from a down one.
-    command = StringCommand(shlex.join([LAYOUT.tool, "--wait-lock", f"{step.lock_wait_s:g}",
-                                        "--keep", str(step.releases_keep), "--textfile-dir", step.textfile_dir,
-                                        *args]) + "; echo sglfleet-exit=$? >&2")
-    timeout = step.timeout_s + extra_timeout_s if step.timeout_s else None
-    try:
-        # Around the whole call: a link cut before the channel opens blocks in paramiko too.
-        with gevent.Timeout(timeout, TimeoutError):
-            connected, output = host.run_shell_command(command, **connector_arguments)
-    except TimeoutError:  # a link that never came back
-        raise _Lost(f"no answer within {timeout:g} s") from None
-    except Exception as error:  # the session died under paramiko (power cut, reset link)
-        raise _Lost(f"{type(error).__name__}: {error}") from None
-    lines = output.stderr_lines
-    said = lines.pop().partition("=")[2] if lines and lines[-1].startswith("sglfleet-exit=") else ""
-    status = int(said) if said.isdigit() else None
-    if not connected and status is None:
-        raise _Lost("the session ended without the tool's answer")
-    return status, tool_results(output.stdout_lines), lines
-
-
-def _lost(host, why: str) -> str:
-    return (f"lost the connection during the switch ({why}); if {host.name} is up it finishes the "
-            f"switch, gate and any rollback on its own: check it, then run again")
-
-
-def _router(step: WaveStep, action) -> str | None:
-    """Drain or join the host at the router; an error message, or None."""
-    if not step.router_url:
-        return None
-    try:
-        action(step.router_url, step.worker_url)
-    except router.RouterError as error:
-        return f"{step.label}: {error}"
-    return None
-
-
-BAKE_REASONS = {"pass": "BakePassed", "fail": "BakeFailed", "inconclusive": "BakeInconclusive"}
-
-
-def _verdicts(host, step: WaveStep, results: list[dict], from_release: str | None = None) -> None:
-    """Log each gate and bake verdict with its figures, keep it for the run's summary, record it as an event."""
-    for result in results:
-        figures = result.get("figures") or {}
-        if result.get("stage") == "startup" and result.get("passed") and not result.get("already"):
-            accept = (f"accept length {figures['spec_accept_length']:g}, "
-                      if "spec_accept_length" in figures else "")
-            line = (f"gate passed on {result['release']} ({accept}{figures.get('tokens', 0)} "
-                    f"tokens in {figures.get('requests', 0)} generations, {figures.get('seconds', 0):g} s)")
-            reason = "GatePassed"
-        elif result.get("stage") == "startup" and result.get("passed") is False:
-            recording.emit("GateFailed", host=host.name, from_release=from_release, to_release=result["release"],
-                            message=f"gate failed on release {result['release']}: {result.get('failure')}")
-            continue
-        elif result.get("stage") == "bake":
-            line = f"bake {result['verdict']} on {result['release']} ({describe(figures)})"
-            reason = BAKE_REASONS[result["verdict"]]
-            figures = {**figures, "baseline": result.get("baseline")} if result.get("baseline") else figures
-        else:
-            continue
-        host.log(f"{step.label}: {line}", logger.info)
-        summary.verdict(host.name, line)
-        recording.emit(reason, host=host.name, from_release=from_release, to_release=result["release"],
-                        figures=figures, message=line)
-
-
-def _over_budget(state, step: WaveStep) -> str | None:
-    """Why this batch must not start: an earlier one lost more hosts than ``max_fail_percentage``; else None."""
-    failed_names = {h.name for h in state.failed_hosts}
-    for label, hosts in step.earlier:
-        failed = [name for name in hosts if name in failed_names]
-        if failed and len(failed) * 100 > step.max_fail_percentage * len(hosts):
-            why = (f"{step.label} not started: {', '.join(failed)} of {label} did not pass "
-                   f"({len(failed)} of {len(hosts)} hosts, above max_fail_percentage {step.max_fail_percentage:g})")
-            recording.budget_exceeded(step.label, {"failed": len(failed), "hosts": len(hosts),
-                                                    "max_fail_percentage": step.max_fail_percentage}, why)
-            return why
-    return None
-
-
-def _switch_in_wave(state, host, connector_arguments, step: WaveStep, release_id: str, restart: bool = False,
-                    from_release: str | None = None):
-    """
-    Switch the host once every earlier wave passed, keeping the router in step;
-    then bake. Returns False to fail this host.
-    """
-    recording.batch_reached(step.label, step.hosts)
-    if stop := _over_budget(state, step):
-        return _log_error(state, host, stop)
-    recording.batch_started(step.label)
-    if error := _router(step, router.drain):
-        return _log_error(state, host, f"{error}; not switched")
-    try:
-        status, results, messages = _tool(host, connector_arguments, step, "activate", release_id,
-                                          *(["--restart"] if restart else []))
-    except _Lost as lost:
-        return _log_error(state, host, _lost(host, str(lost)))
-    passed = status == PASSED
-    if any(result.get("stage") == "startup" and not result.get("already") for result in results):
-        recording.emit("HostSwitched", host=host.name, from_release=from_release, to_release=release_id,
-                        message=f"{step.label}: switched {from_release or 'nothing'} -> {release_id}, restarted")
-    _verdicts(host, step, results, from_release)
-    if status == ROLLED_BACK:  # the gate failed, and the host serves its earlier release again
-        recording.emit("HostRolledBack", host=host.name, from_release=release_id, to_release=from_release,
-                        message=f"{step.label}: back to {from_release or 'its earlier release'} after its gate failed")
-    for line in () if passed else messages or [_lost(host, f"exit status {'unknown' if status is None else status}")]:
-        _log_error(state, host, line)
-    # 1: the gate failed and the host serves its earlier release again; rejoin either way.
-    if status in (PASSED, ROLLED_BACK) and (error := _router(step, router.join)):
-        return _log_error(state, host, error)
-    if not passed:
-        return False
-    if step.bake_s:
-        return _bake_in_wave(state, host, connector_arguments, step, release_id)
-    summary.passed(host.name, f"serves {release_id}")
-    return True
-
-
-def _bake_in_wave(state, host, connector_arguments, step: WaveStep, release_id: str):
-    """Bake the release the host serves; revert it (drained) when the bake fails it."""
-    try:
-        status, results, messages = _tool(host, connector_arguments, step, "bake", release_id,
-                                          extra_timeout_s=step.bake_s)
-    except _Lost as lost:
-        return _log_error(state, host, _lost(host, str(lost)))
-    _verdicts(host, step, results)
-    if status == PASSED:
-        summary.passed(host.name, f"serves {release_id}, baked")
-        return True
-    for line in messages:
-        _log_error(state, host, line)
-    if status != BAKE_FAILED:  # 6: another run switched the host meanwhile; else lost
-        return False
-    # The bake failed the release: back to what served before, out of the router meanwhile.
-    if error := _router(step, router.drain):
-        return _log_error(state, host, f"{error}; {release_id} still serves")
-    try:
-        status, _, messages = _tool(host, connector_arguments, step, "revert", release_id)
-    except _Lost as lost:
-        return _log_error(state, host, _lost(host, str(lost)))
-    if status == ROLLED_BACK:
-        recording.emit("HostRolledBack", host=host.name, from_release=release_id,
-                        message=f"{step.label}: back to its earlier release after its bake failed")
-    for line in messages:
-        _log_error(state, host, line)
-    if status in (PASSED, ROLLED_BACK) and (error := _router(step, router.join)):
-        _log_error(state, host, error)
-    return False
-
-
-def _relink(state, host, connector_arguments, step: WaveStep, release_id: str):
-    try:
-        status, _, messages = _tool(host, connector_arguments, step, "relink", release_id)
-    except _Lost as lost:
-        return _log_error(state, host, _lost(host, str(lost)))
-    for line in () if status == PASSED else messages:
-        _log_error(state, host, line)
-    return status == PASSED
-
-
-def _rollback_in_wave(state, host, connector_arguments, step: WaveStep):
-    recording.batch_reached(step.label, step.hosts)
-    if stop := _over_budget(state, step):
-        return _log_error(state, host, stop)
-    recording.batch_started(step.label)
-    if error := _router(step, router.drain):
-        return _log_error(state, host, f"{error}; not switched")
-    try:
-        status, results, messages = _tool(host, connector_arguments, step, "rollback")
-    except _Lost as lost:
-        return _log_error(state, host, _lost(host, str(lost)))
-    for line in () if status == PASSED else messages:
-        _log_error(state, host, line)
-    if status in (PASSED, ROLLED_BACK) and (error := _router(step, router.join)):
-        return _log_error(state, host, error)
-    if status == PASSED:
-        back = results[-1]["release"] if results else None
-        summary.passed(host.name, f"rolled back to {back or 'its previous release'}")
-        recording.emit("HostRolledBack", host=host.name, to_release=back,
-                        message=f"{step.label}: rolled back to {back or 'its previous release'}")
-    return status == PASSED
-
-
-def _log_error(state, host, message):
-    """Log ``message`` as this host's error (the run's summary keeps the first); returns False, so it fails the host."""
-    host.log_styled(message, fg="red", log_func=logger.error)
-    if host.name not in summary.failed_hosts():  # the first line says why; the rest explain it
-        recording.emit("HostFailed", host=host.name, message=message)
-    summary.failed(host.name, message)
-    return False
+    yield HostFunctionCommand(roll_back, (step,), {})

@@ -1,0 +1,265 @@
+"""
+A host's switch, bake and rollback as the controller runs them, during the run:
+the host tool's calls and their answers (``sglfleet.host.protocol``), the
+router's drain and join around them, the failure budget between batches, and
+each verdict logged, kept for the summary and recorded as an event.
+
+The operations in ``sglfleet.operations.release`` decide whether a host needs one;
+these functions are what they yield (``HostFunctionCommand``). Each returns True
+when the host passed, or fails it one way: ``fail`` logs why and returns False.
+
+**Example:**
+
+.. code:: python
+
+    yield HostFunctionCommand(switch, (step, release_id, False, "9c41d0e2a7b35f18"), {})
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+import gevent
+from pyinfra import logger
+from pyinfra.api import StringCommand
+
+from sglfleet.host.bake import describe
+from sglfleet.host.layout import LAYOUT
+from sglfleet.host.protocol import BAKE_FAILED, PASSED, ROLLED_BACK, results as tool_results
+from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR
+from sglfleet.run import recording, router, summary
+
+
+@dataclass(frozen=True)
+class BatchStep:
+    """
+    Where one host stands in one batch of a rollout.
+
+    + label: the batch's name in messages: its wave (``"wave1"``), or with
+      ``rollout_serial``, ``"wave1 batch 3"``
+    + hosts: the hosts of this batch
+    + earlier: ``(label, hosts)`` of each earlier batch of this run, in order
+    + max_fail_percentage: an earlier batch with more failed hosts (in %) stops this one
+    + bake_s: how long the batch bakes once its hosts pass their start-up gates (0: no bake)
+    + router_url: the sglang-router in front of the fleet, if any
+    + worker_url: this host's URL as the router knows it
+    + timeout_s: how long the controller waits for the host's answer to a switch
+      before it reports the host lost (a link that never comes back); None waits forever
+    + lock_wait_s: how long to wait for another run that holds the host's lock
+    + releases_keep: once switched, old releases kept besides the current and the previous
+    + textfile_dir: where the host tool writes ``sglfleet.prom`` for node_exporter
+    """
+
+    label: str
+    hosts: tuple[str, ...] = ()
+    earlier: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    max_fail_percentage: float = 0.0
+    bake_s: float = 0.0
+    router_url: str | None = None
+    worker_url: str | None = None
+    timeout_s: float | None = None
+    lock_wait_s: float = 300
+    releases_keep: int = 3
+    textfile_dir: str = TEXTFILE_DIR
+
+
+class Lost(Exception):
+    """The host did not answer: the link died, or never came back."""
+
+
+def call_tool(host, connector_arguments, step: BatchStep, *args: str, extra_timeout_s: float = 0):
+    """
+    Run the host tool; return ``(status, results, messages)``: its exit status
+    (``sglfleet.host.protocol``; None when unknown), its result records and its error lines.
+    """
+    # The tool's exit status tells a rolled-back host (1, serving) from a down one.
+    command = StringCommand(shlex.join([LAYOUT.tool, "--wait-lock", f"{step.lock_wait_s:g}",
+                                        "--keep", str(step.releases_keep), "--textfile-dir", step.textfile_dir,
+                                        *args]) + "; echo sglfleet-exit=$? >&2")
+    timeout = step.timeout_s + extra_timeout_s if step.timeout_s else None
+    try:
+        # Around the whole call: a link cut before the channel opens blocks in paramiko too.
+        with gevent.Timeout(timeout, TimeoutError):
+            connected, output = host.run_shell_command(command, **connector_arguments)
+    except TimeoutError:  # a link that never came back
+        raise Lost(f"no answer within {timeout:g} s") from None
+    except Exception as error:  # the session died under paramiko (power cut, reset link)
+        raise Lost(f"{type(error).__name__}: {error}") from None
+    lines = output.stderr_lines
+    said = lines.pop().partition("=")[2] if lines and lines[-1].startswith("sglfleet-exit=") else ""
+    status = int(said) if said.isdigit() else None
+    if not connected and status is None:
+        raise Lost("the session ended without the tool's answer")
+    return status, tool_results(output.stdout_lines), lines
+
+
+def lost_link(host, why: str) -> str:
+    return (f"lost the connection during the switch ({why}); if {host.name} is up it finishes the "
+            f"switch, gate and any rollback on its own: check it, then run again")
+
+
+def at_router(step: BatchStep, action) -> str | None:
+    """Drain or join the host at the router; an error message, or None."""
+    if not step.router_url:
+        return None
+    try:
+        action(step.router_url, step.worker_url)
+    except router.RouterError as error:
+        return f"{step.label}: {error}"
+    return None
+
+
+BAKE_REASONS = {"pass": "BakePassed", "fail": "BakeFailed", "inconclusive": "BakeInconclusive"}
+
+
+def verdicts(host, step: BatchStep, results: list[dict], from_release: str | None = None) -> None:
+    """Log each gate and bake verdict with its figures, keep it for the run's summary, record it as an event."""
+    for result in results:
+        figures = result.get("figures") or {}
+        if result.get("stage") == "startup" and result.get("passed") and not result.get("already"):
+            accept = (f"accept length {figures['spec_accept_length']:g}, "
+                      if "spec_accept_length" in figures else "")
+            line = (f"gate passed on {result['release']} ({accept}{figures.get('tokens', 0)} "
+                    f"tokens in {figures.get('requests', 0)} generations, {figures.get('seconds', 0):g} s)")
+            reason = "GatePassed"
+        elif result.get("stage") == "startup" and result.get("passed") is False:
+            recording.emit("GateFailed", host=host.name, from_release=from_release, to_release=result["release"],
+                            message=f"gate failed on release {result['release']}: {result.get('failure')}")
+            continue
+        elif result.get("stage") == "bake":
+            line = f"bake {result['verdict']} on {result['release']} ({describe(figures)})"
+            reason = BAKE_REASONS[result["verdict"]]
+            figures = {**figures, "baseline": result.get("baseline")} if result.get("baseline") else figures
+        else:
+            continue
+        host.log(f"{step.label}: {line}", logger.info)
+        summary.verdict(host.name, line)
+        recording.emit(reason, host=host.name, from_release=from_release, to_release=result["release"],
+                        figures=figures, message=line)
+
+
+def over_budget(state, step: BatchStep) -> str | None:
+    """Why this batch must not start: an earlier one lost more hosts than ``max_fail_percentage``; else None."""
+    failed_names = {h.name for h in state.failed_hosts}
+    for label, hosts in step.earlier:
+        failed = [name for name in hosts if name in failed_names]
+        if failed and len(failed) * 100 > step.max_fail_percentage * len(hosts):
+            why = (f"{step.label} not started: {', '.join(failed)} of {label} did not pass "
+                   f"({len(failed)} of {len(hosts)} hosts, above max_fail_percentage {step.max_fail_percentage:g})")
+            recording.budget_exceeded(step.label, {"failed": len(failed), "hosts": len(hosts),
+                                                    "max_fail_percentage": step.max_fail_percentage}, why)
+            return why
+    return None
+
+
+def switch(state, host, connector_arguments, step: BatchStep, release_id: str, restart: bool = False,
+                    from_release: str | None = None):
+    """
+    Switch the host once every earlier wave passed, keeping the router in step;
+    then bake. Returns False to fail this host.
+    """
+    recording.batch_reached(step.label, step.hosts)
+    if stop := over_budget(state, step):
+        return fail(state, host, stop)
+    recording.batch_started(step.label)
+    if error := at_router(step, router.drain):
+        return fail(state, host, f"{error}; not switched")
+    try:
+        status, results, messages = call_tool(host, connector_arguments, step, "activate", release_id,
+                                          *(["--restart"] if restart else []))
+    except Lost as error:
+        return fail(state, host, lost_link(host, str(error)))
+    passed = status == PASSED
+    if any(result.get("stage") == "startup" and not result.get("already") for result in results):
+        recording.emit("HostSwitched", host=host.name, from_release=from_release, to_release=release_id,
+                        message=f"{step.label}: switched {from_release or 'nothing'} -> {release_id}, restarted")
+    verdicts(host, step, results, from_release)
+    if status == ROLLED_BACK:  # the gate failed, and the host serves its earlier release again
+        recording.emit("HostRolledBack", host=host.name, from_release=release_id, to_release=from_release,
+                        message=f"{step.label}: back to {from_release or 'its earlier release'} after its gate failed")
+    for line in () if passed else messages or [lost_link(host, f"exit status {'unknown' if status is None else status}")]:
+        fail(state, host, line)
+    # 1: the gate failed and the host serves its earlier release again; rejoin either way.
+    if status in (PASSED, ROLLED_BACK) and (error := at_router(step, router.join)):
+        return fail(state, host, error)
+    if not passed:
+        return False
+    if step.bake_s:
+        return bake(state, host, connector_arguments, step, release_id)
+    summary.passed(host.name, f"serves {release_id}")
+    return True
+
+
+def bake(state, host, connector_arguments, step: BatchStep, release_id: str):
+    """Bake the release the host serves; revert it (drained) when the bake fails it."""
+    try:
+        status, results, messages = call_tool(host, connector_arguments, step, "bake", release_id,
+                                          extra_timeout_s=step.bake_s)
+    except Lost as error:
+        return fail(state, host, lost_link(host, str(error)))
+    verdicts(host, step, results)
+    if status == PASSED:
+        summary.passed(host.name, f"serves {release_id}, baked")
+        return True
+    for line in messages:
+        fail(state, host, line)
+    if status != BAKE_FAILED:  # 6: another run switched the host meanwhile; else lost
+        return False
+    # The bake failed the release: back to what served before, out of the router meanwhile.
+    if error := at_router(step, router.drain):
+        return fail(state, host, f"{error}; {release_id} still serves")
+    try:
+        status, _, messages = call_tool(host, connector_arguments, step, "revert", release_id)
+    except Lost as error:
+        return fail(state, host, lost_link(host, str(error)))
+    if status == ROLLED_BACK:
+        recording.emit("HostRolledBack", host=host.name, from_release=release_id,
+                        message=f"{step.label}: back to its earlier release after its bake failed")
+    for line in messages:
+        fail(state, host, line)
+    if status in (PASSED, ROLLED_BACK) and (error := at_router(step, router.join)):
+        fail(state, host, error)
+    return False
+
+
+def relink(state, host, connector_arguments, step: BatchStep, release_id: str):
+    try:
+        status, _, messages = call_tool(host, connector_arguments, step, "relink", release_id)
+    except Lost as error:
+        return fail(state, host, lost_link(host, str(error)))
+    for line in () if status == PASSED else messages:
+        fail(state, host, line)
+    return status == PASSED
+
+
+def roll_back(state, host, connector_arguments, step: BatchStep):
+    recording.batch_reached(step.label, step.hosts)
+    if stop := over_budget(state, step):
+        return fail(state, host, stop)
+    recording.batch_started(step.label)
+    if error := at_router(step, router.drain):
+        return fail(state, host, f"{error}; not switched")
+    try:
+        status, results, messages = call_tool(host, connector_arguments, step, "rollback")
+    except Lost as error:
+        return fail(state, host, lost_link(host, str(error)))
+    for line in () if status == PASSED else messages:
+        fail(state, host, line)
+    if status in (PASSED, ROLLED_BACK) and (error := at_router(step, router.join)):
+        return fail(state, host, error)
+    if status == PASSED:
+        back = results[-1]["release"] if results else None
+        summary.passed(host.name, f"rolled back to {back or 'its previous release'}")
+        recording.emit("HostRolledBack", host=host.name, to_release=back,
+                        message=f"{step.label}: rolled back to {back or 'its previous release'}")
+    return status == PASSED
+
+
+def fail(state, host, message):
+    """Log ``message`` as this host's error (the run's summary keeps the first); returns False, so it fails the host."""
+    host.log_styled(message, fg="red", log_func=logger.error)
+    if host.name not in summary.failed_hosts():  # the first line says why; the rest explain it
+        recording.emit("HostFailed", host=host.name, message=message)
+    summary.failed(host.name, message)
+    return False
