@@ -25,15 +25,13 @@ from packaging.version import Version
 
 from sglfleet.artifacts.models import PINNED, ROLES, ModelError, is_hub_id, load_manifest, lock_command, staged_models
 from sglfleet.plan.schema import LAUNCH_KEYS, LaunchSettings
+from sglfleet.plan.server_flags import NO_VALUE_ACTIONS
 
 EAGLE_NUMBERS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 KIMI_K25_MODEL = re.compile(r"kimi[-_.]?k2[-_.]?5", re.I)
 # sglang < 0.5.14 indexes TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES (entries for
 # capability 9 and 10 only) with [major]: KeyError 12 at start-up on SM120.
 SYMM_MEM_SM120_FIXED = Version("0.5.14")
-NO_VALUE_ACTIONS = {"store_true", "store_false", "store_const", "append_const", "count",
-                    "BooleanOptionalAction", "DeprecatedAction", "DeprecatedStoreTrueAction",
-                    "DeprecatedStoreConstAction"}
 
 
 @dataclass(frozen=True)

@@ -1019,8 +1019,13 @@ _ACTIONS: dict[str, Any] = {
     "DeprecatedAliasStoreAction": DeprecatedAliasStoreAction,
     "LoRAPathAction": LoRAPathAction,
 }
+# argparse's own actions whose flag takes no value
 _NO_VALUE_ACTIONS = {"store_true", "store_false", "store_const", "append_const", "count",
                      "help", "version"}
+# Every action whose flag is written without a value, sglang's own among them
+# (BooleanOptionalAction takes --no-X instead): what the lint checks extra_flags by.
+NO_VALUE_ACTIONS = _NO_VALUE_ACTIONS | {"BooleanOptionalAction", "DeprecatedAction", "DeprecatedStoreTrueAction",
+                                        "DeprecatedStoreConstAction"}
 
 
 def build_parser(flagset: FlagSet, prog: str | None = None) -> argparse.ArgumentParser:
