@@ -13,6 +13,7 @@ from pip.packages, files.block, files.put, files.template and systemd.service.
     cd bench/baseline && ../../.venv/bin/pyinfra ../../inventory/dev.py deploy.py -y
 """
 
+import zipfile
 from io import StringIO
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from pyinfra import host
 from pyinfra.operations import files, pip, server, systemd
 
 from sglfleet import FILES
+from sglfleet.artifacts import wheelhouse
 from sglfleet.artifacts.stacks import load_stack
 from sglfleet.run.context import STANDIN_FILES
 
@@ -31,12 +33,22 @@ KIMI = f"{VENV}/lib/python3.11/site-packages/sglang/srt/models/kimi_k25.py"
 WHEELHOUSE = "/opt/sglfleet/wheelhouse"
 
 # Pinned from the dev stack's lock, as a user would copy them into a requirements
-# list: by their index names (pip.packages compares names as pip freeze prints them).
+# list: by the names the wheels' metadata gives (pip.packages compares names as pip
+# freeze prints them, and a wheel's file name spells both "huggingface_hub" and
+# "charset-normalizer" with "_").
 stack = load_stack("dev")
-pins = sorted(
-    "{}=={}".format(name.replace("_", "-"), version)  # wheel names spell "-" as "_"
-    for name, version, *_ in (f.filename.split("-") for f in stack.files if f.filename != stack.uv.filename)
-)
+
+
+def _metadata_name(wheel: Path) -> str:
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = next(name for name in archive.namelist() if name.endswith(".dist-info/METADATA"))
+        return next(line.split(":", 1)[1].strip() for line in archive.read(metadata).decode().splitlines()
+                    if line.startswith("Name:"))
+
+
+local = wheelhouse.ensure(stack)
+pins = sorted(f"{_metadata_name(local[f.filename].path)}=={f.filename.split('-')[1]}"
+              for f in stack.files if f.filename != stack.uv.filename)
 # The methods of files/patches/kimi_k25_eagle3.py, as the text of the block.
 patch_lines = (FILES / "patches" / "kimi_k25_eagle3.py").read_text().splitlines()
 methods = "\n".join(patch_lines[patch_lines.index("class KimiK25ForConditionalGeneration:") + 1:]).rstrip()
