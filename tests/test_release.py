@@ -172,17 +172,22 @@ def test_a_crash_or_a_kill_nobody_asked_for_stays_a_failure(started):
     assert launch.wait(10) == -signal.SIGKILL  # the script ends by the same signal: Restart= applies
 
 
-def test_launch_script_passes_the_api_key_in_a_private_file_not_in_argv(tmp_path):
-    # Run the real script with its python replaced by a probe that reports what it got.
-    probe = tmp_path / "probe"
-    probe.write_text("#!/bin/bash\nprintf '%s\\n' \"$@\" > \"$RUNTIME_DIRECTORY/argv\"\n"
-                     "env > \"$RUNTIME_DIRECTORY/env\"\n")
+def launch_with(tmp_path, server: str):
+    """The real launch script in ``tmp_path``, with sglang replaced by the bash script ``server``."""
+    probe = tmp_path / "server"
+    probe.write_text("#!/bin/bash\n" + server)
     probe.chmod(0o755)
     script = render_release(config(), "s", "p").launch_script
-    script = script.replace("/opt/sglfleet/stacks/s/venv/bin/python -m sglang.launch_server", str(probe))
     launch = tmp_path / "launch"
-    launch.write_text(script)
+    launch.write_text(script.replace("/opt/sglfleet/stacks/s/venv/bin/python -m sglang.launch_server", str(probe)))
     launch.chmod(0o755)
+    return launch, probe
+
+
+def test_launch_script_passes_the_api_key_in_a_private_file_not_in_argv(tmp_path):
+    # Run the real script with its python replaced by a probe that reports what it got.
+    launch, _ = launch_with(tmp_path, "printf '%s\\n' \"$@\" > \"$RUNTIME_DIRECTORY/argv\"\n"
+                                      "env > \"$RUNTIME_DIRECTORY/env\"\n")
     key = "k3y-with-'quote"
     env = {"PATH": os.environ["PATH"], "RUNTIME_DIRECTORY": str(tmp_path), "SGLANG_API_KEY": key}
     subprocess.run([str(launch)], env=env, check=True, timeout=30)
@@ -199,14 +204,8 @@ def test_launch_script_passes_the_api_key_in_a_private_file_not_in_argv(tmp_path
 
 def test_what_the_server_prints_reaches_the_journal_with_the_api_key_blanked(tmp_path):
     """sglang logs its ServerArgs, api_key and all (0.5.9 entrypoints/engine.py:1031): the script filters it."""
-    server = tmp_path / "server"
-    server.write_text("#!/bin/bash\necho \"server_args=ServerArgs(api_key='$KEY', port=30000)\"\n"
-                      "echo \"twice: $KEY $KEY.\" >&2\necho done\n")
-    server.chmod(0o755)
-    script = render_release(config(), "s", "p").launch_script
-    launch = tmp_path / "launch"
-    launch.write_text(script.replace("/opt/sglfleet/stacks/s/venv/bin/python -m sglang.launch_server", str(server)))
-    launch.chmod(0o755)
+    launch, server = launch_with(tmp_path, "echo \"server_args=ServerArgs(api_key='$KEY', port=30000)\"\n"
+                                           "echo \"twice: $KEY $KEY.\" >&2\necho done\n")
     key = "sk-a.b*c[d]\\e&f"  # regex and sed metacharacters: the filter matches the text as it is
     env = {"PATH": os.environ["PATH"], "RUNTIME_DIRECTORY": str(tmp_path), "SGLANG_API_KEY": key, "KEY": key}
     done = subprocess.run([str(launch)], env=env, capture_output=True, text=True, timeout=30)
