@@ -16,6 +16,8 @@ FIX = ("give {user} passwordless sudo on the host, e.g. the line "
 @deploy("Access")
 def check_access(read_host: bool = True):
     """
+    Stop the run, before any host changes, when the inventory asks for sudo and sudo -n refuses.
+
     + read_host: read everything the converge decides from (``sglfleet.run.context.host_state``),
       sudo's answer with it; else ask sudo alone (a rollback needs no more)
     """
