@@ -95,6 +95,7 @@ def call_tool(host, connector_arguments, step: BatchStep, *args: str, extra_time
 
 
 def lost_link(host, why: str) -> str:
+    """What to say of a host whose link died during a switch: it finishes on its own."""
     return (f"lost the connection during the switch ({why}); if {host.name} is up it finishes the "
             f"switch, gate and any rollback on its own: check it, then run again")
 
@@ -125,7 +126,7 @@ def verdicts(host, step: BatchStep, results: list[dict], from_release: str | Non
             reason = "GatePassed"
         elif result.get("stage") == "startup" and result.get("passed") is False:
             recording.emit("GateFailed", host=host.name, from_release=from_release, to_release=result["release"],
-                            message=f"gate failed on release {result['release']}: {result.get('failure')}")
+                           message=f"gate failed on release {result['release']}: {result.get('failure')}")
             continue
         elif result.get("stage") == "bake":
             line = f"bake {result['verdict']} on {result['release']} ({describe(figures)})"
@@ -136,7 +137,7 @@ def verdicts(host, step: BatchStep, results: list[dict], from_release: str | Non
         host.log(f"{step.label}: {line}", logger.info)
         summary.verdict(host.name, line)
         recording.emit(reason, host=host.name, from_release=from_release, to_release=result["release"],
-                        figures=figures, message=line)
+                       figures=figures, message=line)
 
 
 def over_budget(state, step: BatchStep) -> str | None:
@@ -148,39 +149,61 @@ def over_budget(state, step: BatchStep) -> str | None:
             why = (f"{step.label} not started: {', '.join(failed)} of {label} did not pass "
                    f"({len(failed)} of {len(hosts)} hosts, above max_fail_percentage {step.max_fail_percentage:g})")
             recording.budget_exceeded(step.label, {"failed": len(failed), "hosts": len(hosts),
-                                                    "max_fail_percentage": step.max_fail_percentage}, why)
+                                                   "max_fail_percentage": step.max_fail_percentage}, why)
             return why
     return None
 
 
-def switch(state, host, connector_arguments, step: BatchStep, release_id: str, restart: bool = False,
-                    from_release: str | None = None):
+def answer(state, host, connector_arguments, step: BatchStep, *args: str, extra_timeout_s: float = 0):
+    """``call_tool``'s ``(status, results, messages)``, or None when the host did not answer (it is failed)."""
+    try:
+        return call_tool(host, connector_arguments, step, *args, extra_timeout_s=extra_timeout_s)
+    except Lost as error:
+        fail(state, host, lost_link(host, str(error)))
+        return None
+
+
+def drained_answer(state, host, connector_arguments, step: BatchStep, *args: str):
     """
-    Switch the host once every earlier wave passed, keeping the router in step;
-    then bake. Returns False to fail this host.
+    Start the host's part of its batch (once every earlier batch kept within the
+    failure budget), drain it from the router, then run the host tool with ``args``:
+    the tool's ``answer``, or None when the host failed before or during it.
     """
     recording.batch_reached(step.label, step.hosts)
-    if stop := over_budget(state, step):
-        return fail(state, host, stop)
-    recording.batch_started(step.label)
-    if error := at_router(step, router.drain):
-        return fail(state, host, f"{error}; not switched")
-    try:
-        status, results, messages = call_tool(host, connector_arguments, step, "activate", release_id,
-                                          *(["--restart"] if restart else []))
-    except Lost as error:
-        return fail(state, host, lost_link(host, str(error)))
+    why = over_budget(state, step)
+    if why is None:
+        recording.batch_started(step.label)
+        error = at_router(step, router.drain)
+        why = f"{error}; not switched" if error else None
+    if why:
+        fail(state, host, why)
+        return None
+    return answer(state, host, connector_arguments, step, *args)
+
+
+def switch(state, host, connector_arguments, step: BatchStep, release_id: str, restart: bool = False,
+           from_release: str | None = None):
+    """
+    Switch the host once every earlier batch passed, keeping the router in step;
+    then bake. Returns False to fail this host.
+    """
+    said = drained_answer(state, host, connector_arguments, step, "activate", release_id,
+                          *(["--restart"] if restart else []))
+    if said is None:
+        return False
+    status, results, messages = said
     passed = status == PASSED
     if any(result.get("stage") == "startup" and not result.get("already") for result in results):
         recording.emit("HostSwitched", host=host.name, from_release=from_release, to_release=release_id,
-                        message=f"{step.label}: switched {from_release or 'nothing'} -> {release_id}, restarted")
+                       message=f"{step.label}: switched {from_release or 'nothing'} -> {release_id}, restarted")
     verdicts(host, step, results, from_release)
     if status == ROLLED_BACK:  # the gate failed, and the host serves its earlier release again
         recording.emit("HostRolledBack", host=host.name, from_release=release_id, to_release=from_release,
-                        message=f"{step.label}: back to {from_release or 'its earlier release'} after its gate failed")
-    for line in () if passed else messages or [lost_link(host, f"exit status {'unknown' if status is None else status}")]:
+                       message=f"{step.label}: back to {from_release or 'its earlier release'} after its gate failed")
+    unknown = lost_link(host, f"exit status {'unknown' if status is None else status}")
+    for line in () if passed else messages or [unknown]:
         fail(state, host, line)
-    # 1: the gate failed and the host serves its earlier release again; rejoin either way.
+    # Rolled back, the host serves its earlier release again: it rejoins either way.
     if status in (PASSED, ROLLED_BACK) and (error := at_router(step, router.join)):
         return fail(state, host, error)
     if not passed:
@@ -193,11 +216,10 @@ def switch(state, host, connector_arguments, step: BatchStep, release_id: str, r
 
 def bake(state, host, connector_arguments, step: BatchStep, release_id: str):
     """Bake the release the host serves; revert it (drained) when the bake fails it."""
-    try:
-        status, results, messages = call_tool(host, connector_arguments, step, "bake", release_id,
-                                          extra_timeout_s=step.bake_s)
-    except Lost as error:
-        return fail(state, host, lost_link(host, str(error)))
+    said = answer(state, host, connector_arguments, step, "bake", release_id, extra_timeout_s=step.bake_s)
+    if said is None:
+        return False
+    status, results, messages = said
     verdicts(host, step, results)
     if status == PASSED:
         summary.passed(host.name, f"serves {release_id}, baked")
@@ -209,13 +231,13 @@ def bake(state, host, connector_arguments, step: BatchStep, release_id: str):
     # The bake failed the release: back to what served before, out of the router meanwhile.
     if error := at_router(step, router.drain):
         return fail(state, host, f"{error}; {release_id} still serves")
-    try:
-        status, _, messages = call_tool(host, connector_arguments, step, "revert", release_id)
-    except Lost as error:
-        return fail(state, host, lost_link(host, str(error)))
+    said = answer(state, host, connector_arguments, step, "revert", release_id)
+    if said is None:
+        return False
+    status, _, messages = said
     if status == ROLLED_BACK:
         recording.emit("HostRolledBack", host=host.name, from_release=release_id,
-                        message=f"{step.label}: back to its earlier release after its bake failed")
+                       message=f"{step.label}: back to its earlier release after its bake failed")
     for line in messages:
         fail(state, host, line)
     if status in (PASSED, ROLLED_BACK) and (error := at_router(step, router.join)):
@@ -224,26 +246,22 @@ def bake(state, host, connector_arguments, step: BatchStep, release_id: str):
 
 
 def relink(state, host, connector_arguments, step: BatchStep, release_id: str):
-    try:
-        status, _, messages = call_tool(host, connector_arguments, step, "relink", release_id)
-    except Lost as error:
-        return fail(state, host, lost_link(host, str(error)))
+    """Point current back at ``release_id``, which the host's process serves (no restart)."""
+    said = answer(state, host, connector_arguments, step, "relink", release_id)
+    if said is None:
+        return False
+    status, _, messages = said
     for line in () if status == PASSED else messages:
         fail(state, host, line)
     return status == PASSED
 
 
 def roll_back(state, host, connector_arguments, step: BatchStep):
-    recording.batch_reached(step.label, step.hosts)
-    if stop := over_budget(state, step):
-        return fail(state, host, stop)
-    recording.batch_started(step.label)
-    if error := at_router(step, router.drain):
-        return fail(state, host, f"{error}; not switched")
-    try:
-        status, results, messages = call_tool(host, connector_arguments, step, "rollback")
-    except Lost as error:
-        return fail(state, host, lost_link(host, str(error)))
+    """Switch the host back to its previous release behind its gate, in its batch's turn, drained meanwhile."""
+    said = drained_answer(state, host, connector_arguments, step, "rollback")
+    if said is None:
+        return False
+    status, results, messages = said
     for line in () if status == PASSED else messages:
         fail(state, host, line)
     if status in (PASSED, ROLLED_BACK) and (error := at_router(step, router.join)):
@@ -252,7 +270,7 @@ def roll_back(state, host, connector_arguments, step: BatchStep):
         back = results[-1]["release"] if results else None
         summary.passed(host.name, f"rolled back to {back or 'its previous release'}")
         recording.emit("HostRolledBack", host=host.name, to_release=back,
-                        message=f"{step.label}: rolled back to {back or 'its previous release'}")
+                       message=f"{step.label}: rolled back to {back or 'its previous release'}")
     return status == PASSED
 
 
