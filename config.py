@@ -12,11 +12,11 @@ import atexit
 
 from pyinfra import state
 
+from sglfleet.plan.validation import validate_before_connecting
 from sglfleet.run.dryrun import plan_when_dry
 from sglfleet.run.interrupt import exit_130_on_interrupt
 from sglfleet.run.recording import record_events
 from sglfleet.run.summary import print_summary
-from sglfleet.plan.validation import validate_before_connecting
 
 validate_before_connecting(state)
 record_events(state)

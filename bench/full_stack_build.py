@@ -46,9 +46,9 @@ from pathlib import Path
 from sglfleet import PROJECT_ROOT
 
 from sglfleet.artifacts import wheelhouse
+from sglfleet.artifacts.stacks import load_stack
 from sglfleet.host.layout import LAYOUT
 from sglfleet.plan.preflight import disk_needed
-from sglfleet.artifacts.stacks import load_stack
 
 STACK = "cu130-sglang-0.5.23"
 DEPLOY = "bench/full_stack_deploy.py"

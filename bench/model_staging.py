@@ -37,10 +37,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from mirroring import Mirror, commit, write_model  # noqa: E402
 
-from sglfleet.devfleet import Fleet  # noqa: E402
-from sglfleet.host.layout import LAYOUT  # noqa: E402
 from sglfleet.artifacts.models import load_manifest  # noqa: E402
 from sglfleet.artifacts.stacks import load_stack  # noqa: E402
+from sglfleet.devfleet import Fleet  # noqa: E402
+from sglfleet.host.layout import LAYOUT  # noqa: E402
 
 REPO = "benchorg/bench-model"
 SGLFLEET = str(Path(sys.executable).with_name("sglfleet"))

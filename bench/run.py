@@ -53,9 +53,9 @@ import time
 from pathlib import Path
 
 from sglfleet import FILES, PROJECT_ROOT
-from sglfleet.devfleet import Fleet
 from sglfleet.artifacts.stacks import load_stack
 from sglfleet.artifacts.upstream import sglang_file
+from sglfleet.devfleet import Fleet
 from sglfleet.run.context import STANDIN_FILES
 
 BENCH = PROJECT_ROOT / "bench"

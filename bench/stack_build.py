@@ -24,9 +24,9 @@ import json
 import shlex
 import statistics
 
+from sglfleet.artifacts.stacks import load_stack
 from sglfleet.devfleet import Fleet
 from sglfleet.host.layout import LAYOUT
-from sglfleet.artifacts.stacks import load_stack
 
 def timed(fleet, host, *steps):
     """Seconds each shell step took on ``host`` (host clock), run in one session."""

@@ -5,8 +5,8 @@ from pyinfra.api import deploy
 from pyinfra.api.arguments import pop_global_arguments
 from pyinfra.api.exceptions import PyinfraError
 
-from sglfleet.run.context import host_state
 from sglfleet.facts.sudo import SudoAccess
+from sglfleet.run.context import host_state
 
 FIX = ("give {user} passwordless sudo on the host, e.g. the line "
        "'{user} ALL=(ALL:ALL) NOPASSWD: ALL' in /etc/sudoers.d/sglfleet (visudo -f), "

@@ -4,11 +4,11 @@ from pyinfra import host, inventory, state
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import PyinfraError
 
-from sglfleet.run.context import fleet_shares, host_config, host_stack, host_state
-from sglfleet.facts.host import READ
 from sglfleet.artifacts.models import ModelError, load_manifest, staged_models
-from sglfleet.operations import models
 from sglfleet.artifacts.temporaries import RUN_TOKEN
+from sglfleet.facts.host import READ
+from sglfleet.operations import models
+from sglfleet.run.context import fleet_shares, host_config, host_stack, host_state
 
 
 @deploy("Models")

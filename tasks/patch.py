@@ -3,10 +3,10 @@
 from pyinfra import host
 from pyinfra.api import deploy
 
-from sglfleet.run.context import host_stack, host_state, patched_digests
 from sglfleet.facts.host import READ
 from sglfleet.host.stacks import patched
 from sglfleet.operations import patch
+from sglfleet.run.context import host_stack, host_state, patched_digests
 
 
 @deploy("Patch")

@@ -4,10 +4,10 @@ from pyinfra import host
 from pyinfra.api import deploy
 
 from sglfleet.artifacts import wheelhouse
-from sglfleet.run.context import complete_stack, host_config, host_state
-from sglfleet.plan.measured import record
 from sglfleet.operations import stack as stack_ops
+from sglfleet.plan.measured import record
 from sglfleet.plan.preflight import Declared, check
+from sglfleet.run.context import complete_stack, host_config, host_state
 
 
 @deploy("Preflight")

@@ -3,8 +3,8 @@
 from pyinfra import host
 from pyinfra.api import deploy
 
-from sglfleet.run.context import host_release, host_state
 from sglfleet.operations import release
+from sglfleet.run.context import host_release, host_state
 
 
 @deploy("Release")

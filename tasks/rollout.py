@@ -3,10 +3,10 @@
 from pyinfra import host, inventory, state
 from pyinfra.api import deploy
 
-from sglfleet.run import summary
-from sglfleet.run.context import fleet_rollout, host_config, host_release, host_state
 from sglfleet.host.protocol import lock_wait_s
 from sglfleet.operations import release
+from sglfleet.run import summary
+from sglfleet.run.context import fleet_rollout, host_config, host_release, host_state
 from sglfleet.run.rollout import BatchStep
 
 

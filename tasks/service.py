@@ -3,10 +3,10 @@
 from pyinfra import host
 from pyinfra.api import deploy
 
-from sglfleet.run.context import host_config, host_service_files, host_state, host_tool_files
 from sglfleet.facts.files import narrowed
 from sglfleet.host.layout import LAYOUT
 from sglfleet.operations import files, secrets as secret_files, users
+from sglfleet.run.context import host_config, host_service_files, host_state, host_tool_files
 
 
 @deploy("Service")

@@ -3,10 +3,10 @@
 from pyinfra import host, inventory, state
 from pyinfra.api import deploy
 
-from sglfleet.run.context import complete_stack, fleet_shares, host_config, host_state
+from sglfleet.artifacts.temporaries import RUN_TOKEN
 from sglfleet.facts.host import READ
 from sglfleet.operations import stack as stack_ops
-from sglfleet.artifacts.temporaries import RUN_TOKEN
+from sglfleet.run.context import complete_stack, fleet_shares, host_config, host_state
 
 
 @deploy("Stack")

@@ -8,9 +8,9 @@ import os
 import re
 
 from sglfleet import FILES
+from sglfleet.artifacts.upstream import sglang_file
 from sglfleet.host import releases, textfile
 from sglfleet.host.layout import Layout
-from sglfleet.artifacts.upstream import sglang_file
 
 DASHBOARD = FILES / "grafana" / "sglfleet.json"
 COLLECTORS = {"0.5.9": "sglang/srt/metrics/collector.py", "0.5.23": "sglang/srt/observability/metrics_collector.py"}

@@ -5,9 +5,9 @@ import subprocess
 from types import SimpleNamespace
 
 from sglfleet.artifacts.fanout import Progress, aria2_input, human, rounds
+from sglfleet.artifacts.wheelhouse import Local
 from sglfleet.host.layout import Layout
 from sglfleet.operations import stack as stack_ops
-from sglfleet.artifacts.wheelhouse import Local
 
 
 def test_rounds_double_so_a_fleet_of_n_takes_about_log2_n_rounds():

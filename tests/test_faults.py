@@ -22,10 +22,10 @@ import pytest
 from deploying import deploy
 from faulting import Run, new_release, results, serving, wait_serving, wait_unlocked
 from sglfleet import FILES
-from sglfleet.events import read_events
-from sglfleet.plan.preflight import disk_needed
 from sglfleet.artifacts.stacks import load_stack, lock_path
 from sglfleet.artifacts.wheelhouse import unpacked_size
+from sglfleet.events import read_events
+from sglfleet.plan.preflight import disk_needed
 
 pytestmark = pytest.mark.fleet
 

@@ -3,9 +3,9 @@
 import pytest
 
 from sglfleet import PROJECT_ROOT
-from sglfleet.plan.schema import validate_host_data
-from sglfleet.plan.lint import Finding, lint
 from sglfleet.plan.flagsets import flagset_for
+from sglfleet.plan.lint import Finding, lint
+from sglfleet.plan.schema import validate_host_data
 from sglfleet.plan.validation import check_inventory, load_inventory
 
 BASE = {"stack": "cu130-sglang-0.5.9", "model_path": "moonshotai/Kimi-K2.5", "trust_remote_code": True,

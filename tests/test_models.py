@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from sglfleet.artifacts.model_lock import write_manifest
+from sglfleet.artifacts.models import (ModelError, load_manifest, offline, parse_manifest, served_launch,
+                                       staged_models)
 from sglfleet.devfleet.mirror import Mirror, commit, write_model
 from sglfleet.host import models as host_models
 from sglfleet.host.layout import Layout
-from sglfleet.plan.lint import model_findings
-from sglfleet.artifacts.models import (ModelError, load_manifest, offline, parse_manifest, served_launch,
-                             staged_models)
-from sglfleet.artifacts.model_lock import write_manifest
 from sglfleet.operations.models import wanted_paths
+from sglfleet.plan.lint import model_findings
 from sglfleet.plan.release import render_release
 from sglfleet.plan.schema import validate_host_data
 

@@ -27,9 +27,9 @@ import pytest
 
 from deploying import host_state, pyinfra, server_pid
 from faulting import Run, results, serving
+from sglfleet.artifacts.models import load_manifest
 from sglfleet.devfleet.mirror import Mirror, commit, write_model
 from sglfleet.host.layout import LAYOUT
-from sglfleet.artifacts.models import load_manifest
 
 pytestmark = pytest.mark.fleet
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from sglfleet import PROJECT_ROOT
-from sglfleet.facts.files import ABSENT, PRESENT, FileBytes
 from sglfleet.artifacts.patcher import apply, load_patch
 from sglfleet.artifacts.upstream import sglang_file
+from sglfleet.facts.files import ABSENT, PRESENT, FileBytes
 
 PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
 DEPLOY = "tests/data/patch_deploy.py"

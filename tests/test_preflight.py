@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from sglfleet.artifacts.stacks import load_stack
 from sglfleet.facts.gpu import NvidiaGpus, parse
 from sglfleet.facts.stack import StackState
 from sglfleet.plan.preflight import Declared, check
-from sglfleet.artifacts.stacks import load_stack
 
 DATA = Path(__file__).parent / "data" / "nvidia-smi"
 GIB = 1 << 30

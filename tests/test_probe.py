@@ -13,8 +13,8 @@ import pytest
 from sglfleet import FILES
 
 from sglfleet.artifacts import upstream, wheelhouse
-from sglfleet.artifacts.stacks import load_stack
 from sglfleet.artifacts.locking import uv_binary
+from sglfleet.artifacts.stacks import load_stack
 
 PROBE = FILES / "probe" / "verify_stack.py"
 ARCHS = Path(__file__).parent / "data" / "fatbin" / "archs.so"  # nvcc 13 output, see its README

@@ -14,8 +14,8 @@ from dataclasses import fields
 
 from sglfleet import PROJECT_ROOT
 from sglfleet.host.gate import GateSettings
-from sglfleet.plan.schema import validate_host_data
 from sglfleet.plan.release import gate_settings, launch_args, render_release
+from sglfleet.plan.schema import validate_host_data
 
 BASE = {"stack": "dev", "model_path": "moonshotai/Kimi-K2.5", "trust_remote_code": True,
         "speculative_draft_model_path": "lightseekorg/kimi-k2.5-eagle3",

@@ -11,10 +11,10 @@ import pytest
 from sglfleet import FILES
 
 from sglfleet.artifacts import wheelhouse
+from sglfleet.artifacts.locking import best_wheel, reachable, resolve, target_tags
+from sglfleet.artifacts.stacks import StackError, lock_path, load_stack, stack_id
 from sglfleet.facts.stack import StackHostState
 from sglfleet.operations.stack import build_commands, collect_commands
-from sglfleet.artifacts.stacks import StackError, lock_path, load_stack, stack_id
-from sglfleet.artifacts.locking import best_wheel, reachable, resolve, target_tags
 
 STACKS = FILES / "stacks"
 

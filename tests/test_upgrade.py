@@ -21,11 +21,11 @@ import pytest
 
 from deploying import deploy, fleet_state, host_state, pyinfra, server_pid, tree_digest
 from faulting import results
-from sglfleet.plan.flagsets import flagset_for
-from sglfleet.host.layout import LAYOUT
-from sglfleet.host.stacks import PATCHED, patched
 from sglfleet.artifacts.stacks import MARKER, load_stack
 from sglfleet.artifacts.upstream import sglang_file
+from sglfleet.host.layout import LAYOUT
+from sglfleet.host.stacks import PATCHED, patched
+from sglfleet.plan.flagsets import flagset_for
 from test_rollout import server_info
 
 pytestmark = pytest.mark.fleet

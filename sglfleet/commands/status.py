@@ -20,8 +20,8 @@ import json
 import click
 
 from sglfleet.host.bake import describe
-from sglfleet.run.status import fleet_status, progress
 from sglfleet.plan.validation import parse_data
+from sglfleet.run.status import fleet_status, progress
 
 COLUMNS = ("host", "wave", "declared", "current", "serving", "previous", "stack", "unit", "health", "gate", "bake",
            "models")

@@ -10,8 +10,8 @@ import shlex
 
 from pyinfra.api import FactBase, FactProcessError
 
-from sglfleet.host.layout import STALE_MINUTES
 from sglfleet.artifacts.temporaries import temporaries_pattern
+from sglfleet.host.layout import STALE_MINUTES
 
 PRESENT = "sglfleet-file-present"
 ABSENT = "sglfleet-file-absent"

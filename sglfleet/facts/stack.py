@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 
 from pyinfra.api import FactBase
 
+from sglfleet.artifacts.stacks import MARKER
 from sglfleet.host.layout import LAYOUT, STALE_MINUTES
 from sglfleet.host.stacks import PATCHED, SNAPSHOT, describe, snapshot_command
-from sglfleet.artifacts.stacks import MARKER
 
 
 @dataclass

@@ -18,10 +18,10 @@ from io import BytesIO
 from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, operation
 
-from sglfleet.run.diffs import first_pass, show_diff, wants_diff
+from sglfleet.artifacts.temporaries import temporary_beside
 from sglfleet.facts.files import FileBytes, FileDigests
 from sglfleet.facts.host import READ
-from sglfleet.artifacts.temporaries import temporary_beside
+from sglfleet.run.diffs import first_pass, show_diff, wants_diff
 
 
 @operation()

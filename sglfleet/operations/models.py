@@ -32,14 +32,14 @@ import gevent
 from pyinfra import host, logger
 from pyinfra.api import FileUploadCommand, OperationError, StringCommand, operation
 
-from sglfleet.run.diffs import report_drift, wants_diff
+from sglfleet.artifacts.fanout import Progress, Share, human, serve
+from sglfleet.artifacts.models import Manifest, ModelError, StagedModel
 from sglfleet.facts.host import READ
 from sglfleet.facts.models import ModelGarbage, ModelState
-from sglfleet.artifacts.fanout import Progress, Share, human, serve
 from sglfleet.host.layout import LAYOUT
 from sglfleet.host.models import NEEDS, digest_of, partial_of, store_of
-from sglfleet.artifacts.models import Manifest, ModelError, StagedModel
 from sglfleet.operations.remote import HostFunctionCommand
+from sglfleet.run.diffs import report_drift, wants_diff
 
 GIB = 1 << 30
 # Room left beside the model: the store's filesystem also holds releases, logs

@@ -15,11 +15,11 @@ from io import BytesIO
 from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, FunctionCommand, operation
 
-from sglfleet.run.diffs import show_diff, wants_diff
-from sglfleet.facts.files import FileBytesUnlessKnown
-from sglfleet.facts.host import READ
 from sglfleet.artifacts.patcher import PatchRefused, apply, load_patch
 from sglfleet.artifacts.temporaries import temporary_beside
+from sglfleet.facts.files import FileBytesUnlessKnown
+from sglfleet.facts.host import READ
+from sglfleet.run.diffs import show_diff, wants_diff
 
 
 

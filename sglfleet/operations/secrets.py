@@ -15,11 +15,11 @@ import shlex
 from pyinfra import host, logger, state
 from pyinfra.api import StringCommand, operation
 
-from sglfleet.run.diffs import first_pass, show_diff, wants_diff
+from sglfleet.artifacts.temporaries import temporary_beside
 from sglfleet.facts.files import FileDigests
 from sglfleet.facts.host import READ
 from sglfleet.operations.files import removed_leftovers, what_differs
-from sglfleet.artifacts.temporaries import temporary_beside
+from sglfleet.run.diffs import first_pass, show_diff, wants_diff
 
 
 @operation()

@@ -24,15 +24,15 @@ from pyinfra.api import FileUploadCommand, OperationError, StringCommand, operat
 from sglfleet import FILES
 
 from sglfleet.artifacts import wheelhouse
-from sglfleet.run.diffs import first_pass, report_drift, wants_diff
 from sglfleet.artifacts.fanout import Progress, Share, aria2_command, aria2_input, human, serve
+from sglfleet.artifacts.stacks import MARKER, Stack, StackError
+from sglfleet.artifacts.temporaries import RUN_TOKEN
 from sglfleet.facts.host import READ
 from sglfleet.facts.stack import StackHostState, StackState, WheelhouseFiles
 from sglfleet.host.layout import LAYOUT, STALE_MINUTES
 from sglfleet.host.stacks import SNAPSHOT, snapshot_command
-from sglfleet.artifacts.stacks import MARKER, Stack, StackError
 from sglfleet.operations.remote import HostFunctionCommand
-from sglfleet.artifacts.temporaries import RUN_TOKEN
+from sglfleet.run.diffs import first_pass, report_drift, wants_diff
 
 PROBE = FILES / "probe" / "verify_stack.py"
 

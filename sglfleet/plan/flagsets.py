@@ -14,8 +14,8 @@ import shutil
 import zipfile
 from functools import cache
 
-from sglfleet.plan.server_flags import FlagSet, load_flags
 from sglfleet.artifacts.upstream import CACHE, sglang_wheel
+from sglfleet.plan.server_flags import FlagSet, load_flags
 
 
 @cache

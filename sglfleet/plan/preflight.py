@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from sglfleet.artifacts.stacks import Stack
 from sglfleet.facts.gpu import Gpu
 from sglfleet.host.layout import LAYOUT
-from sglfleet.artifacts.stacks import Stack
 
 GIB = 1 << 30
 

@@ -21,10 +21,10 @@ import shlex
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from sglfleet.artifacts.models import offline, served_launch
 from sglfleet.host.gate import GateSettings
 from sglfleet.host.layout import LAYOUT, Layout
 from sglfleet.host.releases import content_id
-from sglfleet.artifacts.models import offline, served_launch
 from sglfleet.plan.schema import LAUNCH_KEYS, LaunchSettings
 from sglfleet.plan.templates import TEMPLATES, render
 

@@ -29,9 +29,9 @@ from typing import Annotated, Any, Literal, Optional, Union
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from sglfleet import PROJECT_ROOT
+from sglfleet.artifacts.stacks import STACKS_DIR
 from sglfleet.errors import ConfigError
 from sglfleet.events import REASONS
-from sglfleet.artifacts.stacks import STACKS_DIR
 
 DEFAULTS_FILE = PROJECT_ROOT / "inventory" / "group_data" / "all.py"
 

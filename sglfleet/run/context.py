@@ -17,16 +17,16 @@ from pyinfra.context import ctx_host, ctx_state
 from sglfleet import FILES, PROJECT_ROOT
 
 from sglfleet.artifacts import wheelhouse
-from sglfleet.facts.host import HostRead, HostState
 from sglfleet.artifacts.fanout import Share, rounds
-from sglfleet.host.layout import LAYOUT
-from sglfleet.host.stacks import PATCHED, patched
 from sglfleet.artifacts.models import ModelError, load_manifest, staged_models
 from sglfleet.artifacts.patcher import PatchRefused, apply, load_patch
+from sglfleet.artifacts.stacks import Stack, StackError, load_stack
+from sglfleet.facts.host import HostRead, HostState
+from sglfleet.host.layout import LAYOUT
+from sglfleet.host.stacks import PATCHED, patched
 from sglfleet.plan.release import Release, render_release
 from sglfleet.plan.schema import HostConfig, validate_host_data
 from sglfleet.plan.secrets import load_secrets, render_env
-from sglfleet.artifacts.stacks import Stack, StackError, load_stack
 from sglfleet.plan.templates import render, render_unit
 from sglfleet.plan.waves import Batch, Wave, fleet_setting, limit_waves, plan_batches, plan_waves, until
 

@@ -25,9 +25,9 @@ from pathlib import Path
 import click
 import gevent
 
-from sglfleet.run import summary
 from sglfleet.events import EventLog, default_path
 from sglfleet.plan.secrets import SecretsError, load_secrets
+from sglfleet.run import summary
 from sglfleet.run.webhooks import ATTEMPTS, BACKOFF_S, TIMEOUT_S, Webhook, WebhookError
 
 # The playbooks whose runs are recorded; any other (``exec``, a fact) changes no release.

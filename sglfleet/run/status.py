@@ -23,10 +23,10 @@ from pyinfra.api import Config, State
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS, pop_global_arguments
 from pyinfra.api.connect import connect_all
 
-from sglfleet.run.context import fleet_waves, host_release
 from sglfleet.facts.sudo import SudoAccess
 from sglfleet.host.layout import LAYOUT
 from sglfleet.plan.validation import load_inventory
+from sglfleet.run.context import fleet_waves, host_release
 
 
 def fleet_status(inventory_path: str, data: dict | None = None) -> list[dict]:
