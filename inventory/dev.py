@@ -54,6 +54,9 @@ def _host(name):
         "stack": "dev",       # files/stacks/dev.toml: real wheels, sglang without CUDA deps
         "server": "standin",  # files/standin/ in place of the GPU-only sglang server
         "standin_warmup_s": 1,  # the stand-in "loads the model" this long: nothing listens meanwhile
+        # and compiles this long with a cold compile cache (minutes on a GPU)
+        "standin_compile_s": 1,
+        "standin_sampling_jit_s": 1,
         "gate_warmup_s": 60,    # gate budget for /health to turn 200 (minutes in production)
         # sglang's own waits (a 5 s SIGTERM watchdog, 1 s health looks), the gate's looks and
         # systemd's restart delay, shortened: the suite restarts hosts some hundred times.

@@ -7,7 +7,7 @@ from pyinfra.api.exceptions import PyinfraError
 from sglfleet.artifacts.models import ModelError, load_manifest, staged_models
 from sglfleet.artifacts.temporaries import RUN_TOKEN
 from sglfleet.facts.host import READ
-from sglfleet.operations import models
+from sglfleet.operations import models, sharing
 from sglfleet.run.context import fleet_shares, host_config, host_stack, host_state
 
 
@@ -45,7 +45,7 @@ def stage_models():
     stages = answers is None or any(models.wanted_paths(manifest, answer)
                                     for (_, manifest), answer in zip(pairs, answers or []))
     serving = next((s.unit for s in shares if s and s.serves), None) if stages else None
-    models.serving_stopped(name="Model files no longer served to peers", unit=serving)
+    sharing.serving_stopped(name="Model files no longer served to peers", unit=serving, what="model files")
 
 
 @deploy("Models")

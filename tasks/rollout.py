@@ -3,10 +3,13 @@
 from pyinfra import host, inventory, state
 from pyinfra.api import deploy
 
+from sglfleet.artifacts.temporaries import RUN_TOKEN
+from sglfleet.host.compile_cache import cache_key
 from sglfleet.host.protocol import lock_wait_s
-from sglfleet.operations import release
+from sglfleet.operations import release, sharing
 from sglfleet.run import summary
-from sglfleet.run.context import fleet_rollout, host_config, host_release, host_state
+from sglfleet.run.compile_share import CacheShare, later_of
+from sglfleet.run.context import fleet_rollout, host_config, host_release, host_stack, host_state
 from sglfleet.run.rollout import BatchStep
 
 
@@ -15,9 +18,39 @@ def _worker_url(config) -> str:
     return f"http://{host.data.get('ssh_hostname') or host.name}:{config.launch.listen_port}"
 
 
+def _rebuilt(found) -> bool:
+    """A stack that drifted is built again this run (the stack step): its process loaded the drifted files."""
+    return found.stack.built and bool(found.stack.drift)
+
+
+def _restarts(one) -> bool:
+    """Whether this run restarts ``one``, as its rollout step will decide."""
+    found = host_state(one)
+    if found.release is None:
+        return False  # the read failed, and with it the host
+    action = release.decide(found.release, host_release(one).release_id, _rebuilt(found), host_config(one).gate_bake_s)
+    return action in ("switch", "restart", "wait")
+
+
+def _key(one) -> str:
+    return cache_key(host_stack(one).id, [(gpu.compute_cap, gpu.driver) for gpu in host_state(one).gpus])
+
+
+def _cache_share(config, rollout) -> CacheShare | None:
+    """How this host takes and hands on compile caches in this rollout; None where hosts share none."""
+    if config.distribution != "peers" or not config.share_compile_caches:
+        return None
+    batches = [batch.hosts for batch in rollout.batches]
+    hosts = [inventory.get_host(name) for batch in batches for name in batch]
+    later = later_of(batches, {h.name: _key(h) for h in hosts}, {h.name for h in hosts if _restarts(h)})
+    return CacheShare(key=_key(host), stack_id=host_stack(host).id, port=config.compile_share_port,
+                      unit=f"sglfleet-compile-share-{RUN_TOKEN}", later=later.get(host.name, False))
+
+
 def _steps(config):
     """This run's batches in order, each with this host's step, or None where the host is not in it."""
     rollout = fleet_rollout(inventory, [h.name for h in inventory if state.is_host_in_limit(h)])
+    cache = _cache_share(config, rollout)
     if rollout.held:
         summary.held([wave.name for wave in rollout.held], rollout.batches[-1].wave)
     whole_waves = len({batch.wave for batch in rollout.batches}) == len(rollout.batches)
@@ -40,6 +73,7 @@ def _steps(config):
             timeout_s=config.gate_answer_timeout_s or lock_wait + 2 * config.gate_warmup_s + 300,
             releases_keep=config.releases_keep,
             textfile_dir=config.textfile_dir,
+            cache=cache,
         )
         earlier.append((label, batch.hosts))
 
@@ -53,12 +87,15 @@ def roll_out():
     # As the host was read at the start: staging changes neither link nor process, and a
     # host another run holds is read again once its lock is free.
     found = host_state(host)
-    # A stack that drifted is built again this run (the stack step): its process loaded the drifted files.
-    rebuilt = found.stack.built and bool(found.stack.drift)
-    for step in host.loop(_steps(host_config(host))):
+    steps = list(_steps(host_config(host)))
+    for step in host.loop(steps):
         if step:
             release.activated(name=f"{step.label}: serve the staged release",
-                              release_id=release_id, step=step, found=found.release, rebuilt=rebuilt)
+                              release_id=release_id, step=step, found=found.release, rebuilt=_rebuilt(found))
+    # After every batch: no later host fetches this host's compile caches any more.
+    cache = next((step.cache for step in steps if step), None)
+    serving = cache.unit if cache and cache.later and _restarts(host) else None
+    sharing.serving_stopped(name="Compile caches no longer served to peers", unit=serving, what="compile caches")
 
 
 @deploy("Roll back")

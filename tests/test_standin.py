@@ -79,6 +79,8 @@ def launch(tmp_path):
             fault_file.write_text(fault + "\n")
         environ = {**os.environ, "PYTHONPATH": str(site), "SGLFLEET_STANDIN_TIME_SCALE": "0.1",
                    "SGLFLEET_CACHE": str(tmp_path / "cache"),
+                   "TRITON_CACHE_DIR": str(tmp_path / "compile" / "triton"),
+                   "FLASHINFER_WORKSPACE_BASE": str(tmp_path / "compile"),
                    "SGLFLEET_STANDIN_FAULT_FILE": str(fault_file),
                    "SGLFLEET_STANDIN_WARMUP": str(warmup), **env}
         argv = [sys.executable, str(STANDIN), *flags]
@@ -156,7 +158,8 @@ def wait_listening(proc, timeout: float = 15.0) -> int:
             return refused
         except ConnectionRefusedError:
             refused += 1
-        assert time.monotonic() < deadline and proc.poll() is None, "never listened"
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        assert time.monotonic() < deadline, "never listened"
         time.sleep(0.05)
 
 
@@ -655,6 +658,65 @@ def test_api_key_from_a_config_file_as_sglfleet_launches_it(launch, sglang_059, 
     good = {"Authorization": "Bearer k3y'with-quote"}
     assert get(proc.url + "/generate", good, body={"text": "x"})[0] == 200
     assert stop(proc)[0] == -signal.SIGKILL
+
+
+# -- compile caches ---------------------------------------------------------------
+
+
+SPEC_SHAPE = ["--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+
+
+def test_a_cold_start_compiles_before_it_listens_and_a_warm_one_loads_the_cache(launch, sglang_059_patched,
+                                                                                tmp_path):
+    times = []
+    for _ in range(2):
+        started = time.monotonic()
+        proc = launch(sglang_059_patched, *KIMI_PATH, *EAGLE3, *SPEC_SHAPE, "--speculative-num-steps", "3",
+                      warmup=0.1, SGLFLEET_STANDIN_COMPILE_S="2")
+        wait_listening(proc, timeout=30)
+        times.append(time.monotonic() - started)
+        wait_for(proc)
+        _, err = stop(proc)
+        assert "Capture cuda graph end" in err
+    assert times[0] >= 2.0 and times[1] < 1.5, times
+    kernels = sorted(p.name for p in (tmp_path / "compile" / "triton").rglob("*.cubin"))
+    assert [name.split("_")[0] for name in kernels] == ["decode", "draft", "target"]
+    assert "3 kernels: 3 from the compile cache, 0 compiled" in err
+
+
+def test_other_flags_need_other_kernels(launch, sglang_059_patched, tmp_path):
+    for steps in ("3", "4"):
+        proc = launch(sglang_059_patched, *KIMI_PATH, *EAGLE3, *SPEC_SHAPE, "--speculative-num-steps", steps,
+                      warmup=0.1, SGLFLEET_STANDIN_COMPILE_S="0.3")
+        wait_for(proc)
+        _, err = stop(proc)
+        assert "0 from the compile cache, 3 compiled" in err
+    assert len(list((tmp_path / "compile" / "triton").rglob("*.cubin"))) == 6
+
+
+def test_the_first_sampled_request_waits_for_the_sampling_jit_and_greedy_ones_never(launch, sglang_059):
+    proc = launch(sglang_059, *KIMI_PATH, warmup=0.1, SGLFLEET_STANDIN_SAMPLING_JIT_S="1.5")
+    wait_for(proc)
+    took = []
+    for extra in ({"temperature": 0}, {}, {}):
+        started = time.monotonic()
+        code, body = get(proc.url + "/generate", body={"text": "Hi", "sampling_params": {
+            "max_new_tokens": 4, **extra}})
+        assert code == 200, body
+        took.append(time.monotonic() - started)
+    assert took[0] < 1.0 and took[1] >= 1.5 and took[2] < 1.0, took
+    _, err = stop(proc)
+    assert "sampling module compiled" in err
+
+
+def test_a_corrupt_kernel_in_the_cache_crashes_the_next_start_as_on_a_gpu(launch, sglang_059):
+    proc = launch(sglang_059, *KIMI_PATH, fault="corrupt-cache", warmup=0.1)
+    wait_for(proc)  # it runs the kernels it compiled; only what it wrote is bad
+    stop(proc)
+    proc = launch(sglang_059, *KIMI_PATH, warmup=0.1)
+    _, err = proc.communicate(timeout=20)
+    assert proc.returncode == -signal.SIGKILL  # the scheduler's SIGQUIT: the server kills its tree
+    assert "device kernel image is invalid" in err and "Received sigquit from a child process" in err
 
 
 # -- faults -----------------------------------------------------------------------

@@ -65,18 +65,22 @@ def test_unit_runs_the_current_release_with_limits_and_no_secret():
     assert "api-key" not in unit and "TOKEN" not in unit
 
 
-# The compile caches of the stack's wheels (their defaults cited in the unit template):
-# each must survive a restart, so none may stay in the private /tmp or a default.
+# The compile caches of the stack's wheels (their defaults cited in sglfleet/plan/release.py):
+# each must survive a restart, so none may stay in the private /tmp or a default, and
+# each stack has its own folder, which is what later hosts of the same stack are given.
 COMPILE_CACHES = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "FLASHINFER_WORKSPACE_BASE",
-                  "TVM_FFI_CACHE_DIR", "SGLANG_DG_CACHE_DIR", "SGLANG_CACHE_DIR", "CUDA_CACHE_PATH")
+                  "TVM_FFI_CACHE_DIR", "SGLANG_DG_CACHE_DIR", "SGLANG_CACHE_DIR", "CUDA_CACHE_PATH",
+                  "XDG_CACHE_HOME")
 
 
-def test_compile_caches_live_in_the_units_cache_directory():
+def test_compile_caches_live_in_the_stacks_folder_of_the_units_cache_directory():
     unit = render_unit(CONFIG)
-    set_to = dict(re.findall(r"^Environment=(\w+)=(.*)$", unit, re.M))
     assert "CacheDirectory=sglang\n" in unit and "PrivateTmp=yes\n" in unit
-    for name in COMPILE_CACHES:
-        assert set_to.get(name, "").startswith("/var/cache/sglang"), name
+    for stack_id in ("dev-0a24832cc36f", "cu130-sglang-0.5.9-1a2b3c4d"):
+        launch = render_release(CONFIG, stack_id, "").files["launch"][0]
+        set_to = dict(re.findall(r"^export (\w+)=(.*)$", launch, re.M))
+        for name in COMPILE_CACHES:
+            assert set_to.get(name, "").startswith(f"/var/cache/sglang/compile/{stack_id}"), name
 
 
 def test_a_stop_goes_to_the_launch_script_alone_and_restarts_wait_as_set():

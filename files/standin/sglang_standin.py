@@ -101,6 +101,7 @@ except ImportError:  # in the repository: files/standin/ -> the root holding sgl
     sys.path.insert(1, str(Path(__file__).resolve().parents[2]))
     from sglfleet.plan import server_flags
 
+from standin_compile import Compiler, KernelImageInvalid
 from standin_engine import Engine
 from standin_faults import read_fault
 from standin_http import TIME_SCALE, Standin, serve
@@ -124,6 +125,14 @@ def die_of(signum: int) -> None:
         signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
     time.sleep(10)  # SIGKILL cannot be caught; the others end the process at once
+
+
+def scheduler_crashed(error: Exception) -> None:
+    """A scheduler's exception: it sends SIGQUIT to the server, which kills its own tree,
+    itself included (scheduler.py:3191, engine.py:862-874, tokenizer_manager.py:2506-2511)."""
+    logger.error(f"Scheduler hit an exception: {type(error).__name__}: {error}")
+    logger.error("Received sigquit from a child process. It usually means the child failed.")
+    die_of(signal.SIGKILL)
 
 
 def sigterm_watchdog(standin: Standin) -> None:
@@ -197,7 +206,7 @@ def main(argv: list[str]) -> int:
                     step_s=float(os.environ.get("SGLFLEET_STANDIN_STEP_S", "0.005")),
                     accept_length=float(os.environ.get("SGLFLEET_STANDIN_SPEC_ACCEPT_LENGTH",
                                                        "2.8")),
-                    prefill_extra_s=prefill_extra)
+                    prefill_extra_s=prefill_extra, crash=scheduler_crashed)
     try:
         eagle3_check(package, args, config.get("architectures"))
         started = time.monotonic()
@@ -212,6 +221,14 @@ def main(argv: list[str]) -> int:
     time.sleep(warmup)
     logger.info(f"Load weight end. ({loaded} bytes of weights read in {time.monotonic() - started:.2f} s)"
                 if loaded else "Load weight end. (stand-in: no weights)")
+
+    # Kernels and CUDA graphs, before the port opens: minutes cold, seconds from the compile cache.
+    compiler = Compiler(args, version, corrupt=fault is not None and fault.mode == "corrupt-cache")
+    try:
+        logger.info(f"Capture cuda graph end. (stand-in: {compiler.startup()})")
+    except KernelImageInvalid as error:
+        scheduler_crashed(error)
+    engine.compiler = compiler
 
     host, port = args.get("host") or "127.0.0.1", int(args.get("port") or 30000)
     if fault is not None and fault.mode == "hang":

@@ -67,6 +67,7 @@ logger = logging.getLogger("sglang.standin")
 DEFAULT_FORCE_STREAM_INTERVAL = 50  # scheduler_output_processor_mixin.py:38
 # The KV pool size depends on GPU memory; the stand-in reports a fixed notional one.
 MAX_TOTAL_NUM_TOKENS = 500_000
+SAMPLING_EPS = 1e-6  # srt/sampling/sampling_params.py:25: a temperature below it is greedy
 SLOW_CAP_S = 5.0  # the most a slow-after fault adds to one generation
 WORDS = ("The", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog.")
 
@@ -75,8 +76,9 @@ class Req:
     """One request: 0.5.9's ``Req`` (scheduler side) and ``ReqState`` (tokenizer side)."""
 
     def __init__(self, rid: str, prompt_tokens: int, max_new_tokens: int, stream: bool = False,
-                 log_metrics: bool = True):
+                 log_metrics: bool = True, sampled: bool = True):
         self.rid, self.prompt_tokens, self.max_new_tokens = rid, prompt_tokens, max_new_tokens
+        self.sampled = sampled  # not greedy: the sampler runs (sampling_params.py:46, 98-101)
         self.stream, self.log_metrics = stream, log_metrics
         self.output_ids: list[int] = []
         self.finished = self.aborted = False
@@ -105,7 +107,9 @@ class Req:
         if n < 0:
             raise ValueError(f"max_new_tokens must be at least 0, got {n}.")
         tokens = len(prompt) if isinstance(prompt, list) else len(str(prompt or "").split())
-        return cls(rid or uuid.uuid4().hex, max(tokens, 1), n, stream, log_metrics)
+        temperature = float(sampling.get("temperature", 1.0))  # sglang's default: sampled
+        return cls(rid or uuid.uuid4().hex, max(tokens, 1), n, stream, log_metrics,
+                   sampled=not 0 <= temperature < SAMPLING_EPS)
 
     def text(self) -> str:
         return "".join(" " + WORDS[i % len(WORDS)] for i in range(len(self.output_ids)))
@@ -122,8 +126,10 @@ class Engine:
     """
 
     def __init__(self, args: dict, registry: Registry | None, step_s: float,
-                 accept_length: float, prefill_extra_s: float = 0.0):
+                 accept_length: float, prefill_extra_s: float = 0.0, crash=None):
         self.args = args
+        self.compiler = None  # set once the startup kernels are in: it compiles the sampled path
+        self.crash = crash  # a scheduler exception ends the server
         self.spec = args.get("speculative_algorithm") is not None
         self.draft_tokens = args.get("speculative_num_draft_tokens") or (
             (args.get("speculative_num_steps") or 0) + 1)
@@ -231,6 +237,11 @@ class Engine:
             req.queue_time = entry - req.queued_perf
             if self.sched is not None:
                 self.sched.observe_waiting(req.queue_time)
+        if self.compiler is not None and any(req.sampled for req in batch):
+            try:
+                self.compiler.sampled()  # the first sampled batch waits for the sampling JIT
+            except Exception as error:
+                self.crash(error)
         launched = time.perf_counter()
         self.forward(batch, self.prefill_extra_s)
         finished_perf, finished_ts = time.perf_counter(), time.time()

@@ -24,6 +24,10 @@ spared, so a host fails on its new release and a rollback serves again.
   (default 20): time to first token and inter-token latency regress after a
   start-up gate has passed. The slow-down added to one generation stops at
   5 s, so requests still end.
+- ``corrupt-cache``: the kernels this start compiles are written to the compile
+  caches corrupt, as a faulty disk or a broken compiler might leave them; this
+  process runs the good ones and serves, and the next start that loads them
+  crashes (``standin_compile``).
 
 **Example:**
 
@@ -43,7 +47,7 @@ from pathlib import Path
 logger = logging.getLogger("sglang.standin")
 
 DEFAULT_FAULT_FILE = "/etc/sglfleet/standin-fault"
-FAULTS = ("crash", "hang", "unready", "slow", "slow-load", "slow-after")
+FAULTS = ("crash", "hang", "unready", "slow", "slow-load", "slow-after", "corrupt-cache")
 
 
 @dataclass(frozen=True)

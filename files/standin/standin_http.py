@@ -204,7 +204,8 @@ class Handler(BaseHTTPRequestHandler):
                 in ("0", "false", "no", "n", "off") and self.path.split("?")[0] == "/health"):
             return self.reply(200, None)
         engine = standin.engine
-        check = Req(f"HEALTH_CHECK_{time.time()}", 1, 1, log_metrics=False)
+        # greedy: {"max_new_tokens": 1, "temperature": 0.0} (http_server.py:487)
+        check = Req(f"HEALTH_CHECK_{time.time()}", 1, 1, log_metrics=False, sampled=False)
         engine.submit(check)
         tic = time.time()
         try:

@@ -53,6 +53,7 @@ gate_prompts = [                  # the gate's real generations, greedy, max_new
     "List the first ten prime numbers:",
 ]
 gate_max_new_tokens = 64          # tokens per gate prompt (ignore_eos): 4 x 64 = 256 tokens measured
+gate_sampled_tokens = 16          # then one sampled generation: the sampled path's JIT (77 s cold on an H200) runs here
 gate_min_spec_accept_length = None  # e.g. 2.0: fail below this accept length (from the generations' meta_info)
 gate_answer_timeout_s = None      # controller's wait for a host's switch; None: 4 warm-ups + bake + 600 s
 
@@ -68,12 +69,16 @@ gate_max_error_rate = 0.01        # share of 5xx answers and aborted requests th
 # --- the local fleet's SGLang stand-in (server = "standin") ---
 standin_warmup_s = 10.0           # seconds the stand-in "loads the model" before it listens
 standin_spec_accept_length = None  # e.g. 1.2: the accept length it produces; None: its default (2.8)
+standin_compile_s = 55.0          # seconds it compiles kernels and CUDA graphs with an empty compile cache (H200: 54.6)
+standin_sampling_jit_s = 77.0     # seconds its first sampled request compiles the sampling module (H200: 77.0)
 standin_time_scale = 1.0          # multiplies sglang's own fixed waits (5 s SIGTERM watchdog, 1 s health looks); 1: sglang's
 
 # --- how files reach hosts ---
 distribution = "peers"            # wheels and model files cross the uplink once, then hosts fetch them from each other
 share_port = 30089                # where a host serves files to its peers during a run (the fleet network only)
 model_share_port = 30090          # where a host serves its model store to its peers during a run (the same)
+share_compile_caches = True       # later hosts of a stack, GPU and driver start with the first one's compile caches
+compile_share_port = 30091        # where a host serves its compile caches to later hosts during a rollout
 
 # --- the unit ---
 service_restart_s = 5             # RestartSec: how long systemd waits before it starts a crashed server again

@@ -42,7 +42,7 @@ INOTIFY_PER_HOST = 16
 FAULT_FILE = LAYOUT.fault_file
 # Two take arguments: "slow-load <seconds>", "slow-after <seconds> [<factor>]"
 # (files/standin/standin_faults.py).
-FAULT_MODES = ("crash", "hang", "unready", "slow", "slow-load", "slow-after")
+FAULT_MODES = ("crash", "hang", "unready", "slow", "slow-load", "slow-after", "corrupt-cache")
 FAULT_PARAMS = {"slow-load": (1, 1), "slow-after": (1, 2)}  # mode -> (fewest, most) numbers
 
 
@@ -215,7 +215,7 @@ class Fleet:
         Set the stand-in's fault mode on ``host`` for starts of any release but
         the one serving now.
 
-        + mode: crash, hang, unready, slow, slow-load <seconds>, slow-after <seconds> [<factor>];
+        + mode: crash, hang, unready, slow, slow-load <seconds>, slow-after <seconds> [<factor>], corrupt-cache;
           or clear
           to remove the fault
 

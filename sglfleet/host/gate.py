@@ -13,7 +13,13 @@ It passes only when, in order:
    (http_server.py:478-479, 1759-1769), and once up each ``/health`` runs a
    one-token generation and takes 1 to 20 s (http_server.py:487-540, ``HEALTH_CHECK_TIMEOUT`` 20);
 3. real generations succeed: every prompt of the gate, ``max_new_tokens`` each
-   with ``ignore_eos``, answers 200 with text;
+   with ``ignore_eos``, answers 200 with text; then one generation with
+   sglang's default sampling (temperature 1.0, ``srt/sampling/sampling_params.py:46``),
+   as clients mostly send. Warm-up, ``/health`` and the prompts are greedy, so
+   whatever only the sampler compiles is compiled here, while the host is out of
+   the router, and lands in the compile cache that later hosts get: on an H200
+   with 0.5.14 the first sampled request after a cold start waited 77 s for
+   flashinfer's sampling module, the scheduler serving nothing meanwhile;
 4. with speculative decoding, the accept length of those generations, summed
    from each answer's ``meta_info`` (``completion_tokens / spec_verify_ct``,
    ``srt/managers/tokenizer_manager.py:1840-1857``), is at least the minimum.
@@ -71,6 +77,7 @@ class GateSettings:
     + warmup_s: how long ``/health`` may take to turn 200 after a restart
     + poll_s: how often the gate looks at the unit and ``/health`` meanwhile
     + prompts, max_new_tokens: the gate's generations (4 x 64 = 256 tokens by default)
+    + sampled_tokens: the tokens of one sampled generation after them (0: none)
     + min_spec_accept_length: the lowest accept length that passes, or None
     + bake_s, interval_s: how long the bake samples ``/metrics``, and how often
     + max_regression: how much worse than under the previous release a figure may be (0.10: 10 %)
@@ -82,6 +89,7 @@ class GateSettings:
     poll_s: float = 1.0
     prompts: tuple = DEFAULT_PROMPTS
     max_new_tokens: int = 64
+    sampled_tokens: int = 16
     min_spec_accept_length: float | None = None
     bake_s: float = 0.0
     interval_s: float = 30.0
@@ -159,6 +167,22 @@ def generate(base: str, settings: GateSettings, key: str | None) -> list[dict]:
     return metas
 
 
+def generate_sampled(base: str, settings: GateSettings, key: str | None, deadline: float) -> float:
+    """The sampled generation's seconds; it may take what is left of the warm-up budget, for a JIT."""
+    started = time.monotonic()
+    body = {"text": settings.prompts[0], "sampling_params": {"max_new_tokens": settings.sampled_tokens}}
+    status, text = request(f"{base}/generate", body, timeout=max(deadline - started, GENERATE_TIMEOUT_S), key=key)
+    if status != 200:
+        raise GateFailed("generate", f"the sampled /generate answered {status or text[:200]}")
+    try:
+        generated = json.loads(text)["text"]
+    except (ValueError, KeyError, TypeError):
+        raise GateFailed("generate", f"the sampled /generate answered no text: {text[:200]}") from None
+    if not generated:
+        raise GateFailed("generate", "the sampled /generate returned an empty completion")
+    return round(time.monotonic() - started, 3)
+
+
 def startup(release: dict, settings: GateSettings, restarts_at_start: int, layout: Layout = LAYOUT) -> dict:
     """
     Run the start-up gate against ``release``; return its figures, or raise ``GateFailed``.
@@ -175,6 +199,7 @@ def startup(release: dict, settings: GateSettings, restarts_at_start: int, layou
         # {"requests": 4, "tokens": 256, "seconds": 3.1, "spec_accept_length": 2.8}
     """
     base = base_url(release)
+    deadline = time.monotonic() + settings.warmup_s
     wait_until_healthy(base, settings, restarts_at_start, layout)
 
     started = time.monotonic()
@@ -191,6 +216,9 @@ def startup(release: dict, settings: GateSettings, restarts_at_start: int, layou
         if minimum is not None and tokens / verify < minimum:
             raise GateFailed("accept length", f"{tokens / verify:.2f} over {tokens} tokens of "
                                               f"{len(metas)} generations is below {minimum:g}")
+
+    if settings.sampled_tokens:
+        figures["sampled_s"] = generate_sampled(base, settings, api_key(layout), deadline)
 
     if metrics_enabled(release):
         status, text = request(f"{base}/metrics", timeout=10.0)

@@ -14,7 +14,8 @@ library only: it runs on the hosts' own python3 (3.9 or newer).
     /etc/systemd/system/sglang.service          runs current/launch
     /etc/sglfleet/sglang.env                    secrets, root-only
     /var/lib/sglang/, /run/sglang/              the service's state (its home) and runtime directories
-    /var/cache/sglang/                          the service's compile caches (triton, inductor, JITs)
+    /var/cache/sglang/compile/<stack-id>/       the service's compile caches (triton, inductor, JITs), per stack
+    /opt/sglfleet/compile-caches/<key>.tar      one stack's compile caches packed for later hosts (``compile_cache``)
 
 **Example:**
 
@@ -149,6 +150,20 @@ class Layout:
     def model(self, repo: str, revision: str, models_dir: str = "") -> str:
         """A staged revision's folder: ``<models_dir>/<org>/<name>/<revision>``."""
         return posixpath.join(models_dir or self.models, repo, revision)
+
+    # Compile caches
+
+    def compile_cache(self, stack_id: str) -> str:
+        """The compile caches the service writes while it runs ``stack_id``: the launcher points every JIT here."""
+        return posixpath.join(self.cache_dir, "compile", stack_id)
+
+    @property
+    def compile_archives(self) -> str:
+        """Packed compile caches, root's, served read-only to later hosts of the same stack, GPU and driver."""
+        return posixpath.join(self.root, "compile-caches")
+
+    def compile_archive(self, key: str) -> str:
+        return posixpath.join(self.compile_archives, f"{key}.tar")
 
     # Tools shipped to the host
 

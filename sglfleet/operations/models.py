@@ -112,7 +112,7 @@ def staged(models: list[tuple[StagedModel, Manifest]], source: str = "hub", pyth
     """
     Ensure each pinned model is staged and verified in its folder; repair one that
     drifted. With ``share``, fetch from the peers of earlier rounds first, then
-    from the source, and serve the store to later rounds (``serving_stopped`` stops it).
+    from the source, and serve the store to later rounds (``sharing.serving_stopped`` stops it).
 
     + models: ``(StagedModel, Manifest)`` pairs (``sglfleet.artifacts.models``)
     + source: "hub" (the Hub, or ``endpoint``) or "controller" (``controller_dir``)
@@ -259,26 +259,6 @@ def _uploaded(host, run, connector_arguments, controller_dir, model: StagedModel
             host.log_styled(f"cannot send {local[path]} to {partial}", fg="red", log_func=logger.error)
             return False
     return True
-
-
-@operation()
-def serving_stopped(unit: str | None):
-    """
-    Stop this host's model file server, once every round has staged (``staged``
-    with a share); nothing, and no remote command, on a host that served none.
-
-    + unit: the file server's unit, where the host may have started one; None where it staged nothing
-
-    **Example:**
-
-    .. code:: python
-
-        serving_stopped(name="Model files no longer served to peers", unit="sglfleet-models-share-3f2a9c1d")
-    """
-    if not unit:
-        host.noop("serves no model files to peers")
-        return
-    yield f"systemctl stop {shlex.quote(unit)} 2>/dev/null || true"
 
 
 @operation()

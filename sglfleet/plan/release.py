@@ -28,6 +28,48 @@ from sglfleet.host.releases import content_id
 from sglfleet.plan.schema import LAUNCH_KEYS, LaunchSettings
 from sglfleet.plan.templates import TEMPLATES, render
 
+# Compile caches decide how fast a restart serves again (minutes cold), so every JIT writes
+# under the stack's folder of the unit's cache directory, kept across restarts and shared
+# with later hosts (``sglfleet.host.compile_cache``); none in the private /tmp, which each
+# start begins empty. Defaults read in the wheels of the cu130-sglang-0.5.9 stack:
+# - torch 2.9.1 _inductor/runtime/cache_dir_utils.py:14-27: tempfile.gettempdir()/torchinductor_<user>;
+#   triton's kernels for inductor go under it too, unless TRITON_CACHE_DIR is set (:31)
+# - triton 3.9.0 knobs.py:345-355: ~/.triton/cache
+# - flashinfer 0.6.4 jit/env.py:51-55: FLASHINFER_WORKSPACE_BASE (~)/.cache/flashinfer
+# - apache-tvm-ffi 0.1.15.post2 cpp/extension.py:758: ~/.cache/tvm-ffi (sglang's JIT kernels)
+# - sglang 0.5.9 srt/environ.py:357, layers/deep_gemm_wrapper/compile_utils.py:33: ~/.cache/deep_gemm;
+#   srt/compilation/backend.py:399: ~/.cache/sglang/ (torch.compile's graphs)
+# - CUDA's JIT cache of PTX compiled for this GPU: CUDA_CACHE_PATH (~/.nv/ComputeCache)
+# - anything else that follows XDG: XDG_CACHE_HOME
+COMPILE_CACHES = (
+    ("XDG_CACHE_HOME", ""),
+    ("TORCHINDUCTOR_CACHE_DIR", "torchinductor"),
+    ("TRITON_CACHE_DIR", "triton"),
+    ("FLASHINFER_WORKSPACE_BASE", ""),
+    ("TVM_FFI_CACHE_DIR", "tvm-ffi"),
+    ("SGLANG_DG_CACHE_DIR", "deep_gemm"),
+    ("SGLANG_CACHE_DIR", "sglang"),
+    ("CUDA_CACHE_PATH", "nv/ComputeCache"),
+)
+
+
+def compile_cache_environment(stack_id: str, layout: Layout = LAYOUT) -> list[tuple[str, str]]:
+    """
+    The launcher's environment that puts every compile cache of the server under the stack's folder.
+
+    + stack_id: the stack the release runs
+
+    **Example:**
+
+    .. code:: python
+
+        compile_cache_environment("dev-0a24832cc36f")[2]
+        # ("TRITON_CACHE_DIR", "/var/cache/sglang/compile/dev-0a24832cc36f/triton")
+    """
+    folder = layout.compile_cache(stack_id)
+    return [(name, shlex.quote(f"{folder}/{sub}" if sub else folder)) for name, sub in COMPILE_CACHES]
+
+
 def launch_args(launch: LaunchSettings) -> list[str]:
     """
     The sglang command-line arguments launch settings render to (no secrets).
@@ -132,7 +174,9 @@ def render_release(
     python = layout.python(stack_id)
     if config.server == "standin":
         command = f"{python} {layout.standin}/sglang_standin.py"
-        environment = [("SGLFLEET_STANDIN_WARMUP", shlex.quote(f"{config.standin_warmup_s:g}"))]
+        environment = [("SGLFLEET_STANDIN_WARMUP", shlex.quote(f"{config.standin_warmup_s:g}")),
+                       ("SGLFLEET_STANDIN_COMPILE_S", shlex.quote(f"{config.standin_compile_s:g}")),
+                       ("SGLFLEET_STANDIN_SAMPLING_JIT_S", shlex.quote(f"{config.standin_sampling_jit_s:g}"))]
         if config.standin_time_scale != 1:
             environment.append(("SGLFLEET_STANDIN_TIME_SCALE", shlex.quote(f"{config.standin_time_scale:g}")))
         if config.standin_spec_accept_length is not None:
@@ -141,6 +185,7 @@ def render_release(
     else:
         command = f"{python} -m sglang.launch_server"
         environment = []
+    environment += compile_cache_environment(stack_id, layout)
     if offline(config):
         # Every model is staged and verified: a start never reaches the network.
         environment.append(("HF_HUB_OFFLINE", "1"))

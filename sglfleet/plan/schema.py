@@ -235,6 +235,7 @@ class HostConfig(BaseModel):
     gate_warmup_s: Float = Field(gt=0, description="seconds > 0, e.g. 1800")
     gate_prompts: Prompts = Field(min_length=1, description='a list of prompts, e.g. ["The capital of France is"]')
     gate_max_new_tokens: Int = Field(ge=1, le=4096, description="tokens per gate prompt, e.g. 64")
+    gate_sampled_tokens: Int = Field(ge=0, le=4096, description="tokens of the gate's sampled generation, e.g. 16 (0: none)")
     gate_min_spec_accept_length: Optional[Float] = Field(gt=0, description="a number > 0, e.g. 2.0, or None")
     gate_poll_s: Float = Field(gt=0, le=60, description="seconds > 0, e.g. 1")
     gate_answer_timeout_s: Optional[Float] = Field(gt=0, description="seconds > 0, e.g. 7800, or None")
@@ -250,6 +251,8 @@ class HostConfig(BaseModel):
     # the local fleet's stand-in
     standin_warmup_s: Float = Field(ge=0, description="seconds >= 0, e.g. 10")
     standin_spec_accept_length: Optional[Float] = Field(ge=1, description="a number >= 1, e.g. 2.8, or None")
+    standin_compile_s: Float = Field(ge=0, description="seconds >= 0, e.g. 55")
+    standin_sampling_jit_s: Float = Field(ge=0, description="seconds >= 0, e.g. 77")
     standin_time_scale: Float = Field(gt=0, le=1, description="a number > 0 and <= 1, e.g. 1 (sglang's timing) or 0.1")
 
     # the unit
@@ -260,6 +263,8 @@ class HostConfig(BaseModel):
                                                          '"controller" (to every host from the controller)')
     share_port: Int = Field(ge=1, le=65535, description="a TCP port between 1 and 65535, e.g. 30089")
     model_share_port: Int = Field(ge=1, le=65535, description="a TCP port between 1 and 65535, e.g. 30090")
+    share_compile_caches: Bool = Field(description="true or false")
+    compile_share_port: Int = Field(ge=1, le=65535, description="a TCP port between 1 and 65535, e.g. 30091")
 
     # housekeeping and safety
     verify_stacks: Literal["quick", "full"] = Field(description='"quick" (the venv against its snapshot) or '

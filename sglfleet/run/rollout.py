@@ -26,9 +26,10 @@ from pyinfra.api import StringCommand
 
 from sglfleet.host.bake import describe
 from sglfleet.host.layout import LAYOUT
-from sglfleet.host.protocol import BAKE_FAILED, PASSED, ROLLED_BACK, results as tool_results
+from sglfleet.host.protocol import BAKE_FAILED, DOWN, PASSED, ROLLED_BACK, results as tool_results
 from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR
-from sglfleet.run import recording, router, summary
+from sglfleet.run import compile_share, recording, router, summary
+from sglfleet.run.compile_share import CacheShare
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class BatchStep:
     + lock_wait_s: how long to wait for another run that holds the host's lock
     + releases_keep: once switched, old releases kept besides the current and the previous
     + textfile_dir: where the host tool writes ``sglfleet.prom`` for node_exporter
+    + cache: how the host takes and hands on compile caches (``compile_share``), or None
     """
 
     label: str
@@ -62,6 +64,7 @@ class BatchStep:
     lock_wait_s: float = 300
     releases_keep: int = 3
     textfile_dir: str = TEXTFILE_DIR
+    cache: CacheShare | None = None
 
 
 class Lost(Exception):
@@ -163,16 +166,19 @@ def answer(state, host, connector_arguments, step: BatchStep, *args: str, extra_
         return None
 
 
-def drained_answer(state, host, connector_arguments, step: BatchStep, *args: str):
+def drained_answer(state, host, connector_arguments, step: BatchStep, *args: str, before=None):
     """
     Start the host's part of its batch (once every earlier batch kept within the
-    failure budget), drain it from the router, then run the host tool with ``args``:
-    the tool's ``answer``, or None when the host failed before or during it.
+    failure budget), call ``before`` (while it still serves), drain it from the router,
+    then run the host tool with ``args``: the tool's ``answer``, or None when the host
+    failed before or during it.
     """
     recording.batch_reached(step.label, step.hosts)
     why = over_budget(state, step)
     if why is None:
         recording.batch_started(step.label)
+        if before:
+            before()
         error = at_router(step, router.drain)
         why = f"{error}; not switched" if error else None
     if why:
@@ -184,15 +190,24 @@ def drained_answer(state, host, connector_arguments, step: BatchStep, *args: str
 def switch(state, host, connector_arguments, step: BatchStep, release_id: str, restart: bool = False,
            from_release: str | None = None):
     """
-    Switch the host once every earlier batch passed, keeping the router in step;
-    then bake. Returns False to fail this host.
+    Switch the host once every earlier batch passed, keeping the router in step and
+    taking the compile caches an earlier host hands on; then bake. Returns False to fail this host.
     """
-    said = drained_answer(state, host, connector_arguments, step, "activate", release_id,
-                          *(["--restart"] if restart else []))
+    took: list[bool] = []
+    activate = ("activate", release_id, *(["--restart"] if restart else []))
+    said = drained_answer(state, host, connector_arguments, step, *activate, before=lambda: took.append(
+        compile_share.take(host, connector_arguments, step.label, step.cache)))
+    if said is not None and said[0] in (ROLLED_BACK, DOWN) and any(took):
+        # Caches from a peer that do not load must not cost the release: once more, cold.
+        verdicts(host, step, said[1], from_release)
+        compile_share.drop(host, connector_arguments, step.label, step.cache)
+        said = answer(state, host, connector_arguments, step, *activate)
     if said is None:
         return False
     status, results, messages = said
     passed = status == PASSED
+    if passed:  # still out of the router: nothing compiles while it packs
+        compile_share.hand_on(host, connector_arguments, step.label, step.cache, any(took))
     if any(result.get("stage") == "startup" and not result.get("already") for result in results):
         recording.emit("HostSwitched", host=host.name, from_release=from_release, to_release=release_id,
                        message=f"{step.label}: switched {from_release or 'nothing'} -> {release_id}, restarted")

@@ -1,0 +1,176 @@
+"""
+Compile caches handed on during a rollout: the first host of a stack, GPU
+architecture and driver to pass its gate (the canary, mostly) packs its
+compile caches, while still out of the router, and serves them; each later
+host of the same key fetches them before its restart, from every host that
+holds them by then (so the sources double, batch by batch), and serves them
+in turn. Hosts of another key never get them (``sglfleet.host.compile_cache``
+checks the key again on the host). A fetch that fails, or an archive the host
+refuses, leaves the host to compile cold; a host whose gate fails after it
+took caches from peers drops them and tries once more, cold.
+
+The run's offers (which key is packed, its sha256, who serves it) are kept
+here for the run, as the summary keeps its verdicts.
+
+**Example:**
+
+.. code:: python
+
+    share = CacheShare(key="dev-0a24+cpu", stack_id="dev-0a24", port=30091,
+                       unit="sglfleet-compile-share-3f2a", later=True)
+    warmed = take(host, connector_arguments, step, share)   # before the switch
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+import gevent
+from pyinfra import logger
+from pyinfra.api import StringCommand
+
+from sglfleet.artifacts.fanout import Share, human, serve
+from sglfleet.host.layout import LAYOUT
+from sglfleet.host.protocol import PASSED, results as tool_results
+
+CACHE_TOOL_TIMEOUT_S = 1800  # packing or fetching some GB of caches; past that the link is gone
+
+
+@dataclass(frozen=True)
+class CacheShare:
+    """
+    One host's part in handing on compile caches during a rollout.
+
+    + key: its stack, GPU architecture and driver (``compile_cache.cache_key``)
+    + stack_id: the stack its new release runs
+    + port: where it serves the caches once it holds them
+    + unit: the transient unit of its file server
+    + later: a host of a later batch with the same key restarts in this run, so this
+      host packs or serves the caches once it passed
+    + serve_s: how long the file server may live at most
+    """
+
+    key: str
+    stack_id: str
+    port: int
+    unit: str
+    later: bool = False
+    serve_s: int = 4 * 3600
+
+
+@dataclass
+class Offer:
+    """Compile caches packed in this run: the archive's sha256 and size, and who serves it."""
+
+    sha256: str
+    size: int
+    sources: list[str] = field(default_factory=list)
+
+
+OFFERS: dict[str, Offer] = {}
+
+
+def later_of(batches: list[tuple[str, ...]], keys: dict[str, str], restarting: set[str]) -> dict[str, bool]:
+    """
+    For each host of the rollout, whether a host of a later batch with the same key
+    restarts in this run: only then are its caches worth packing or serving. Pure.
+
+    + batches: the hosts of each batch, in order
+    + keys: each host's ``compile_cache.cache_key``
+    + restarting: the hosts this run restarts
+
+    **Example:**
+
+    .. code:: python
+
+        later_of([("n1",), ("n2", "n3")], {"n1": "a", "n2": "a", "n3": "b"}, {"n1", "n2", "n3"})
+        # {"n1": True, "n2": False, "n3": False}
+    """
+    later: dict[str, bool] = {}
+    waiting: set[str] = set()  # the keys of the hosts after the batch at hand that restart
+    for hosts in reversed(batches):
+        for name in hosts:
+            later[name] = keys[name] in waiting
+        waiting |= {keys[name] for name in hosts if name in restarting}
+    return later
+
+
+def _cache_tool(host, connector_arguments, *args: str) -> tuple[int | None, dict, list[str]]:
+    """Run ``sglfleet-release cache ARGS``: its exit status (None: no answer), its result record, its errors."""
+    command = StringCommand(shlex.join([LAYOUT.tool, "cache", *args]) + "; echo sglfleet-exit=$? >&2")
+    try:
+        with gevent.Timeout(CACHE_TOOL_TIMEOUT_S, TimeoutError):
+            _, output = host.run_shell_command(command, **connector_arguments)
+    except Exception as error:  # a lost link: what is at stake is a warm start, not the host
+        return None, {}, [f"{type(error).__name__}: {error}"]
+    lines = output.stderr_lines
+    said = lines.pop().partition("=")[2] if lines and lines[-1].startswith("sglfleet-exit=") else ""
+    found = tool_results(output.stdout_lines)
+    return (int(said) if said.isdigit() else None), (found[-1] if found else {}), lines
+
+
+def _url(host, share: CacheShare) -> str:
+    return f"http://{host.data.get('ssh_hostname') or host.name}:{share.port}"
+
+
+def take(host, connector_arguments, label: str, share: CacheShare | None) -> bool:
+    """
+    Before the host's switch: fetch and unpack the caches an earlier host of its key
+    offers in this run. Whether the host took any files; a failure only warns (it starts cold).
+    """
+    offer = OFFERS.get(share.key) if share else None
+    if offer is None or not offer.sources:
+        return False
+    status, result, errors = _cache_tool(host, connector_arguments, "fetch", share.stack_id, "--key", share.key,
+                                         "--sha256", offer.sha256, *[f"--peer={url}" for url in offer.sources])
+    if status != PASSED:
+        why = " ".join(errors)[-300:] or f"exit status {status}"
+        host.log(f"{label}: compile caches from peers not used, it compiles cold: {why}", logger.warning)
+        return False
+    if result.get("already"):
+        return False
+    host.log(f"{label}: compile caches of {share.key} from {len(offer.sources)} peer(s), {human(offer.size)}: "
+             f"{result.get('imported', 0)} files added, {result.get('kept', 0)} kept", logger.info)
+    return bool(result.get("imported"))
+
+
+def hand_on(host, connector_arguments, label: str, share: CacheShare | None, took: bool) -> None:
+    """
+    Once the host passed its gate, still drained: pack its caches where none of its key
+    are offered yet, or serve the ones it took; only where a later host of its key restarts.
+    """
+    if share is None or not share.later:
+        return
+    offer = OFFERS.get(share.key)
+    if offer is None:
+        status, result, errors = _cache_tool(host, connector_arguments, "pack", share.stack_id)
+        if status != PASSED or not result.get("packed"):
+            if errors:
+                host.log(f"{label}: compile caches not packed for later hosts: {' '.join(errors)[-300:]}",
+                         logger.warning)
+            return
+        offer = OFFERS.setdefault(share.key, Offer(result["sha256"], result["bytes"]))
+        if offer.sha256 != result["sha256"]:
+            return  # a host of the same batch packed first: later hosts take its archive
+        host.log(f"{label}: compile caches packed for later hosts of {share.key}: {result['files']} files, "
+                 f"{human(result['bytes'])}", logger.info)
+    elif not took:
+        return  # it holds its own caches, not the offered archive
+    ok, errors = serve(lambda command: host.run_shell_command(StringCommand(command), **connector_arguments),
+                       Share(round=0, sources=(), port=share.port, unit=share.unit, serve_s=share.serve_s),
+                       LAYOUT.compile_archives, LAYOUT.lib)
+    if ok:
+        offer.sources.append(_url(host, share))
+    else:
+        host.log(f"{label}: cannot serve compile caches on port {share.port}: {' '.join(errors)[-300:]}",
+                 logger.warning)
+
+
+def drop(host, connector_arguments, label: str, share: CacheShare) -> None:
+    """Take out the caches the host took from peers: its next start compiles cold."""
+    status, result, errors = _cache_tool(host, connector_arguments, "drop", share.stack_id)
+    host.log(f"{label}: gate failed with the compile caches from peers: {result.get('dropped', 0)} files "
+             f"dropped, once more cold" if status == PASSED else
+             f"{label}: the compile caches from peers could not be dropped: {' '.join(errors)[-300:]}",
+             logger.warning)
