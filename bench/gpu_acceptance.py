@@ -26,6 +26,10 @@ still leaves what it measured) and each start's log beside it:
    process ended, and the launch script's exit status (systemd's ``Result=``).
 5. **Warm start**: the same state and cache directories (the compile caches the unit
    keeps), a fresh ``TMPDIR``; the gate again; the stop again.
+6. **Shared start**, as a later host of the rollout starts: the compile caches packed
+   by the host tool (``sglfleet.host.compile_cache.pack``, as the canary packs them),
+   the state and cache directories emptied (a new host), the archive unpacked
+   (``unpack``, as a later host takes it), then a start, the gate and the stop.
 
 The device has no systemd. ``systemctl show``, which the gate and the bake ask for
 the unit's state (``sglfleet.host.service.properties``), is answered from the launch
@@ -93,7 +97,7 @@ from pathlib import Path
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT_ROOT))  # run as a script: this checkout's sglfleet
 
-from sglfleet.host import cli, prometheus, service  # noqa: E402
+from sglfleet.host import cli, compile_cache, prometheus, service  # noqa: E402
 from sglfleet.host import releases as host_releases  # noqa: E402
 from sglfleet.host.client import api_key, base_url, request  # noqa: E402
 from sglfleet.host.layout import Layout  # noqa: E402
@@ -145,7 +149,7 @@ ONE_GPU = {
     "gate_warmup_s": 600, "gate_bake_s": 45, "gate_interval_s": 5,
     # Random weights accept no draft token: every verify gives one token, the floor.
     "gate_min_spec_accept_length": 1.0,
-    "standin_warmup_s": 2.0,
+    "standin_warmup_s": 2.0, "standin_compile_s": 2.0, "standin_sampling_jit_s": 2.0,
 }
 # Random weights (target and draft), no FA3 and no xgrammar: what the tiny model needs.
 TINY_MODEL_FLAGS = ("--load-format", "dummy", "--attention-backend", "triton",
@@ -770,25 +774,50 @@ def run(args) -> int:
         model={"target": json.loads((model / "config.json").read_text()),
                "draft": json.loads((draft / "config.json").read_text())})
     log(f"release {release.release_id}: {' '.join(release.args)}")
-    transcript.save(cold=serve("cold", layout, unit, release, args, full=True))
+    transcript.save(cold=serve("cold", layout, unit, release, args, full=not args.brief))
     transcript.save(caches_after_cold=caches(layout),
                     cache_files_after_cold=sorted(path for path in cache_files(layout) if "/triton/" not in path))
     if transcript["cold"]["gate"]["exit_status"] != 0:
         log("the cold start failed its gate: no warm start")
         return 1
-    transcript.save(warm=serve("warm", layout, unit, release, args, full=False))
-    cold, warm = transcript["cold"], transcript["warm"]
+    if not args.brief:
+        transcript.save(warm=serve("warm", layout, unit, release, args, full=False))
+    transcript.save(shared_caches=hand_on(layout, STACK_IDS[args.server]))
+    transcript.save(shared=serve("shared", layout, unit, release, args, full=False))
+    starts = {name: transcript[name] for name in ("cold", "warm", "shared") if name in transcript}
     transcript.save(summary={
-        "cold": {"listen_s": cold["listen_s"], "ready_s": cold["ready_s"]},
-        "warm": {"listen_s": warm["listen_s"], "ready_s": warm["ready_s"]},
+        **{name: {"listen_s": r["listen_s"], "ready_s": r["ready_s"],
+                  "gate_sampled_s": (r["gate"].get("result") or {}).get("figures", {}).get("sampled_s")}
+           for name, r in starts.items()},
         "stops": [{"exit_status": r["stop"]["exit_status"], "main_exit_s": r["stop"]["main_exit_s"],
-                   "killed_after_timeout": r["stop"]["killed_after_timeout"]} for r in (cold, warm)],
-        "gates": [r["gate"]["exit_status"] for r in (cold, warm)],
-        "first_sampled_s": [r.get("first_sampled", {}).get("seconds") for r in (cold, warm)],
-        "bake": (cold.get("bake") or {}).get("result"),
+                   "killed_after_timeout": r["stop"]["killed_after_timeout"]} for r in starts.values()],
+        "gates": [r["gate"]["exit_status"] for r in starts.values()],
+        "first_sampled_s": [r.get("first_sampled", {}).get("seconds") for r in starts.values()],
+        "bake": (starts["cold"].get("bake") or {}).get("result"),
+        "archive": {key: transcript["shared_caches"].get(key) for key in ("bytes", "files", "pack_s", "unpack_s")},
     })
     log(f"summary: {json.dumps(transcript['summary'])}")
-    return 0 if warm["gate"]["exit_status"] == 0 else 1
+    return 0 if all(r["gate"]["exit_status"] == 0 for r in starts.values()) else 1
+
+
+def hand_on(layout: Layout, stack_id: str) -> dict:
+    """
+    The compile caches packed as the canary packs them, the state and cache directories
+    emptied as on a new host, and the archive unpacked there as a later host takes it.
+    """
+    started = time.monotonic()
+    packed = compile_cache.pack(stack_id, layout)
+    packed["pack_s"] = round(time.monotonic() - started, 3)
+    log(f"compile caches packed: {packed}")
+    if not packed.get("packed"):
+        return packed
+    for folder in (layout.state_dir, layout.cache_dir):
+        shutil.rmtree(folder)
+    started = time.monotonic()
+    taken = compile_cache.unpack(layout.compile_archive(packed["key"]), stack_id, packed["key"], packed["sha256"],
+                                 layout)
+    log(f"compile caches unpacked into an empty cache directory: {taken}")
+    return {**packed, "unpacked": taken, "unpack_s": round(time.monotonic() - started, 3)}
 
 
 def main(argv=None) -> int:
@@ -803,6 +832,8 @@ def main(argv=None) -> int:
     go.add_argument("--server", choices=("sglang", "standin"), default="sglang")
     go.add_argument("--bake-s", type=float, default=None, help="the bake's length (default: ONE_GPU's)")
     go.add_argument("--long-tokens", type=int, default=LONG_TOKENS)
+    go.add_argument("--brief", action="store_true",
+                    help="the cold start's gate only (no long generation, no bake), no warm start: cold, then shared")
     args = parser.parse_args(argv)
     if args.command == "prepare":
         prepare()

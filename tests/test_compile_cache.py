@@ -63,7 +63,7 @@ def _write(layout, name, data: bytes):
 
 def test_packed_caches_unpack_on_a_host_of_the_same_key_and_keep_what_it_has(hosts):
     canary, later = hosts
-    _write(canary, "triton/ABC/decode.cubin", b"kernel")
+    os.utime(_write(canary, "triton/ABC/decode.cubin", b"kernel"), ns=(1_764_590_000_123_456_789,) * 2)
     _write(canary, "triton/ABC/decode.json", b"{}")
     _write(canary, ".cache/flashinfer/0.6.4/90a/cached_ops/sampling/.ninja_log", b"# ninja log v5\n")
     _write(later, "triton/ABC/decode.json", b"{\"own\": 1}")  # the host's own: kept
@@ -77,6 +77,9 @@ def test_packed_caches_unpack_on_a_host_of_the_same_key_and_keep_what_it_has(hos
     folder = later.compile_cache(STACK)
     with open(os.path.join(folder, "triton/ABC/decode.cubin"), "rb") as handle:
         assert handle.read() == b"kernel"
+    # to the nanosecond, as ninja's .ninja_deps recorded it: else flashinfer and tvm-ffi rebuild
+    assert os.stat(os.path.join(folder, "triton/ABC/decode.cubin")).st_mtime_ns == \
+        os.stat(os.path.join(canary.compile_cache(STACK), "triton/ABC/decode.cubin")).st_mtime_ns
     with open(os.path.join(folder, "triton/ABC/decode.json"), "rb") as handle:
         assert handle.read() == b"{\"own\": 1}"
     assert os.path.isfile(os.path.join(folder, ".cache/flashinfer/0.6.4/90a/cached_ops/sampling/.ninja_log"))

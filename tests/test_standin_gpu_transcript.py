@@ -19,6 +19,7 @@ import json
 import socket
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -234,3 +235,29 @@ def test_the_gate_passes_the_same_way_on_both(transcript, standin):
         figures = gate["result"]["figures"]
         assert (figures["requests"], figures["tokens"]) == (4, 256)
         assert figures["spec_accept_length"] >= 1.0
+
+
+SHARED = PROJECT_ROOT / "tests" / "data" / "gpu" / "compile-share-h200-sglang-0.5.14.json"
+
+
+def test_caches_packed_on_one_host_warm_a_new_one_in_both(sglang_059, tmp_path):  # noqa: F811
+    """
+    ``compile-share-h200-sglang-0.5.14.json`` (``gpu_acceptance.py run --brief``): a cold start,
+    its caches packed and unpacked into emptied directories, a start from them. The same
+    bench against the stand-in compiles where the GPU did, and skips it where the GPU did.
+    """
+    gpu = json.loads(SHARED.read_text())
+    cold, shared = gpu["summary"]["cold"], gpu["summary"]["shared"]
+    assert gpu["shared_caches"]["unpacked"]["imported"] == gpu["shared_caches"]["files"] > 300
+    # The H200: 107 s to ready and 82 s of sampling JIT in the gate, cold; 27 s and 0.13 s from the archive.
+    assert shared["ready_s"] < cold["ready_s"] / 3 and shared["gate_sampled_s"] < 1 < 60 < cold["gate_sampled_s"]
+    bench = load_bench()
+    args = SimpleNamespace(root=str(tmp_path / "bench"), out=str(tmp_path / "out"), site=str(sglang_059),
+                           server="standin", bake_s=None, long_tokens=256, brief=True)
+    assert bench.run(args) == 0
+    standin = json.loads((tmp_path / "out" / "acceptance.json").read_text())
+    compile_s, jit_s = bench.ONE_GPU["standin_compile_s"], bench.ONE_GPU["standin_sampling_jit_s"]
+    cold, shared = standin["summary"]["cold"], standin["summary"]["shared"]
+    assert cold["listen_s"] - shared["listen_s"] > 0.8 * compile_s, standin["summary"]
+    assert cold["gate_sampled_s"] >= jit_s > 10 * shared["gate_sampled_s"], standin["summary"]
+    assert standin["shared_caches"]["unpacked"]["imported"] == standin["shared_caches"]["files"]

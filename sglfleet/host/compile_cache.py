@@ -13,7 +13,7 @@ cross any of them; an archive under another key is refused here too, whatever
 the controller asked.
 
 An archive is a tar of plain files only; its first member, ``MANIFEST``, names
-its key and each file's size and sha256. Unpacking takes nothing that is not
+its key and each file's size, sha256 and mtime (in nanoseconds: ninja judges by it). Unpacking takes nothing that is not
 in the manifest, no link, device or absolute path, no ``..``; it adds files the
 host lacks and keeps the ones it has (the caches are content-addressed), each
 written beside its place and renamed, owned by the service user. The files it
@@ -120,8 +120,10 @@ def pack(stack_id: str, layout: Layout = LAYOUT, gpus=None) -> dict:
     names = _files(folder) if os.path.isdir(folder) else []
     if not names:
         return {"stage": "cache", "packed": False, "key": key}
-    entries = {name: [os.path.getsize(os.path.join(folder, name)), sha256_of(os.path.join(folder, name))]
-               for name in names}
+    # Each file's mtime travels to the nanosecond: ninja (flashinfer's and tvm-ffi's JITs) rebuilds an
+    # output whose mtime is not the one its .ninja_deps recorded, as an H200 showed with 0.5.14.
+    entries = {name: [os.path.getsize(os.path.join(folder, name)), sha256_of(os.path.join(folder, name)),
+                      os.stat(os.path.join(folder, name)).st_mtime_ns] for name in names}
     os.makedirs(layout.compile_archives, mode=0o755, exist_ok=True)
     final = layout.compile_archive(key)
     temporary = posixpath.join(layout.compile_archives, f".{key}.tar.{os.getpid()}.tmp")
@@ -232,7 +234,9 @@ def unpack(path: str, stack_id: str, key: str, sha256: str, layout: Layout = LAY
                 shutil.copyfileobj(source, out, CHUNK)
             os.chmod(temporary, 0o600)
             os.chown(temporary, *owner)
-            os.rename(temporary, target)  # a new mtime: ninja takes its outputs for newer than this host's sources
+            if len(files[member.name]) > 2:
+                os.utime(temporary, ns=(files[member.name][2], files[member.name][2]))
+            os.rename(temporary, target)
             added[member.name] = files[member.name][1]
     _write_record(folder, {"sha256": sha256, "key": key, "files": added}, owner)
     return {"stage": "cache", "imported": len(added), "kept": kept, "key": key, "sha256": sha256}
