@@ -246,6 +246,8 @@ def test_collect_keeps_current_previous_and_a_few_more():
                  releases={"current": "dev-c", "previous": "dev-d"})
     (command,) = collect_commands(stack, host, keep=1)
     assert command.startswith("flock /opt/sglfleet/stacks/.lock sh -c ")
-    assert "rm -rf -- /opt/sglfleet/stacks/dev-b /opt/sglfleet/stacks/.build-dev-x\n" in command
+    # with the stack its compile caches, and their archives for every GPU and driver
+    assert ("rm -rf -- /opt/sglfleet/stacks/dev-b /var/cache/sglang/compile/dev-b "
+            "/opt/sglfleet/compile-caches/dev-b+* /opt/sglfleet/stacks/.build-dev-x\n") in command
     assert "wheels.txt" in command
     assert collect_commands(stack, state(stack, stacks=[stack.id, "dev-a"]), keep=1) == []

@@ -286,7 +286,11 @@ def collect_commands(stack: Stack, state: StackHostState, keep: int) -> list:
     doomed = collected(stack, state, keep)
     if not doomed:
         return []
-    script = f"rm -rf -- {' '.join(shlex.quote(f'{LAYOUT.stacks}/{s}') for s in doomed)}"
+    # A stack's compile caches and their archives go with it (GBs for a real model).
+    paths = [path for s in doomed for path in (
+        [f"{LAYOUT.stacks}/{s}"] if s.startswith(".") else
+        [f"{LAYOUT.stacks}/{s}", LAYOUT.compile_cache(s), f"{LAYOUT.compile_archives}/{s}+"])]
+    script = f"rm -rf -- {' '.join(shlex.quote(p) + ('*' if p.endswith('+') else '') for p in paths)}"
     if any(not s.startswith(".") for s in doomed):
         script += (
             f"\ncd {shlex.quote(LAYOUT.wheelhouse)} 2>/dev/null || exit 0; keep=$(mktemp); "

@@ -401,6 +401,24 @@ def validate_host_data(name: str, data: Mapping[str, Any], stacks_dir: Path = ST
         config = HostConfig.model_validate(values)
     except ValidationError as error:
         problems += _pydantic_problems(name, error)
+    if not problems:
+        problems += _port_problems(name, config)
     if problems:
         raise ConfigError(problems)
     return config
+
+
+# The ports a host listens on during a run: the server's, and the file servers' for its peers.
+PORT_KEYS = ("listen_port", "share_port", "model_share_port", "compile_share_port")
+
+
+def _port_problems(name: str, config: HostConfig) -> list[str]:
+    """One line for each port two of a host's listeners would share."""
+    ports = {"listen_port": config.launch.listen_port,
+             **{key: getattr(config, key) for key in PORT_KEYS[1:]}}
+    problems, seen = [], {}
+    for key, port in ports.items():
+        if port in seen:
+            problems.append(f"{name}: {key}: port {port} is already {seen[port]}'s; give each its own port")
+        seen.setdefault(port, key)
+    return problems
