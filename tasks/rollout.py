@@ -36,13 +36,19 @@ def _key(one) -> str:
     return cache_key(host_stack(one).id, [(gpu.compute_cap, gpu.driver) for gpu in host_state(one).gpus])
 
 
+_later: dict[tuple, dict[str, bool]] = {}  # per batch plan: the fleet is read once a run
+
+
 def _cache_share(config, rollout) -> CacheShare | None:
     """How this host takes and hands on compile caches in this rollout; None where hosts share none."""
     if config.distribution != "peers" or not config.share_compile_caches:
         return None
-    batches = [batch.hosts for batch in rollout.batches]
-    hosts = [inventory.get_host(name) for batch in batches for name in batch]
-    later = later_of(batches, {h.name: _key(h) for h in hosts}, {h.name for h in hosts if _restarts(h)})
+    batches = tuple(batch.hosts for batch in rollout.batches)
+    if batches not in _later:
+        hosts = [inventory.get_host(name) for batch in batches for name in batch]
+        _later[batches] = later_of(list(batches), {h.name: _key(h) for h in hosts},
+                                   {h.name for h in hosts if _restarts(h)})
+    later = _later[batches]
     return CacheShare(key=_key(host), stack_id=host_stack(host).id, port=config.compile_share_port,
                       unit=f"sglfleet-compile-share-{RUN_TOKEN}", later=later.get(host.name, False))
 
