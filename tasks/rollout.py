@@ -9,7 +9,7 @@ from sglfleet.host.protocol import lock_wait_s
 from sglfleet.operations import release, sharing
 from sglfleet.run import summary
 from sglfleet.run.compile_share import CacheShare, later_of
-from sglfleet.run.context import fleet_rollout, host_config, host_release, host_stack, host_state
+from sglfleet.run.context import fleet_rollout, host_config, host_release, host_stack, host_state, peer_state
 from sglfleet.run.rollout import BatchStep
 
 
@@ -25,15 +25,16 @@ def _rebuilt(found) -> bool:
 
 def _restarts(one) -> bool:
     """Whether this run restarts ``one``, as its rollout step will decide."""
-    found = host_state(one)
-    if found.release is None:
+    found = peer_state(one)
+    if found is None or found.release is None:
         return False  # the read failed, and with it the host
     action = release.decide(found.release, host_release(one).release_id, _rebuilt(found), host_config(one).gate_bake_s)
     return action in ("switch", "restart", "wait")
 
 
 def _key(one) -> str:
-    return cache_key(host_stack(one).id, [(gpu.compute_cap, gpu.driver) for gpu in host_state(one).gpus])
+    found = peer_state(one)
+    return cache_key(host_stack(one).id, [(gpu.compute_cap, gpu.driver) for gpu in found.gpus] if found else [])
 
 
 _later: dict[tuple, dict[str, bool]] = {}  # per batch plan: the fleet is read once a run

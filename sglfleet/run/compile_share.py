@@ -96,11 +96,15 @@ def later_of(batches: list[tuple[str, ...]], keys: dict[str, str], restarting: s
     return later
 
 
-def _cache_tool(host, connector_arguments, *args: str) -> tuple[int | None, dict, list[str]]:
-    """Run ``sglfleet-release cache ARGS``: its exit status (None: no answer), its result record, its errors."""
+def _cache_tool(host, connector_arguments, timeout_s: float | None,
+                *args: str) -> tuple[int | None, dict, list[str]]:
+    """
+    Run ``sglfleet-release cache ARGS``: its exit status (None: no answer within
+    ``timeout_s``, the step's bound on a host's answer), its result record, its errors.
+    """
     command = StringCommand(shlex.join([LAYOUT.tool, "cache", *args]) + "; echo sglfleet-exit=$? >&2")
     try:
-        with gevent.Timeout(CACHE_TOOL_TIMEOUT_S, TimeoutError):
+        with gevent.Timeout(timeout_s or CACHE_TOOL_TIMEOUT_S, TimeoutError):
             _, output = host.run_shell_command(command, **connector_arguments)
     except Exception as error:  # a lost link: what is at stake is a warm start, not the host
         return None, {}, [f"{type(error).__name__}: {error}"]
@@ -114,7 +118,8 @@ def _url(host, share: CacheShare) -> str:
     return f"http://{host.data.get('ssh_hostname') or host.name}:{share.port}"
 
 
-def take(host, connector_arguments, label: str, share: CacheShare | None) -> bool:
+def take(host, connector_arguments, label: str, share: CacheShare | None,
+         timeout_s: float | None = None) -> bool:
     """
     Before the host's switch: fetch and unpack the caches an earlier host of its key
     offers in this run. Whether the host took any files; a failure only warns (it starts cold).
@@ -122,8 +127,9 @@ def take(host, connector_arguments, label: str, share: CacheShare | None) -> boo
     offer = OFFERS.get(share.key) if share else None
     if offer is None or not offer.sources:
         return False
-    status, result, errors = _cache_tool(host, connector_arguments, "fetch", share.stack_id, "--key", share.key,
-                                         "--sha256", offer.sha256, *[f"--peer={url}" for url in offer.sources])
+    status, result, errors = _cache_tool(host, connector_arguments, timeout_s, "fetch", share.stack_id,
+                                         "--key", share.key, "--sha256", offer.sha256,
+                                         *[f"--peer={url}" for url in offer.sources])
     if status != PASSED:
         why = " ".join(errors)[-300:] or f"exit status {status}"
         host.log(f"{label}: compile caches from peers not used, it compiles cold: {why}", logger.warning)
@@ -135,7 +141,8 @@ def take(host, connector_arguments, label: str, share: CacheShare | None) -> boo
     return bool(result.get("imported"))
 
 
-def hand_on(host, connector_arguments, label: str, share: CacheShare | None, took: bool) -> None:
+def hand_on(host, connector_arguments, label: str, share: CacheShare | None, took: bool,
+            timeout_s: float | None = None) -> None:
     """
     Once the host passed its gate, still drained: pack its caches where none of its key
     are offered yet, or serve the ones it took; only where a later host of its key restarts.
@@ -144,7 +151,7 @@ def hand_on(host, connector_arguments, label: str, share: CacheShare | None, too
         return
     offer = OFFERS.get(share.key)
     if offer is None:
-        status, result, errors = _cache_tool(host, connector_arguments, "pack", share.stack_id)
+        status, result, errors = _cache_tool(host, connector_arguments, timeout_s, "pack", share.stack_id)
         if status != PASSED or not result.get("packed"):
             if errors:
                 host.log(f"{label}: compile caches not packed for later hosts: {' '.join(errors)[-300:]}",
@@ -157,9 +164,13 @@ def hand_on(host, connector_arguments, label: str, share: CacheShare | None, too
                  f"{human(result['bytes'])}", logger.info)
     elif not took:
         return  # it holds its own caches, not the offered archive
-    ok, errors = serve(lambda command: host.run_shell_command(StringCommand(command), **connector_arguments),
-                       Share(round=0, sources=(), port=share.port, unit=share.unit, serve_s=share.serve_s),
-                       LAYOUT.compile_archives, LAYOUT.lib)
+    try:
+        with gevent.Timeout(timeout_s or CACHE_TOOL_TIMEOUT_S, TimeoutError):
+            ok, errors = serve(lambda command: host.run_shell_command(StringCommand(command), **connector_arguments),
+                               Share(round=0, sources=(), port=share.port, unit=share.unit, serve_s=share.serve_s),
+                               LAYOUT.compile_archives, LAYOUT.lib)
+    except Exception as error:  # a lost link: the host's gate passed, which is what counts
+        ok, errors = False, [f"{type(error).__name__}: {error}"]
     if ok:
         offer.sources.append(_url(host, share))
     else:
@@ -167,9 +178,9 @@ def hand_on(host, connector_arguments, label: str, share: CacheShare | None, too
                  logger.warning)
 
 
-def drop(host, connector_arguments, label: str, share: CacheShare) -> None:
+def drop(host, connector_arguments, label: str, share: CacheShare, timeout_s: float | None = None) -> None:
     """Take out the caches the host took from peers: its next start compiles cold."""
-    status, result, errors = _cache_tool(host, connector_arguments, "drop", share.stack_id)
+    status, result, errors = _cache_tool(host, connector_arguments, timeout_s, "drop", share.stack_id)
     host.log(f"{label}: gate failed with the compile caches from peers: {result.get('dropped', 0)} files "
              f"dropped, once more cold" if status == PASSED else
              f"{label}: the compile caches from peers could not be dropped: {' '.join(errors)[-300:]}",

@@ -310,3 +310,20 @@ def host_state(host: Host) -> HostState:
         # Not pyinfra's pool: its slots may all be held by the deploys being loaded.
         _reads.update({h.name: gevent.spawn(read, h) for h in unread})
     return _reads[host.name].get()
+
+
+def peer_state(host: Host) -> HostState | None:
+    """
+    Another host's ``host_state``, or None where its read failed: that host fails
+    alone, in its own deploy, and a plan across the fleet leaves it out.
+
+    + host: the other host
+    """
+    greenlet = _reads.get(host.name)
+    if greenlet is None:
+        try:
+            return host_state(host)
+        except Exception:  # its own deploy reports it
+            return None
+    greenlet.join()
+    return greenlet.value if greenlet.successful() else None

@@ -196,18 +196,18 @@ def switch(state, host, connector_arguments, step: BatchStep, release_id: str, r
     took: list[bool] = []
     activate = ("activate", release_id, *(["--restart"] if restart else []))
     said = drained_answer(state, host, connector_arguments, step, *activate, before=lambda: took.append(
-        compile_share.take(host, connector_arguments, step.label, step.cache)))
+        compile_share.take(host, connector_arguments, step.label, step.cache, step.timeout_s)))
     if said is not None and said[0] in (ROLLED_BACK, DOWN) and any(took):
         # Caches from a peer that do not load must not cost the release: once more, cold.
         verdicts(host, step, said[1], from_release)
-        compile_share.drop(host, connector_arguments, step.label, step.cache)
+        compile_share.drop(host, connector_arguments, step.label, step.cache, step.timeout_s)
         said = answer(state, host, connector_arguments, step, *activate)
     if said is None:
         return False
     status, results, messages = said
     passed = status == PASSED
     if passed:  # still out of the router: nothing compiles while it packs
-        compile_share.hand_on(host, connector_arguments, step.label, step.cache, any(took))
+        compile_share.hand_on(host, connector_arguments, step.label, step.cache, any(took), step.timeout_s)
     if any(result.get("stage") == "startup" and not result.get("already") for result in results):
         recording.emit("HostSwitched", host=host.name, from_release=from_release, to_release=release_id,
                        message=f"{step.label}: switched {from_release or 'nothing'} -> {release_id}, restarted")
