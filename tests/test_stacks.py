@@ -95,22 +95,32 @@ def test_cu130_stack_says_what_it_needs_and_refuses_until_completed():
         stack.require_complete()
 
 
-def test_cu130_0523_stack_is_complete_from_pypi_with_one_cuda_major():
-    stack = load_stack("cu130-sglang-0.5.23")
-    stack.require_complete()
-    assert (stack.cuda, stack.compute_caps, stack.min_driver, stack.python) == ("13.0", ("12.0", "10.0", "9.0"), 580, "3.11")
-    assert all(f.sha256 and f.size and f.url.startswith("https://files.pythonhosted.org/") for f in stack.files)
-    versions = {f.name: f.version for f in stack.files}
-    # sglang 0.5.23's own pins (its METADATA), unchanged: no override touches them.
-    assert {name: versions[name] for name in ("sglang", "torch", "sglang-kernel", "flashinfer-python", "transformers")} == {
-        "sglang": "0.5.23", "torch": "2.14.1", "sglang-kernel": "0.4.10", "flashinfer-python": "0.7.2",
-        "transformers": "5.19.0"}
-    assert int(versions["cuda-python"].split(".")[0]) >= 13
-    # The one override drops nvidia-cutlass-dsl's cu12 flavour; no other CUDA 12 package is left.
-    assert stack.overrides == ("nvidia-cutlass-dsl-libs-cu12; sys_platform == 'never'",)
-    assert "nvidia-cutlass-dsl-libs-cu13" in versions
-    assert not [name for name in versions if name.endswith("-cu12")]
-    assert len(stack.files) == 207 and 4.0e9 < stack.size < 4.5e9
+def test_cu130_0523_stack_is_complete_from_pypi_for_each_python_with_one_cuda_major():
+    whole = load_stack("cu130-sglang-0.5.23")
+    whole.require_complete()
+    assert (whole.cuda, whole.compute_caps, whole.min_driver, whole.pythons) == (
+        "13.0", ("12.0", "10.0", "9.0"), 580, ("3.11", "3.12", "3.13"))
+    assert all(f.sha256 and f.size and f.url.startswith("https://files.pythonhosted.org/") for f in whole.files)
+    # Two overrides: nvidia-cutlass-dsl's cu12 flavour dropped; outlines left out on 3.13 (no outlines-core wheel).
+    assert whole.overrides == ("nvidia-cutlass-dsl-libs-cu12; sys_platform == 'never'",
+                               "outlines==0.1.11; python_version < '3.13'")
+    for python, count in {"3.11": 207, "3.12": 207, "3.13": 201}.items():
+        stack = whole.for_python(python)
+        tag = "cp" + python.replace(".", "")
+        versions = {f.name: f.version for f in stack.files}
+        # sglang 0.5.23's own pins (its METADATA), unchanged: no override touches them.
+        assert {name: versions[name] for name in ("sglang", "torch", "sglang-kernel", "flashinfer-python",
+                                                  "transformers")} == {
+            "sglang": "0.5.23", "torch": "2.14.1", "sglang-kernel": "0.4.10", "flashinfer-python": "0.7.2",
+            "transformers": "5.19.0"}
+        wheels = {f.name: f.filename for f in stack.files}
+        assert wheels["torch"] == f"torch-2.14.1-{tag}-{tag}-manylinux_2_28_x86_64.whl"
+        assert wheels["sglang"] == f"sglang-0.5.23-{tag}-{tag}-manylinux_2_34_x86_64.whl"
+        assert int(versions["cuda-python"].split(".")[0]) >= 13
+        assert "nvidia-cutlass-dsl-libs-cu13" in versions
+        assert not [name for name in versions if name.endswith("-cu12")]
+        assert ("outlines-core" in versions) == (python != "3.13")
+        assert len(stack.files) == count and 4.0e9 < stack.size < 4.5e9 and stack.glibc == "2.34"
 
 
 def test_unknown_stack_lists_the_available_ones():
