@@ -188,6 +188,7 @@ def test_fault_and_status_through_the_command(scratch):
 def test_hosts_of_two_debian_releases_boot_side_by_side_and_keep_their_os(scratch):
     scratch.up(2, oses=["bookworm", "trixie"])
     assert [scratch.os_of(host) for host in scratch.hosts] == ["bookworm", "trixie"]
+    assert [scratch.python_of(host) for host in scratch.hosts] == ["3.11", "3.13"]
     facts = "; ".join([". /etc/os-release; echo $VERSION_CODENAME", "python3 -c 'import sys; print(sys.version_info[:2])'",
                        "python3 -m venv --help >/dev/null && echo venv", "aria2c --version | head -n 1 | cut -d' ' -f1",
                        "systemctl is-active prometheus-node-exporter", "systemctl is-system-running"])

@@ -29,7 +29,7 @@ from sglfleet.devfleet.network import (
 from sglfleet.devfleet.processes import (
     _alive, _cgroups, _leader_of, _locked, _proc_start_time, _remove_tree, _run,
 )
-from sglfleet.devfleet.rootfs import LOGIN_USERS, OSES, SUITE, build_rootfs, rootfs_of
+from sglfleet.devfleet.rootfs import LOGIN_USERS, OSES, PYTHONS, SUITE, build_rootfs, rootfs_of
 from sglfleet.devfleet.ssh import keygen, write_ssh_files
 from sglfleet.host.layout import LAYOUT
 
@@ -145,6 +145,10 @@ class Fleet:
     def os_of(self, host: str) -> str:
         """The Debian suite ``host`` runs (bookworm for a host booted before hosts had one)."""
         return self._host(host).get("os", SUITE)
+
+    def python_of(self, host: str) -> str:
+        """The major.minor of ``host``'s python3, as its OS ships it ("3.13" on trixie)."""
+        return PYTHONS[self.os_of(host)]
 
     def _host(self, host: str) -> dict:
         hosts = self.state()["hosts"]

@@ -61,6 +61,8 @@ LOGIN_USERS = tuple(SUDOERS)
 # in trixie's archive: aria2 1.37, prometheus-node-exporter 1.9, python3 3.13,
 # systemd 257, which still ships systemd-analyze).
 OSES = {"bookworm": PACKAGES, "trixie": PACKAGES}
+# The python3 each ships (major.minor): what a stack builds for on its hosts.
+PYTHONS = {"bookworm": "3.11", "trixie": "3.13"}
 
 
 def rootfs_of(os_name: str = SUITE) -> Path:
