@@ -87,7 +87,9 @@ def test_the_lock_names_each_wheels_pythons_with_a_pep_508_marker():
 def test_cu130_stack_says_what_it_needs_and_refuses_until_completed():
     stack = load_stack("cu130-sglang-0.5.9")
     assert (stack.cuda, stack.compute_caps, stack.min_driver) == ("13.0", ("12.0", "10.0", "9.0"), 580)
-    assert stack.overrides == ("flashinfer-python==0.6.4", "flashinfer-cubin==0.6.4")
+    assert stack.overrides == ("flashinfer-python==0.6.4", "flashinfer-cubin==0.6.4",
+                               "outlines==0.1.11; python_version < '3.13'")
+    assert stack.pythons == ("3.10", "3.11", "3.12", "3.13")  # torch 2.9.1+cu130 has cp310-cp313 builds
     versions = {f.name: f.version for f in stack.files}
     assert (versions["sglang"], versions["flashinfer-python"], versions["flashinfer-cubin"]) == ("0.5.9", "0.6.4", "0.6.4")
     assert {u["name"] for u in stack.unresolved} == {"torch", "torchvision", "torchaudio", "sgl-kernel", "flashinfer-jit-cache"}

@@ -29,7 +29,10 @@ def lock(stack):
     except StackError as e:
         raise click.ClickException(str(e)) from None
     path = write_lock(stack, text)
-    loaded = load_stack(stack, allow_unhashed=True)
+    try:
+        loaded = load_stack(stack, allow_unhashed=True)
+    except StackError as e:  # the definition changed while it was being locked
+        raise click.ClickException(str(e)) from None
     per_python = ", ".join(f"{len(loaded.for_python(python).files)} for {python}" for python in loaded.pythons)
     click.echo(f"{path}: stack id {stack_id(stack, text.encode())}-cp3XX, "
                f"{text.count('[[packages]]')} files ({per_python})")
