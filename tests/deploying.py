@@ -132,7 +132,9 @@ def sshd_connections(fleet, host: str, since: float, logins: bool = False, until
                           "--no-pager", *window],
                          capture_output=True, text=True, check=True, timeout=30).stdout
     entries = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
-    return len({e["_PID"] for e in entries if e.get("SYSLOG_IDENTIFIER") == "sshd" and e.get("_PID") != main
+    # OpenSSH 9.8 and later (trixie's 10.0) run each connection as sshd-session, not an sshd child.
+    return len({e["_PID"] for e in entries if e.get("SYSLOG_IDENTIFIER") in ("sshd", "sshd-session")
+                and e.get("_PID") != main
                 and (not logins or str(e.get("MESSAGE", "")).startswith("Accepted "))})
 
 
