@@ -43,6 +43,8 @@ from sglfleet.facts.users import PasswdEntry
 
 MARK = "#sglfleet-read "
 END = f"{MARK}end"
+# The parts that depend on the host's Python: the stack's id and venv, the patch target in it, the release.
+PER_PYTHON = ("stack", "patch", "release")
 
 
 @dataclass
@@ -97,12 +99,10 @@ class HostRead(FactBase[HostState]):
             parts["models"] = (ModelState(), ModelState().command(model_spec))
         return parts
 
-    def _body(self, stack_id, python, uv_version, user, paths, patch_path, patch_known, release_id,
-              model_spec, full) -> str:
-        parts = self._parts(stack_id, python, uv_version, user, paths, patch_path, patch_known, release_id,
-                            model_spec, full)
+    @staticmethod
+    def _joined(parts: dict, names) -> str:
         # A subshell each: a part's own `exit` or `cd` ends or moves only that part.
-        return "; ".join(f"echo {shlex.quote(MARK + name)}; ( {command}\n)" for name, (_, command) in parts.items())
+        return "; ".join(f"echo {shlex.quote(MARK + name)}; ( {parts[name][1]}\n)" for name in names)
 
     def command(self, stack_id: str, python: str, uv_version: str, user: str, paths: list[str],
                 patch_path: str, patch_known: list[str], release_id: str, model_spec: list | None = None,
@@ -115,14 +115,18 @@ class HostRead(FactBase[HostState]):
         common = dict(stack_id=stack_id, python=python, uv_version=uv_version, user=user, paths=paths,
                       patch_path=patch_path, patch_known=patch_known, release_id=release_id,
                       model_spec=model_spec, full=full)
-        body = f"echo {shlex.quote(MARK + 'os')}; ( {HostOs().command()}\n); "
+        parts = self._parts(**common)
+        body = (f"echo {shlex.quote(MARK + 'os')}; ( {HostOs().command()}\n); "
+                + self._joined(parts, [name for name in parts if name not in PER_PYTHON]))
         if variants:
             # "Python 3.13.5": the trailing dot keeps 3.1 from matching 3.13.
-            branches = "".join(f"{shlex.quote(f'Python {version}.')}*) {self._body(**{**common, 'python': version, **given})};; "
-                               for version, given in variants.items())
-            body += f'case "$(python3 -V 2>&1)" in {branches}*) {self._body(**common)};; esac'
+            branches = "".join(
+                f"{shlex.quote(f'Python {version}.')}*) "
+                f"{self._joined(self._parts(**{**common, 'python': version, **given}), PER_PYTHON)};; "
+                for version, given in variants.items())
+            body += f'; case "$(python3 -V 2>&1)" in {branches}*) {self._joined(parts, PER_PYTHON)};; esac'
         else:
-            body += self._body(**common)
+            body += "; " + self._joined(parts, PER_PYTHON)
         body += f"; echo {shlex.quote(END)}"
         if not sudo_check:
             return body

@@ -135,7 +135,8 @@ def patched_digests(stack: Stack) -> tuple[str, ...]:
 
     + stack: the host's stack
     """
-    wheels = [wheelhouse.fetch(f, stack.name) for f in stack.files if f.name == "sglang"]
+    # The sglang wheel alone: the read asks this of every Python the stack serves.
+    wheels = [local.path for local in wheelhouse.ensure(stack, names=frozenset({"sglang"})).values()]
     return _patched_digests(str(wheels[0])) if wheels else ()
 
 
