@@ -10,14 +10,19 @@ preflight, in one line that names the stack that would, and nothing on it change
 """
 
 import json
+import os
 import re
+import shutil
+import subprocess
 import time
 
 import pytest
 
-from deploying import (converged, deploy, eagle_change, fleet_state, pyinfra, server_pid, sglfleet, sshd_commands,
-                       sshd_logs_sessions, stack_on, tree_digest)
+from deploying import (PYINFRA, converged, deploy, eagle_change, fleet_state, pyinfra, server_pid, sglfleet,
+                       sshd_commands, sshd_logs_sessions, stack_on, tree_digest)
 from faulting import results
+from sglfleet import FILES, PROJECT_ROOT
+from sglfleet.artifacts.stacks import lock_path
 
 pytestmark = pytest.mark.fleet
 
@@ -131,3 +136,34 @@ def test_a_host_whose_python3_its_stack_cannot_serve_is_refused_and_left_as_it_w
     assert problem in done.stdout, done.stdout[-3000:]
     assert len([line for line in done.stdout.splitlines() if "does not serve" in line]) == 1
     assert after == before
+
+
+def test_a_host_of_another_python_gets_the_shared_wheels_from_peers_and_its_own_from_the_controller(mixed, tmp_path):
+    fleet = mixed
+    host = on(fleet, "trixie")
+    if fleet.hosts.index(host) == 0:
+        pytest.skip("the trixie host is the fan-out's first round here: it has no peers")
+    # A copy of the dev stack under another name (another folder on each host), and
+    # wheelhouses emptied, so every host fetches: round 0 from the controller, then peers.
+    stacks = tmp_path / "stacks"
+    shutil.copytree(FILES / "stacks", stacks)
+    shutil.copy(stacks / "dev.toml", stacks / "ostest.toml")
+    lock_path("ostest", stacks).parent.mkdir(parents=True)
+    shutil.copy(lock_path("dev", stacks), lock_path("ostest", stacks))
+    for each in fleet.hosts:
+        fleet.exec(each, "rm -rf /opt/sglfleet/wheelhouse /opt/sglfleet/stacks/ostest-*")
+    try:
+        done = subprocess.run([PYINFRA, str(fleet.inventory), "tests/data/stack_deploy.py", "-y", "--data", "stack=ostest"],
+                              cwd=PROJECT_ROOT, env={**os.environ, "SGLFLEET_STACKS": str(stacks)},
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=300)
+    finally:
+        for each in fleet.hosts:
+            fleet.exec(each, "rm -rf /opt/sglfleet/stacks/ostest-*", check=False)
+    assert done.returncode == 0, done.stdout[-3000:]
+    stack = stack_on(fleet, host, "ostest", stacks)
+    own = [f for f in stack.files if INTERPRETER_TAG.search(f.filename)]
+    assert len(own) == 3  # charset-normalizer, orjson, pyyaml: cp313 builds
+    assert re.search(rf"\[{host}\] Stack {stack.id}: {len(stack.files)} wheels \([\d.]+ MB\) from \d+ peer hosts "
+                     rf"\({len(own)} only its Python takes from the controller\)", done.stdout), done.stdout[-3000:]
+    assert "did not come from peers" not in done.stdout, done.stdout[-3000:]

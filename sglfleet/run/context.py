@@ -300,6 +300,18 @@ def fleet_shares(host: Host, targets: list, distribution: str, port: int, unit: 
         earlier += [f"http://{peer.data.get('ssh_hostname') or peer.name}:{port}" for peer in hosts]
 
 
+def peer_files(targets: list, round_number: int) -> frozenset[str]:
+    """
+    The wheels the hosts of the rounds before ``round_number`` hold by then: each
+    one's stack for its own Python. A wheel of another interpreter no such peer has.
+
+    + targets: the hosts this run targets, in inventory order (as ``fleet_shares``)
+    + round_number: the round of the host that fetches
+    """
+    earlier = [peer for hosts in rounds(targets)[:round_number] for peer in hosts]
+    return frozenset(f.filename for peer in earlier for f in host_stack(peer).files)
+
+
 # One greenlet per host: hosts whose deploys load side by side wait on the same reads.
 _reads: dict[str, gevent.Greenlet] = {}
 
