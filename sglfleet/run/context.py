@@ -308,7 +308,9 @@ def peer_files(targets: list, round_number: int) -> frozenset[str]:
     + targets: the hosts this run targets, in inventory order (as ``fleet_shares``)
     + round_number: the round of the host that fetches
     """
-    earlier = [peer for hosts in rounds(targets)[:round_number] for peer in hosts]
+    # A host that never connected (a refused host key) serves nothing, and is not read.
+    active = {one.name for one in state.inventory.get_active_hosts()}
+    earlier = [peer for hosts in rounds(targets)[:round_number] for peer in hosts if peer.name in active]
     return frozenset(f.filename for peer in earlier for f in host_stack(peer).files)
 
 
