@@ -47,6 +47,7 @@ from sglfleet import PROJECT_ROOT
 
 from sglfleet.artifacts import wheelhouse
 from sglfleet.artifacts.stacks import load_stack
+from sglfleet.devfleet.rootfs import PYTHONS, SUITE  # the benchmarks' hosts run the default OS
 from sglfleet.host.layout import LAYOUT
 from sglfleet.plan.preflight import disk_needed
 
@@ -163,7 +164,7 @@ def main():
                         help="remove the stack and the wheelhouse from the host afterwards")
     args = parser.parse_args()
 
-    stack = load_stack(STACK)
+    stack = load_stack(STACK).for_python(PYTHONS[SUITE])
     stack.require_complete()
     report = {"stack": stack.id, "files": len(stack.files), "lock_bytes": stack.size,
               "cache": os.environ.get("SGLFLEET_CACHE", str(PROJECT_ROOT / ".cache")),

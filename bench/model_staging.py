@@ -39,6 +39,7 @@ from mirroring import Mirror, commit, write_model  # noqa: E402
 
 from sglfleet.artifacts.models import load_manifest  # noqa: E402
 from sglfleet.artifacts.stacks import load_stack  # noqa: E402
+from sglfleet.devfleet.rootfs import PYTHONS, SUITE  # noqa: E402  # the benchmarks' hosts run the default OS
 from sglfleet.devfleet import Fleet  # noqa: E402
 from sglfleet.host.layout import LAYOUT  # noqa: E402
 
@@ -74,7 +75,7 @@ def main():
 
     fleet = Fleet(log=lambda line: None)
     hosts = fleet.hosts
-    python = LAYOUT.python(load_stack("dev").id)
+    python = LAYOUT.python(load_stack("dev").for_python(PYTHONS[SUITE]).id)
     shards = [args.shard_mb << 20] * (args.size_mb // args.shard_mb) or [args.size_mb << 20]
     with tempfile.TemporaryDirectory(prefix="sglfleet-bench-") as tmp:
         tmp = Path(tmp)

@@ -54,6 +54,7 @@ from pathlib import Path
 
 from sglfleet import FILES, PROJECT_ROOT
 from sglfleet.artifacts.stacks import load_stack
+from sglfleet.devfleet.rootfs import PYTHONS, SUITE  # the benchmarks' hosts run the default OS
 from sglfleet.artifacts.upstream import sglang_file
 from sglfleet.devfleet import Fleet
 from sglfleet.run.context import STANDIN_FILES
@@ -184,7 +185,7 @@ def write_ansible_inputs(fleet: Fleet) -> None:
          f"ansible_ssh_common_args=-o UserKnownHostsFile={state['known_hosts']} -o StrictHostKeyChecking=yes"]
     CACHE.mkdir(parents=True, exist_ok=True)
     (CACHE / "ansible-hosts.ini").write_text("\n".join(lines) + "\n")
-    stack = load_stack("dev")
+    stack = load_stack("dev").for_python(PYTHONS[SUITE])
     patch = (FILES / "patches" / "kimi_k25_eagle3.py").read_text().splitlines()
     variables = {
         "pins": sorted(

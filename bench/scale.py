@@ -48,6 +48,7 @@ from pathlib import Path
 
 from sglfleet import PROJECT_ROOT
 from sglfleet.artifacts.stacks import load_stack
+from sglfleet.devfleet.rootfs import PYTHONS, SUITE  # the benchmarks' hosts run the default OS
 
 BENCH = PROJECT_ROOT / "bench"
 CACHE = PROJECT_ROOT / ".cache" / "bench"
@@ -232,7 +233,7 @@ def draw(result: dict) -> None:
 def bench_fanout(bench: Bench, rounds: int, n: int = 12) -> dict:
     bench.up(n)
     bench.deploy()
-    stack = load_stack("dev")
+    stack = load_stack("dev").for_python(PYTHONS[SUITE])
     hosts = bench.fleet.hosts[:n]
     result = {"hosts": n, "stack_bytes": stack.size, "runs": {}}
     for distribution in ("peers", "controller"):

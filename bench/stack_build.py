@@ -25,6 +25,7 @@ import shlex
 import statistics
 
 from sglfleet.artifacts.stacks import load_stack
+from sglfleet.devfleet.rootfs import PYTHONS, SUITE  # the benchmarks' hosts run the default OS
 from sglfleet.devfleet import Fleet
 from sglfleet.host.layout import LAYOUT
 
@@ -43,7 +44,7 @@ def main():
 
     fleet = Fleet(log=lambda line: None)
     host = args.host or fleet.hosts[0]
-    stack = load_stack("dev")
+    stack = load_stack("dev").for_python(PYTHONS[SUITE])
     uv = LAYOUT.uv(stack.uv.version)
     work = "/tmp/sglfleet-bench"
     requirements = stack.requirements()

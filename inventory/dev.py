@@ -2,7 +2,8 @@
 The local fleet: the hosts ``sglfleet devfleet up`` booted, read from ``.fleet/fleet.json``.
 
 node1 is the canary; the rest split into wave1 and wave2. Every host is a
-GPU-less local host that runs the dev stack and the SGLang stand-in, reached
+GPU-less local host (Debian 12 or 13: ``sglfleet devfleet up --os bookworm,trixie``)
+that runs the dev stack, built for its own python3, and the SGLang stand-in, reached
 as production hosts are: over SSH as ``deploy`` with the fleet's key and strict
 host-key checking, and root through passwordless sudo.
 ``SGLFLEET_DEVFLEET_USER=root`` logs in as root instead, without sudo;

@@ -1,4 +1,4 @@
-"""Preflight: does each host fit its stack (GPU, driver, architecture, python, disk)? A host that does not fails alone."""
+"""Preflight: does each host fit its stack (GPU, driver, architecture, python3 and glibc, disk)? A host that does not fails alone."""
 
 from pyinfra import host
 from pyinfra.api import deploy
@@ -6,8 +6,8 @@ from pyinfra.api import deploy
 from sglfleet.artifacts import wheelhouse
 from sglfleet.operations import stack as stack_ops
 from sglfleet.plan.measured import record
-from sglfleet.plan.preflight import Declared, check
-from sglfleet.run.context import complete_stack, host_config, host_state
+from sglfleet.plan.preflight import Declared, check, fitting
+from sglfleet.run.context import complete_stack, every_stack, host_config, host_state
 
 
 @deploy("Preflight")
@@ -17,7 +17,8 @@ def preflight():
     found = host_state(host)
     record(host.name, found.gpus)  # the lint judges the next run's flags by what was measured
     declared = Declared(config.gpu_compute_cap, config.gpu_count, config.launch.tp_size)
-    problems = check(host.name, stack, found.gpus, found.stack.disk_free, config.gpu_less, found.stack.python,
+    problems = check(host.name, stack, found.gpus, found.stack.disk_free, config.gpu_less, found.os,
                      built=found.stack.verified, declared=declared,
-                     unpacked=0 if found.stack.verified else wheelhouse.unpacked_size(stack))
+                     unpacked=0 if found.stack.verified else wheelhouse.unpacked_size(stack),
+                     others=fitting(list(every_stack()), found.os, config.gpu_less))
     stack_ops.fits(name=f"Preflight for stack {stack.name}", problems=problems)

@@ -6,7 +6,7 @@ from pyinfra.api import deploy
 from sglfleet.artifacts.temporaries import RUN_TOKEN
 from sglfleet.facts.host import READ
 from sglfleet.operations import stack as stack_ops
-from sglfleet.run.context import complete_stack, fleet_shares, host_config, host_state
+from sglfleet.run.context import complete_stack, fleet_shares, host_config, host_state, peer_files
 
 
 @deploy("Stack")
@@ -24,7 +24,8 @@ def install_stack():
     for share in host.loop(shares):
         if share:
             stack_ops.wheels_fanned_out(name=f"Stack {stack.id}: wheels, round {share.round}", stack=stack,
-                                        share=share, full_check=config.verify_stacks == "full", found=known)
+                                        share=share, full_check=config.verify_stacks == "full", found=known,
+                                        peers_hold=peer_files(targets, share.round) if share.sources else None)
     stack_ops.installed(
         name=f"Stack {stack.id} built, verified, old stacks collected",
         stack=stack,

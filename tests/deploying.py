@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from sglfleet import PROJECT_ROOT
+from sglfleet.artifacts.stacks import Stack, load_stack
 
 PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
 # Known only to the tests: every output of every run is searched for them.
@@ -45,6 +46,19 @@ def sglfleet(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 def deploy(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """``pyinfra inventory/dev.py deploy.py -y ARGS``."""
     return pyinfra("deploy.py", "-y", *args, timeout=timeout)
+
+
+def stack_on(fleet, host: str, name: str = "dev", stacks_dir: Path | None = None) -> Stack:
+    """
+    Stack ``name`` as ``host`` builds it: for its own python3 (3.11 on bookworm, 3.13 on trixie).
+
+    **Example:**
+
+    .. code:: python
+
+        stack_on(fleet, "node2").venv   # "/opt/sglfleet/stacks/dev-17238d4ab81c-cp313/venv" on trixie
+    """
+    return load_stack(name, stacks_dir=stacks_dir).for_python(fleet.python_of(host))
 
 
 def eagle_change(steps: int) -> tuple[str, ...]:
@@ -118,7 +132,9 @@ def sshd_connections(fleet, host: str, since: float, logins: bool = False, until
                           "--no-pager", *window],
                          capture_output=True, text=True, check=True, timeout=30).stdout
     entries = [json.loads(line) for line in log.splitlines() if line.startswith("{")]
-    return len({e["_PID"] for e in entries if e.get("SYSLOG_IDENTIFIER") == "sshd" and e.get("_PID") != main
+    # OpenSSH 9.8 and later (trixie's 10.0) run each connection as sshd-session, not an sshd child.
+    return len({e["_PID"] for e in entries if e.get("SYSLOG_IDENTIFIER") in ("sshd", "sshd-session")
+                and e.get("_PID") != main
                 and (not logins or str(e.get("MESSAGE", "")).startswith("Accepted "))})
 
 

@@ -69,8 +69,8 @@ def test_two_converges_at_once_wait_for_each_other(converged, tmp_path):
     stack = load_stack("concurrent", stacks_dir=stacks)
     args, env = ("--data", "stack=concurrent"), {"SGLFLEET_STACKS": str(stacks)}
 
-    for host in fleet.hosts:  # both runs must build it
-        fleet.exec(host, f"rm -rf {stack.path}")
+    for host in fleet.hosts:  # both runs must build it, each host for its own python3
+        fleet.exec(host, f"rm -rf {stack.for_python(fleet.python_of(host)).path}")
     since = time.time()
     first, second = Run(*args, env=env), Run(*args, env=env)  # a new stack and a new release
     try:
@@ -91,9 +91,10 @@ def test_two_converges_at_once_wait_for_each_other(converged, tmp_path):
     assert all(len(found) == 1 for found in restarts.values()), restarts
     assert restarts["node1"] < restarts["node2"] < restarts["node3"], restarts
     for host in fleet.hosts:
-        listing = fleet.exec(host, f"ls -A /opt/sglfleet/stacks /opt/sglfleet/releases; cat {stack.marker}").stdout
+        built = stack.for_python(fleet.python_of(host))
+        listing = fleet.exec(host, f"ls -A /opt/sglfleet/stacks /opt/sglfleet/releases; cat {built.marker}").stdout
         assert ".build-" not in listing and ".partial" not in listing, (host, listing)
-        assert f'"stack_id": "{stack.id}"' in listing.replace('":"', '": "'), listing
+        assert f'"stack_id": "{built.id}"' in listing.replace('":"', '": "'), listing
 
 
 def test_converge_waits_for_a_held_host_lock(converged):

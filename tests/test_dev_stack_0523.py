@@ -31,7 +31,8 @@ KIMI = "sglang/srt/models/kimi_k25.py"
 
 @pytest.fixture(scope="module")
 def stack():
-    return load_stack(NAME)
+    """The stack for this python (the venv below is built with it), as a host of the same python builds it."""
+    return load_stack(NAME).for_python("%d.%d" % sys.version_info[:2])
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +60,7 @@ def site_packages(venv: Path) -> Path:
 
 
 def test_lock_is_the_dev_stack_with_sglang_0523(stack):
-    dev = load_stack("dev")
+    dev = load_stack("dev").for_python(stack.python)
     assert (stack.sglang_version, stack.cuda, stack.python, stack.no_deps) == ("0.5.23", None, "3.11", True)
     assert stack.complete and all(f.sha256 and f.size for f in stack.files)
     assert {f.name for f in stack.files} == {f.name for f in dev.files}
@@ -134,7 +135,7 @@ def probe(venv: Path, wheels: list[str], *args: str) -> tuple[int, dict]:
     listing = venv.parent / "wheels.txt"
     listing.write_text("\n".join(wheels) + "\n")
     done = subprocess.run([str(venv / "bin/python"), str(FILES / "probe" / "verify_stack.py"), "--stack-id", "x",
-                           "--python", "3.11", "--sglang", "0.5.23", "--wheels", str(listing), *args],
+                           "--python", "%d.%d" % sys.version_info[:2], "--sglang", "0.5.23", "--wheels", str(listing), *args],
                           capture_output=True, text=True)
     return done.returncode, json.loads(done.stdout)
 

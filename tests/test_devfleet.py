@@ -185,6 +185,34 @@ def test_fault_and_status_through_the_command(scratch):
     assert result.returncode == 1 and result.stdout.splitlines()[-1].endswith("stopped")
 
 
+def test_hosts_of_two_debian_releases_boot_side_by_side_and_keep_their_os(scratch):
+    scratch.up(2, oses=["bookworm", "trixie"])
+    assert [scratch.os_of(host) for host in scratch.hosts] == ["bookworm", "trixie"]
+    assert [scratch.python_of(host) for host in scratch.hosts] == ["3.11", "3.13"]
+    facts = "; ".join([". /etc/os-release; echo $VERSION_CODENAME", "python3 -c 'import sys; print(sys.version_info[:2])'",
+                       "python3 -m venv --help >/dev/null && echo venv", "aria2c --version | head -n 1 | cut -d' ' -f1",
+                       "systemctl is-active prometheus-node-exporter", "systemctl is-system-running"])
+    assert scratch.exec("node1", facts).stdout.split("\n")[:-1] == [
+        "bookworm", "(3, 11)", "venv", "aria2", "active", "running"]
+    assert scratch.exec("node2", facts).stdout.split("\n")[:-1] == [
+        "trixie", "(3, 13)", "venv", "aria2", "active", "running"]
+    # A running host's OS changes only by a new host: refused before anything stops.
+    with pytest.raises(DevFleetError, match=r"node2 runs trixie \(asked: bookworm\): bring the fleet down"):
+        scratch.up(2, oses=["bookworm"])
+    assert scratch.up(2) == {"started": [], "stopped": [], "kept": ["node1", "node2"]}
+
+    env = {**os.environ, "SGLFLEET_FLEET_DIR": str(scratch.state_dir), "SGLFLEET_DEVFLEET_BRIDGE": scratch.bridge,
+           "SGLFLEET_DEVFLEET_SUBNET": scratch.subnet, "SGLFLEET_DEVFLEET_PREFIX": scratch.prefix}
+    added = sglfleet("devfleet", "add", "--os", "trixie", env=env)
+    assert added.returncode == 0 and "started: node3" in added.stdout, added.stderr
+    rows = [line.split() for line in sglfleet("devfleet", "status", env=env).stdout.splitlines()[1:]]
+    assert [(row[0], row[-2], row[-1]) for row in rows] == [
+        ("node1", "bookworm", "running"), ("node2", "trixie", "running"), ("node3", "trixie", "running")]
+    assert scratch.state()["hosts"]["node3"]["rootfs"] == scratch.state()["hosts"]["node2"]["rootfs"]
+    refused = sglfleet("devfleet", "up", "--os", "bookworm,sid", env=env)
+    assert refused.returncode == 2 and "--os: sid: use one of bookworm, trixie" in refused.stderr
+
+
 def test_killed_host_is_stopped_and_up_boots_it_again(scratch):
     scratch.up(1)
     old = scratch.state()["hosts"]["node1"]["leader_pid"]

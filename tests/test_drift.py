@@ -14,7 +14,9 @@ from faulting import results
 
 pytestmark = pytest.mark.fleet
 
-SITE = "lib/python3.11/site-packages"
+def site(fleet, host: str) -> str:
+    """The site-packages of ``host``'s venvs, relative to the venv: its python3's."""
+    return f"lib/python{fleet.python_of(host)}/site-packages"
 
 
 def started(fleet, host: str) -> str:
@@ -127,19 +129,19 @@ def test_a_stack_changed_on_the_host_is_rebuilt_and_its_release_restarted_behind
     stack = host_state(fleet, "node1")["stack"]
     venv = f"/opt/sglfleet/stacks/{stack}/venv"
     # A stray sitecustomize.py runs at every start of the stack's python.
-    fleet.inside("node1", f"echo 'import os' > {venv}/{SITE}/sitecustomize.py")
+    fleet.inside("node1", f"echo 'import os' > {venv}/{site(fleet, 'node1')}/sitecustomize.py")
     others = {host: started(fleet, host) for host in ("node2", "node3")}
     running = started(fleet, "node1")
 
     dry = pyinfra("deploy.py", "--dry")
     assert drift_lines(dry.stdout) == [
-        f"[node1] Drift: stack {stack} changed on the host: added {SITE}/sitecustomize.py; will build it again from "
+        f"[node1] Drift: stack {stack} changed on the host: added {site(fleet, 'node1')}/sitecustomize.py; will build it again from "
         f"its lock, then restart the release that serves from it behind its gate"], dry.stdout[-3000:]
 
     repaired = deploy()
     assert repaired.returncode == 0, repaired.stdout[-3000:]
     assert re.search(r"\[node1\] canary: gate passed on \w+", repaired.stdout), repaired.stdout[-3000:]
-    assert fleet.inside("node1", f"test -e {venv}/{SITE}/sitecustomize.py", check=False).returncode == 1
+    assert fleet.inside("node1", f"test -e {venv}/{site(fleet, 'node1')}/sitecustomize.py", check=False).returncode == 1
     assert started(fleet, "node1") != running
     assert {host: started(fleet, host) for host in ("node2", "node3")} == others
     again = deploy()
@@ -149,7 +151,7 @@ def test_a_stack_changed_on_the_host_is_rebuilt_and_its_release_restarted_behind
 def test_a_file_rewritten_in_place_is_found_only_by_the_full_check(fleet_up):
     fleet = fleet_up
     stack = host_state(fleet, "node2")["stack"]
-    target = f"/opt/sglfleet/stacks/{stack}/venv/{SITE}/packaging/version.py"
+    target = f"/opt/sglfleet/stacks/{stack}/venv/{site(fleet, 'node2')}/packaging/version.py"
     # Same size, same time: the snapshot cannot see it; the wheel's RECORD hash can.
     fleet.inside("node2", f"cp -p {target} /tmp/version.py.orig && "
                           f"sed -i '0,/\"\"\"/s//\"\"\"X/; 0,/  /s/  / /' {target} && touch -r /tmp/version.py.orig {target}")

@@ -237,6 +237,7 @@ def faulttest_stack(tmp_path, fleet_ok):
 def test_full_disk_and_corrupted_wheel_during_a_stack_build(fleet_ok, faulttest_stack, tmp_path):
     fleet = fleet_ok
     stack, env = faulttest_stack
+    stack = stack.for_python(fleet.python_of("node3"))  # as node3 builds it, for its own python3
     before = serving(fleet)
     sglang = next(f for f in stack.files if f.name == "sglang")
     # node2: a wheel in its wheelhouse corrupted; node3: its stack filesystem fills up

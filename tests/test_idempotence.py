@@ -11,9 +11,8 @@ import tempfile
 import pytest
 import testinfra
 
-from deploying import converged, deploy
+from deploying import converged, deploy, stack_on
 from faulting import results
-from sglfleet.artifacts.stacks import load_stack
 
 pytestmark = pytest.mark.fleet
 
@@ -44,8 +43,8 @@ def hosts(fleet):
 
 
 def test_hosts_serve_from_the_current_release(converged_once, hosts):
-    stack = load_stack("dev")
     for name, host in hosts.items():
+        stack = stack_on(converged_once, name)  # for the host's own python3
         service = host.service(UNIT)
         assert service.is_running and service.is_enabled, name
         assert host.socket("tcp://127.0.0.1:30000").is_listening, name

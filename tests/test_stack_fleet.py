@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from sglfleet import FILES, PROJECT_ROOT
+from deploying import stack_on
 from sglfleet.artifacts.stacks import load_stack, lock_path
 
 pytestmark = pytest.mark.fleet
@@ -42,6 +43,12 @@ def env(tmp_path_factory):
 @pytest.fixture(scope="module")
 def stack(env):
     return load_stack(NAME, stacks_dir=Path(env["SGLFLEET_STACKS"]))
+
+
+@pytest.fixture(scope="module")
+def built(fleet, stack):
+    """The stack each host builds: for its own python3."""
+    return {host: stack.for_python(fleet.python_of(host)) for host in fleet.hosts}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -82,7 +89,7 @@ def digest(fleet, host, path):
     return fleet.exec(host, f"find {path} -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum").stdout
 
 
-def test_fresh_build_fetches_once_then_converges_to_no_change(fleet, env, stack):
+def test_fresh_build_fetches_once_then_converges_to_no_change(fleet, env, built):
     for host in fleet.hosts:  # nothing on the hosts: every wheel and uv must come from the controller
         fleet.exec(host, f"rm -rf {WHEELHOUSE} /opt/sglfleet/tools/uv-*")
     first = converge(fleet, env)
@@ -91,9 +98,12 @@ def test_fresh_build_fetches_once_then_converges_to_no_change(fleet, env, stack)
 
     fetched = sum(json.loads(line)["bytes"]
                   for line in (Path(env["SGLFLEET_WHEELHOUSE"]) / "fetches.jsonl").read_text().splitlines())
-    assert fetched == stack.size, f"{len(fleet.hosts)} hosts must cost the stack's bytes once"
+    # Each file the fleet's Pythons need, once: a wheel every Python takes is fetched once for all.
+    needed = sum({f.filename: f.size for stack in built.values() for f in stack.files}.values())
+    assert fetched == needed, f"{len(fleet.hosts)} hosts must cost the stack's bytes once"
 
     for host in fleet.hosts:
+        stack = built[host]
         found = marker(fleet, host, stack)
         assert found["stack_id"] == stack.id and found["ok"] is True
         assert set(found["skipped"]) >= {"torch_cuda", "gpu_arch", "sgl_kernel_import"}
@@ -102,17 +112,18 @@ def test_fresh_build_fetches_once_then_converges_to_no_change(fleet, env, stack)
                                f" && {stack.venv}/bin/normalizer --version && ls -A /opt/sglfleet/stacks").stdout
         assert out.startswith("0.5.9\n") and f".build-{NAME}" not in out
 
-    before = {host: digest(fleet, host, f"{stack.path} {WHEELHOUSE}") for host in fleet.hosts}
+    before = {host: digest(fleet, host, f"{built[host].path} {WHEELHOUSE}") for host in fleet.hosts}
     second = converge(fleet, env)
     assert second.returncode == 0, second.stdout
     assert results(second.stdout) == {name: [str(len(fleet.hosts)), "-", "-", str(len(fleet.hosts))]
                                       for name in ("Preflight", "Stack")}
-    assert {host: digest(fleet, host, f"{stack.path} {WHEELHOUSE}") for host in fleet.hosts} == before
-    assert fetched == stack.size  # and nothing more from the index
+    assert {host: digest(fleet, host, f"{built[host].path} {WHEELHOUSE}") for host in fleet.hosts} == before
+    assert fetched == needed  # and nothing more from the index
 
 
-def test_corrupted_and_partial_wheels_are_replaced(fleet, env, stack):
+def test_corrupted_and_partial_wheels_are_replaced(fleet, env, built):
     host = fleet.hosts[1]
+    stack = built[host]
     sglang = next(f for f in stack.files if f.name == "sglang")
     psutil = next(f for f in stack.files if f.name == "psutil")
     # Transfers land in a run's own .incoming-<token> folder: a killed run's, two hours old, holds a partial.
@@ -129,14 +140,15 @@ def test_corrupted_and_partial_wheels_are_replaced(fleet, env, stack):
     assert marker(fleet, host, stack)["ok"] is True
 
 
-def test_killed_build_is_completed_and_the_stack_in_use_stays_intact(fleet, env, stack):
+def test_killed_build_is_completed_and_the_stack_in_use_stays_intact(fleet, env, built):
     host = fleet.hosts[0]
-    in_use = load_stack("dev").path
+    stack = built[host]
+    in_use = stack_on(fleet, host).path
     before = digest(fleet, host, in_use) + fleet.exec(host, "readlink /opt/sglfleet/current", check=False).stdout
     # What a build killed halfway leaves: a venv with part of the wheels, no marker.
     build = f"/opt/sglfleet/stacks/.build-{stack.id}"
     uv = f"/opt/sglfleet/tools/uv-{stack.uv.version}/uv"
-    fleet.exec(host, f"rm -rf {stack.path} && mkdir -p {build} && {uv} venv -q --python python3.11 {build}/venv"
+    fleet.exec(host, f"rm -rf {stack.path} && mkdir -p {build} && {uv} venv -q --python python{stack.python} {build}/venv"
                      f" && UV_CACHE_DIR={build}/.c {uv} pip install -q --offline --no-index --find-links {WHEELHOUSE}"
                      f" --no-deps --python {build}/venv/bin/python idna packaging")
     done = converge(fleet, env, "--limit", host)
@@ -147,8 +159,9 @@ def test_killed_build_is_completed_and_the_stack_in_use_stays_intact(fleet, env,
     assert after == before
 
 
-def test_too_little_disk_fails_that_host_alone_with_a_clear_message(fleet, env, stack):
+def test_too_little_disk_fails_that_host_alone_with_a_clear_message(fleet, env, built):
     host = fleet.hosts[-1]
+    stack = built[host]
     stacks = "/opt/sglfleet/stacks"
     # A small filesystem for the stack folder, holding what was there, with less free than a build takes.
     fleet.exec(host, f"rm -rf {stack.path} && used=$(du -sk {stacks} | cut -f1) && mkdir -p /tmp/stacks-copy"

@@ -11,8 +11,8 @@ import pytest
 from sglfleet import FILES
 
 from sglfleet.artifacts import wheelhouse
-from sglfleet.artifacts.locking import best_wheel, reachable, resolve, target_tags
-from sglfleet.artifacts.stacks import StackError, lock_path, load_stack, stack_id
+from sglfleet.artifacts.locking import best_wheel, merge, reachable, resolve, target_tags
+from sglfleet.artifacts.stacks import StackError, load_stack, lock_path, newest_glibc, stack_id
 from sglfleet.facts.stack import StackHostState
 from sglfleet.operations.stack import build_commands, collect_commands
 
@@ -27,9 +27,11 @@ def stacks_copy(tmp_path):
 
 
 def test_dev_stack_is_complete_hashed_and_small():
-    stack = load_stack("dev")
-    assert stack.id == stack_id("dev", lock_path("dev").read_bytes())
-    assert stack.id.startswith("dev-") and len(stack.id) == len("dev-") + 12
+    whole = load_stack("dev")
+    assert whole.pythons == ("3.10", "3.11", "3.12", "3.13")
+    stack = whole.for_python("3.11")
+    assert stack.id == stack_id("dev", lock_path("dev").read_bytes()) + "-cp311"
+    assert stack.id.startswith("dev-") and len(stack.id) == len("dev-") + 12 + len("-cp311")
     assert stack.venv == f"/opt/sglfleet/stacks/{stack.id}/venv"
     assert (stack.sglang_version, stack.cuda, stack.python, stack.no_deps) == ("0.5.9", None, "3.11", True)
     assert stack.complete and all(f.sha256 and f.size and f.url.startswith("https://") for f in stack.files)
@@ -41,10 +43,53 @@ def test_dev_stack_is_complete_hashed_and_small():
     assert "sglang==0.5.9 --hash=sha256:" + next(f.sha256 for f in stack.files if f.name == "sglang") in requirements
 
 
+def test_each_python_of_a_stack_gets_its_own_wheels_id_and_glibc():
+    whole = load_stack("dev")
+    built = {python: whole.for_python(python) for python in whole.pythons}
+    assert len({stack.id for stack in built.values()}) == 4 and built["3.13"].id.endswith("-cp313")
+    for python, stack in built.items():
+        names = [f.name for f in stack.files]
+        assert len(names) == len(set(names)) == len(built["3.11"].files)  # one wheel a package
+        tag = "cp" + python.replace(".", "")
+        compiled = [f.filename for f in stack.files if f.name in ("orjson", "pyyaml", "charset-normalizer")]
+        assert len(compiled) == 3 and all(f"-{tag}-{tag}-" in name for name in compiled), compiled
+        assert stack.glibc == "2.17" and stack.python == python
+    # A pure wheel every Python takes is one file, locked once, with no marker.
+    sglang = [f for f in whole.files if f.name == "sglang"]
+    assert len(sglang) == 1 and sglang[0].pythons == whole.pythons
+    assert built["3.11"].for_python("3.13").files == built["3.13"].files  # from any of them, every file
+    with pytest.raises(StackError, match=r"stack dev serves python 3.10, 3.11, 3.12, 3.13, not 3.9: add it"):
+        whole.for_python("3.9")
+    assert whole.serves("3.13.5") and not whole.serves("3.14.0") and not whole.serves(None)
+    sglang_0523 = load_stack("dev-sglang-0.5.23")
+    assert sglang_0523.pythons == ("3.11", "3.12", "3.13") and not sglang_0523.serves("3.10.12")
+    assert {f.filename for f in sglang_0523.for_python("3.13").files if f.name == "sglang"} == {
+        "sglang-0.5.23-cp313-cp313-manylinux_2_34_x86_64.whl"}
+    assert sglang_0523.for_python("3.12").glibc == "2.34"  # sglang's own wheels
+
+
+def test_the_lock_names_each_wheels_pythons_with_a_pep_508_marker():
+    text = lock_path("dev").read_text()
+    assert 'requires-python = ">=3.10, <3.14"' in text
+    assert "marker = \"python_version == '3.13'\"" in text
+    assert newest_glibc(["a-1-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+                         "b-1-cp311-cp311-manylinux_2_34_x86_64.whl", "c-1-py3-none-any.whl"]) == "2.34"
+    assert newest_glibc(["c-1-py3-none-any.whl"]) is None
+    assert merge({"3.11": [{"name": "a", "version": "1", "wheel": {"name": "a-1-cp311.whl"}},
+                           {"name": "b", "version": "1", "wheel": {"name": "b-1-py3-none-any.whl"}}],
+                  "3.13": [{"name": "a", "version": "1", "wheel": {"name": "a-1-cp313.whl"}},
+                           {"name": "b", "version": "1", "wheel": {"name": "b-1-py3-none-any.whl"}}]}) == [
+        {"name": "a", "version": "1", "wheel": {"name": "a-1-cp311.whl"}, "pythons": ["3.11"]},
+        {"name": "a", "version": "1", "wheel": {"name": "a-1-cp313.whl"}, "pythons": ["3.13"]},
+        {"name": "b", "version": "1", "wheel": {"name": "b-1-py3-none-any.whl"}, "pythons": ["3.11", "3.13"]}]
+
+
 def test_cu130_stack_says_what_it_needs_and_refuses_until_completed():
     stack = load_stack("cu130-sglang-0.5.9")
     assert (stack.cuda, stack.compute_caps, stack.min_driver) == ("13.0", ("12.0", "10.0", "9.0"), 580)
-    assert stack.overrides == ("flashinfer-python==0.6.4", "flashinfer-cubin==0.6.4")
+    assert stack.overrides == ("flashinfer-python==0.6.4", "flashinfer-cubin==0.6.4",
+                               "outlines==0.1.11; python_version < '3.13'")
+    assert stack.pythons == ("3.10", "3.11", "3.12", "3.13")  # torch 2.9.1+cu130 has cp310-cp313 builds
     versions = {f.name: f.version for f in stack.files}
     assert (versions["sglang"], versions["flashinfer-python"], versions["flashinfer-cubin"]) == ("0.5.9", "0.6.4", "0.6.4")
     assert {u["name"] for u in stack.unresolved} == {"torch", "torchvision", "torchaudio", "sgl-kernel", "flashinfer-jit-cache"}
@@ -52,22 +97,32 @@ def test_cu130_stack_says_what_it_needs_and_refuses_until_completed():
         stack.require_complete()
 
 
-def test_cu130_0523_stack_is_complete_from_pypi_with_one_cuda_major():
-    stack = load_stack("cu130-sglang-0.5.23")
-    stack.require_complete()
-    assert (stack.cuda, stack.compute_caps, stack.min_driver, stack.python) == ("13.0", ("12.0", "10.0", "9.0"), 580, "3.11")
-    assert all(f.sha256 and f.size and f.url.startswith("https://files.pythonhosted.org/") for f in stack.files)
-    versions = {f.name: f.version for f in stack.files}
-    # sglang 0.5.23's own pins (its METADATA), unchanged: no override touches them.
-    assert {name: versions[name] for name in ("sglang", "torch", "sglang-kernel", "flashinfer-python", "transformers")} == {
-        "sglang": "0.5.23", "torch": "2.14.1", "sglang-kernel": "0.4.10", "flashinfer-python": "0.7.2",
-        "transformers": "5.19.0"}
-    assert int(versions["cuda-python"].split(".")[0]) >= 13
-    # The one override drops nvidia-cutlass-dsl's cu12 flavour; no other CUDA 12 package is left.
-    assert stack.overrides == ("nvidia-cutlass-dsl-libs-cu12; sys_platform == 'never'",)
-    assert "nvidia-cutlass-dsl-libs-cu13" in versions
-    assert not [name for name in versions if name.endswith("-cu12")]
-    assert len(stack.files) == 207 and 4.0e9 < stack.size < 4.5e9
+def test_cu130_0523_stack_is_complete_from_pypi_for_each_python_with_one_cuda_major():
+    whole = load_stack("cu130-sglang-0.5.23")
+    whole.require_complete()
+    assert (whole.cuda, whole.compute_caps, whole.min_driver, whole.pythons) == (
+        "13.0", ("12.0", "10.0", "9.0"), 580, ("3.11", "3.12", "3.13"))
+    assert all(f.sha256 and f.size and f.url.startswith("https://files.pythonhosted.org/") for f in whole.files)
+    # Two overrides: nvidia-cutlass-dsl's cu12 flavour dropped; outlines left out on 3.13 (no outlines-core wheel).
+    assert whole.overrides == ("nvidia-cutlass-dsl-libs-cu12; sys_platform == 'never'",
+                               "outlines==0.1.11; python_version < '3.13'")
+    for python, count in {"3.11": 207, "3.12": 207, "3.13": 201}.items():
+        stack = whole.for_python(python)
+        tag = "cp" + python.replace(".", "")
+        versions = {f.name: f.version for f in stack.files}
+        # sglang 0.5.23's own pins (its METADATA), unchanged: no override touches them.
+        assert {name: versions[name] for name in ("sglang", "torch", "sglang-kernel", "flashinfer-python",
+                                                  "transformers")} == {
+            "sglang": "0.5.23", "torch": "2.14.1", "sglang-kernel": "0.4.10", "flashinfer-python": "0.7.2",
+            "transformers": "5.19.0"}
+        wheels = {f.name: f.filename for f in stack.files}
+        assert wheels["torch"] == f"torch-2.14.1-{tag}-{tag}-manylinux_2_28_x86_64.whl"
+        assert wheels["sglang"] == f"sglang-0.5.23-{tag}-{tag}-manylinux_2_34_x86_64.whl"
+        assert int(versions["cuda-python"].split(".")[0]) >= 13
+        assert "nvidia-cutlass-dsl-libs-cu13" in versions
+        assert not [name for name in versions if name.endswith("-cu12")]
+        assert ("outlines-core" in versions) == (python != "3.13")
+        assert len(stack.files) == count and 4.0e9 < stack.size < 4.5e9 and stack.glibc == "2.34"
 
 
 def test_unknown_stack_lists_the_available_ones():
@@ -225,7 +280,7 @@ def state(stack, **kwargs):
 
 
 def test_build_is_offline_hash_checked_verified_and_renamed_when_complete():
-    stack = load_stack("dev")
+    stack = load_stack("dev").for_python("3.13")
     assert build_commands(stack, state(stack, marker={"stack_id": stack.id, "ok": True}, venv=True), True) == []
     commands = build_commands(stack, state(stack), gpu_less=True)
     script = commands[-1]
@@ -234,7 +289,9 @@ def test_build_is_offline_hash_checked_verified_and_renamed_when_complete():
         assert flag in script
     assert f"--wheels /opt/sglfleet/stacks/.build-{stack.id}/wheels.txt --not-installed=uv" in script
     assert "--compute-caps" not in script  # dev has none
-    cu130 = load_stack("cu130-sglang-0.5.23")
+    assert "uv venv --quiet --relocatable --python python3.13 " in script  # the host's own interpreter
+    assert f"--stack-id {stack.id} --python 3.13" in script  # the marker names it
+    cu130 = load_stack("cu130-sglang-0.5.23").for_python("3.11")
     assert "--cuda 13.0 --compute-caps 12.0,10.0,9.0 --wheels" in build_commands(cu130, state(cu130), False)[-1]
     assert any("zipfile" in c for c in commands if isinstance(c, str))  # uv from its own wheel
     assert script.index("verify_stack.py") < script.index("mv -T")  # verified before it is in place

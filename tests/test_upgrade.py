@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from deploying import deploy, fleet_state, host_state, pyinfra, server_pid, tree_digest
+from deploying import deploy, fleet_state, host_state, pyinfra, server_pid, stack_on, tree_digest
 from faulting import results
-from sglfleet.artifacts.stacks import MARKER, load_stack
+from sglfleet.artifacts.stacks import MARKER, Stack
 from sglfleet.artifacts.upstream import sglang_file
 from sglfleet.host.layout import LAYOUT
 from sglfleet.host.stacks import PATCHED, patched
@@ -31,10 +31,19 @@ from test_rollout import server_info
 pytestmark = pytest.mark.fleet
 
 UPGRADE = ("--data", "stack=dev-sglang-0.5.23")
-OLD, NEW = load_stack("dev"), load_stack("dev-sglang-0.5.23")
 WAVES = ("node1", "node2", "node3")  # canary, wave1, wave2 of inventory/dev.py
 # systemd's catalogue ids of "Stopping <unit>..." and "Started <unit>." (systemd/sd-messages.h).
 UNIT_STOPPING, UNIT_STARTED = "de5b426a63be47a7b6ac3eaac82e2f6f", "39f53479d3a045ac8e11786248231fbf"
+
+
+def old_stack(fleet, host: str) -> Stack:
+    """The dev stack (sglang 0.5.9) as ``host`` builds it, for its own python3."""
+    return stack_on(fleet, host, "dev")
+
+
+def new_stack(fleet, host: str) -> Stack:
+    """The dev-sglang-0.5.23 stack as ``host`` builds it, for its own python3."""
+    return stack_on(fleet, host, "dev-sglang-0.5.23")
 
 
 def unit_events(fleet, host: str, since: float) -> list[tuple[float, str]]:
@@ -66,9 +75,9 @@ def on_059(fleet):
     assert done.returncode == 0, done.stdout[-3000:]
     states = fleet_state(fleet)
     for host, state in states.items():
-        assert state["health"] == 200 and state["stack"] == OLD.id, (host, state)
+        assert state["health"] == 200 and state["stack"] == old_stack(fleet, host).id, (host, state)
         # Left by an earlier run of these tests: the upgrade must build it.
-        fleet.exec(host, f"rm -rf {NEW.path}")
+        fleet.exec(host, f"rm -rf {new_stack(fleet, host).path}")
     return states
 
 
@@ -93,9 +102,9 @@ def test_dry_run_names_the_new_stack_and_the_switches_and_changes_no_byte(fleet,
     assert done.returncode == 0, done.stdout[-3000:]
     for wave, host in zip(("canary", "wave1", "wave2"), WAVES):
         old = on_059[host]["current"]
-        assert f"[{host}] Stack {NEW.id}:" in done.stdout and f"+ build and verify {NEW.path}" in done.stdout
+        assert f"[{host}] Stack {new_stack(fleet, host).id}:" in done.stdout and f"+ build and verify {new_stack(fleet, host).path}" in done.stdout
         # No launch flag changes: the diff's title says the stack does.
-        change = f"(stack {OLD.id} -> {NEW.id}):"
+        change = f"(stack {old_stack(fleet, host).id} -> {new_stack(fleet, host).id}):"
         assert re.search(rf"\[{host}\] Release \w+ differs from the serving {old} {re.escape(change)}", done.stdout)
         assert f"[{host}] {wave}: will switch {old} -> " in done.stdout, done.stdout[-3000:]
     after = {host: tree_digest(fleet, host, "/opt/sglfleet", "/etc") for host in fleet.hosts}
@@ -105,10 +114,10 @@ def test_dry_run_names_the_new_stack_and_the_switches_and_changes_no_byte(fleet,
 def test_phase_a_builds_the_new_stack_everywhere_before_any_serving_process_changes(fleet, on_059, upgraded):
     built = {}
     for host in fleet.hosts:
-        marker = json.loads(fleet.exec(host, f"cat {NEW.marker}").stdout)
-        assert (marker["stack_id"], marker["ok"]) == (NEW.id, True), (host, marker)
+        marker = json.loads(fleet.exec(host, f"cat {new_stack(fleet, host).marker}").stdout)
+        assert (marker["stack_id"], marker["ok"]) == (new_stack(fleet, host).id, True), (host, marker)
         release = upgraded.states[host]["current"]
-        built[host] = max(mtime(fleet, host, NEW.marker), mtime(fleet, host, LAYOUT.release(release, "release.json")))
+        built[host] = max(mtime(fleet, host, new_stack(fleet, host).marker), mtime(fleet, host, LAYOUT.release(release, "release.json")))
     # Each host stopped its 0.5.9 process once, and only once phase A was done on every host.
     for host in fleet.hosts:
         assert [kind for _, kind in upgraded.events[host]] == ["stopping", "started"], (host, upgraded.events[host])
@@ -126,13 +135,13 @@ def test_the_rollout_goes_canary_first_each_wave_after_the_one_before_passed(fle
         # The later wave's 0.5.9 process served until the earlier wave had passed its gate.
         assert passed < upgraded.events[later][0][0], (earlier, later, passed, upgraded.events)
     for host, state in upgraded.states.items():
-        assert (state["stack"], state["previous"], state["health"]) == (NEW.id, on_059[host]["current"], 200)
+        assert (state["stack"], state["previous"], state["health"]) == (new_stack(fleet, host).id, on_059[host]["current"], 200)
 
 
 def test_the_patch_leaves_0523s_kimi_k25_byte_identical(fleet, upgraded):
     upstream = hashlib.sha256(sglang_file("0.5.23", PATCHED).read_bytes()).hexdigest()
     for host in fleet.hosts:
-        on_host = fleet.exec(host, f"sha256sum {NEW.venv}/{patched(NEW.python)}").stdout.split()[0]
+        on_host = fleet.exec(host, f"sha256sum {new_stack(fleet, host).venv}/{patched(new_stack(fleet, host).python)}").stdout.split()[0]
         assert on_host == upstream, host
 
 
@@ -145,7 +154,7 @@ def test_the_standin_runs_0523s_flags_and_reports_0523(fleet, upgraded):
         # field: 0.5.23 server_args.py:683); 0.5.23 split --cuda-graph-max-bs in two.
         assert dests_0523 - {"config"} - info.keys() == set(), host
         assert "cuda_graph_max_bs_decode" in info and "cuda_graph_max_bs" not in info, host
-        assert serving_command(fleet, host)[0] == f"{NEW.venv}/bin/python", host
+        assert serving_command(fleet, host)[0] == f"{new_stack(fleet, host).venv}/bin/python", host
 
 
 def test_a_second_converge_after_the_upgrade_changes_nothing_and_restarts_nothing(fleet, upgraded):
@@ -163,9 +172,9 @@ def test_rollback_returns_every_host_to_its_059_release_on_the_old_stack(fleet, 
     assert done.returncode == 0, done.stdout[-3000:]
     for host in WAVES:
         state = host_state(fleet, host)
-        assert (state["current"], state["stack"], state["health"]) == (on_059[host]["current"], OLD.id, 200), host
+        assert (state["current"], state["stack"], state["health"]) == (on_059[host]["current"], old_stack(fleet, host).id, 200), host
         assert state["previous"] == upgraded.states[host]["current"], host
         # The stack collection kept the old stack while a kept release uses it; the process runs from it.
-        assert fleet.exec(host, f"test -f {OLD.path}/{MARKER} && test -d {NEW.path}", check=False).returncode == 0
-        assert serving_command(fleet, host)[0] == f"{OLD.venv}/bin/python", host
+        assert fleet.exec(host, f"test -f {old_stack(fleet, host).path}/{MARKER} && test -d {new_stack(fleet, host).path}", check=False).returncode == 0
+        assert serving_command(fleet, host)[0] == f"{old_stack(fleet, host).venv}/bin/python", host
         assert server_info(fleet, host)["version"] == "0.5.9", host

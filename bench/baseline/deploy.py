@@ -23,6 +23,7 @@ from pyinfra.operations import files, pip, server, systemd
 from sglfleet import FILES
 from sglfleet.artifacts import wheelhouse
 from sglfleet.artifacts.stacks import load_stack
+from sglfleet.devfleet.rootfs import PYTHONS, SUITE  # the benchmarks' hosts run the default OS
 from sglfleet.run.context import STANDIN_FILES
 
 HERE = Path(__file__).parent
@@ -36,7 +37,7 @@ WHEELHOUSE = "/opt/sglfleet/wheelhouse"
 # list: by the names the wheels' metadata gives (pip.packages compares names as pip
 # freeze prints them, and a wheel's file name spells both "huggingface_hub" and
 # "charset-normalizer" with "_").
-stack = load_stack("dev")
+stack = load_stack("dev").for_python(PYTHONS[SUITE])
 
 
 def _metadata_name(wheel: Path) -> str:

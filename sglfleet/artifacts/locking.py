@@ -3,9 +3,12 @@
 Resolution runs ``uv pip compile --format pylock.toml`` on a generated
 pyproject.toml, so each package comes from the source its definition names
 (``[tool.uv.sources]`` with explicit indexes, or a direct wheel URL), with the
-definition's overrides, for the stack's Python and platform. uv lists every
-compatible wheel of a release; the lock keeps the one the hosts will install
-(best tag for the stack's platform) and no sdists: hosts never build.
+definition's overrides, for each of the stack's Pythons on its platform: one
+resolution per interpreter (``--python-version``), as a host of that Python
+would resolve. uv lists every compatible wheel of a release; the lock keeps the
+one a host of that Python installs (best tag for the stack's platform) and no
+sdists: hosts never build. A wheel every Python takes is one entry; one only
+some take carries a ``marker`` naming them (``python_version == '3.13'``).
 
 Sources this machine cannot reach are left out of the resolution and recorded
 under ``[[tool.sglfleet.unresolved]]``; the deploy refuses such a lock until
@@ -36,7 +39,7 @@ from pathlib import Path
 from packaging.tags import compatible_tags, cpython_tags
 from packaging.utils import parse_wheel_filename
 
-from sglfleet.artifacts.stacks import StackError, lock_path, read_definition
+from sglfleet.artifacts.stacks import StackError, definition_pythons, lock_path, read_definition
 
 PYPI = "https://pypi.org/simple"
 
@@ -105,12 +108,12 @@ def requirement(package: dict) -> str:
 
 
 def compile_lock(packages: list[dict], definition: dict, workdir: Path, no_deps: bool,
-                 excludes: list[str]) -> list[dict]:
-    """Run uv pip compile for ``packages``; return uv's pylock package entries."""
+                 excludes: list[str], python: str) -> list[dict]:
+    """Run uv pip compile for ``packages`` on ``python``; return uv's pylock package entries."""
     workdir.mkdir(parents=True)
     lines = [
         "[project]", 'name = "sglfleet-stack"', 'version = "0"',
-        f'requires-python = "=={definition["python"]}.*"',
+        f'requires-python = "=={python}.*"',
         f"dependencies = {json.dumps([requirement(p) for p in packages])}",
         "[tool.uv.sources]",
     ]
@@ -125,14 +128,14 @@ def compile_lock(packages: list[dict], definition: dict, workdir: Path, no_deps:
         uv_binary(), "pip", "compile", "pyproject.toml", "--quiet", "--no-header",
         "--format", "pylock.toml", "--output-file", "pylock.toml",
         "--default-index", PYPI,
-        "--python-version", definition["python"], "--python-platform", definition["platform"],
+        "--python-version", python, "--python-platform", definition["platform"],
         "--overrides", "overrides.txt", "--excludes", "excludes.txt",
     ]
     if no_deps:
         command.append("--no-deps")
     done = subprocess.run(command, cwd=workdir, capture_output=True, text=True)
     if done.returncode != 0:
-        raise StackError(f"uv could not resolve the stack: {done.stderr.strip()}")
+        raise StackError(f"uv could not resolve the stack for python {python}: {done.stderr.strip()}")
     return tomllib.loads((workdir / "pylock.toml").read_text())["packages"]
 
 
@@ -148,25 +151,69 @@ def toml_value(value) -> str:
     return json.dumps(str(value))
 
 
+def python_marker(pythons: list[str], every: list[str]) -> str | None:
+    """The PEP 508 marker of an entry for ``pythons`` in a stack of ``every``; None when it is all."""
+    if list(pythons) == list(every):
+        return None
+    return " or ".join(f"python_version == '{python}'" for python in pythons)
+
+
+def requires_python(pythons: list[str]) -> str:
+    """``==3.11.*`` for one Python, ``>=3.11, <3.14`` for several (a stack's are consecutive)."""
+    if len(pythons) == 1:
+        return f"=={pythons[0]}.*"
+    newest = max(pythons, key=lambda p: tuple(map(int, p.split("."))))
+    oldest = min(pythons, key=lambda p: tuple(map(int, p.split("."))))
+    major, minor = newest.split(".")
+    return f">={oldest}, <{major}.{int(minor) + 1}"
+
+
+def merge(per_python: dict[str, list[dict]]) -> list[dict]:
+    """
+    One entry per distinct locked wheel, with the Pythons it is for, from each
+    interpreter's resolution (``{python: [package]}``), in name, then Python, order.
+
+    **Example:**
+
+    .. code:: python
+
+        merge({"3.11": [orjson_cp311, idna], "3.13": [orjson_cp313, idna]})
+        # [idna (3.11, 3.13), orjson cp311 (3.11), orjson cp313 (3.13)]
+    """
+    merged: dict[tuple, dict] = {}
+    for python, packages in per_python.items():
+        for package in packages:
+            key = (package["name"], package["version"], package["wheel"]["name"])
+            merged.setdefault(key, {**package, "pythons": []})["pythons"].append(python)
+    order = list(per_python)
+    return sorted(merged.values(), key=lambda p: (p["name"], order.index(p["pythons"][0])))
+
+
 def render_lock(name: str, definition: dict, raw_definition: bytes, packages: list[dict],
                 unresolved: list[dict]) -> str:
-    """The lock's text: pylock.toml with one wheel per package and a [tool.sglfleet] table."""
+    """The lock's text: pylock.toml with one wheel per package and Python, and a [tool.sglfleet] table."""
+    pythons = definition_pythons(definition)
     out = [
         f"# Lock of stack {name}, written by `sglfleet lock {name}` from files/stacks/{name}.toml.",
-        "# PEP 751; one wheel per package (the one hosts install). Do not edit: re-lock.",
+        "# PEP 751; one wheel per package and Python (the one hosts of that Python install);",
+        "# a marker names the Pythons of a wheel not all of them take. Do not edit: re-lock.",
         'lock-version = "1.0"',
         'created-by = "sglfleet"',
-        f'requires-python = "=={definition["python"]}.*"',
+        f"requires-python = {toml_value(requires_python(pythons))}",
         "",
     ]
-    for package in sorted(packages, key=lambda p: p["name"]):
+    for package in packages:
         out += ["[[packages]]", f"name = {toml_value(package['name'])}",
                 f"version = {toml_value(package['version'])}"]
+        marker = python_marker(package.get("pythons", pythons), pythons)
+        if marker:
+            out.append(f"marker = {toml_value(marker)}")
         if package.get("index"):
             out.append(f"index = {toml_value(package['index'])}")
         out += [f"wheels = [{toml_value(package['wheel'])}]", ""]
     tool = {
         "definition-sha256": hashlib.sha256(raw_definition).hexdigest(),
+        "pythons": pythons,
         "platform": definition["platform"],
         "overrides": [f"{k}{v}" for k, v in definition.get("overrides", {}).items()],
         "no-deps": [p["name"] for p in definition.get("package", []) if p.get("deps") is False],
@@ -198,15 +245,22 @@ def resolve(name: str, stacks_dir: Path | None = None, check_reachable=reachable
         for p in declared if source[p["name"]] in down
     ]
     skip = [u["name"] for u in unresolved]
-    tags = target_tags(definition["python"], definition["platform"])
+    per_python = {python: resolve_python(name, definition, declared, skip, python)
+                  for python in definition_pythons(definition)}
+    return render_lock(name, definition, raw, merge(per_python), unresolved), unresolved
+
+
+def resolve_python(name: str, definition: dict, declared: list[dict], skip: list[str], python: str) -> list[dict]:
+    """The packages a host of ``python`` installs, each with the one wheel it takes."""
+    tags = target_tags(python, definition["platform"])
     entries = []
     with tempfile.TemporaryDirectory(prefix="sglfleet-lock-") as tmp:
         with_deps = [p for p in declared if p.get("deps", True) and p["name"] not in skip]
         alone = [p for p in declared if not p.get("deps", True) and p["name"] not in skip]
         alone.append({"name": "uv", "version": definition["uv"]})
         if with_deps:
-            entries += compile_lock(with_deps, definition, Path(tmp, "deps"), False, skip)
-        entries += compile_lock(alone, definition, Path(tmp, "alone"), True, skip)
+            entries += compile_lock(with_deps, definition, Path(tmp, "deps"), False, skip, python)
+        entries += compile_lock(alone, definition, Path(tmp, "alone"), True, skip, python)
     packages, seen = [], set()
     for entry in entries:
         if entry["name"] in seen:
@@ -216,7 +270,8 @@ def resolve(name: str, stacks_dir: Path | None = None, check_reachable=reachable
         if wheel is None:
             raise StackError(
                 f"stack {name}: {entry['name']} {entry['version']} has no wheel for python "
-                f"{definition['python']} on {definition['platform']}: pin a version that has one"
+                f"{python} on {definition['platform']}: pin a version that has one, or drop "
+                f"{python} from the stack's pythons"
             )
         size = wheel.get("size") or content_length(wheel["url"])
         locked = {"name": wheel["name"], "url": wheel["url"]}
@@ -225,7 +280,7 @@ def resolve(name: str, stacks_dir: Path | None = None, check_reachable=reachable
         locked["hashes"] = {"sha256": wheel.get("hashes", {}).get("sha256", "")}
         packages.append({"name": entry["name"], "version": entry["version"],
                          "index": entry.get("index"), "wheel": locked})
-    return render_lock(name, definition, raw, packages, unresolved), unresolved
+    return packages
 
 
 def write_lock(name: str, text: str, stacks_dir: Path | None = None) -> Path:

@@ -1,8 +1,9 @@
 """Stacks: a named definition (files/stacks/<name>.toml) and its hash-pinned lock.
 
 The lock is PEP 751 ``pylock.toml`` (files/stacks/locks/<name>/pylock.toml,
-written by ``sglfleet lock``): one wheel per package with its URL, size and
-sha256, plus a ``[tool.sglfleet]`` table for what the build needs besides
+written by ``sglfleet lock``): one wheel per package and interpreter with its
+URL, size and sha256 (an entry's ``marker`` names the Pythons it is for, when
+not all the stack serves), plus a ``[tool.sglfleet]`` table for what the build needs besides
 (overrides, packages installed without dependencies, the uv wheel shipped to
 hosts, and packages not resolved yet). Why pylock and not requirements with
 ``--hash``: it is the standard and records every file's URL and size, which
@@ -17,8 +18,10 @@ from the lock (``Stack.requirements()``), offline, from their wheelhouse.
 .. code:: python
 
     stack = load_stack("dev")
-    stack.id      # "dev-3f2a9c1b7d4e": name + short hash of the lock
-    stack.venv    # "/opt/sglfleet/stacks/dev-3f2a9c1b7d4e/venv"
+    stack.pythons          # ("3.11", "3.12", "3.13")
+    built = stack.for_python("3.13")
+    built.id               # "dev-3f2a9c1b7d4e-cp313": name, short hash of the lock, interpreter
+    built.venv             # "/opt/sglfleet/stacks/dev-3f2a9c1b7d4e-cp313/venv"
 """
 
 from __future__ import annotations
@@ -26,8 +29,10 @@ from __future__ import annotations
 import hashlib
 import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+
+from packaging.markers import InvalidMarker, Marker
 
 from sglfleet import FILES
 from sglfleet.host.layout import LAYOUT
@@ -51,11 +56,18 @@ class StackFile:
     url: str
     sha256: str | None
     size: int | None
+    pythons: tuple[str, ...] = ()  # the interpreters it is for ("3.11", ...)
 
 
 @dataclass(frozen=True)
 class Stack:
-    """A loaded stack: its definition's facts and its locked files."""
+    """
+    A loaded stack: its definition's facts and its locked files.
+
+    As loaded, it holds the files of every Python it serves (``pythons``) and
+    ``python`` is the first of them; a host builds ``for_python(its python3)``,
+    whose id, files and venv are that interpreter's alone.
+    """
 
     name: str
     id: str
@@ -70,6 +82,34 @@ class Stack:
     bootstrap: tuple[str, ...] = ("uv",)  # shipped to hosts, not installed in the venv
     unresolved: tuple[dict, ...] = ()
     lock_path: Path | None = field(default=None, compare=False)
+    pythons: tuple[str, ...] = ()
+    lock_id: str = ""  # name + short hash of the lock, before any interpreter is chosen
+    glibc: str | None = None  # the newest glibc one of this interpreter's wheels needs ("2.34")
+    every_file: tuple[StackFile, ...] = field(default=(), compare=False)  # all Pythons' files
+
+    def serves(self, python: str | None) -> bool:
+        """Whether the lock holds wheels for ``python`` (``"3.13"`` or ``"3.13.5"``)."""
+        return bool(python) and ".".join(python.split(".")[:2]) in self.pythons
+
+    def for_python(self, python: str) -> Stack:
+        """
+        The stack a host with ``python`` builds: that interpreter's files, its own id.
+
+        + python: ``"3.13"`` (a patch level is dropped); one of ``pythons``
+
+        **Example:**
+
+        .. code:: python
+
+            load_stack("dev").for_python("3.13").id   # "dev-3f2a9c1b7d4e-cp313"
+        """
+        python = ".".join(python.split(".")[:2])
+        if python not in self.pythons:
+            raise StackError(f"stack {self.name} serves python {', '.join(self.pythons)}, not {python}: "
+                             f"add it to the stack's pythons and run `sglfleet lock {self.name}`")
+        files = tuple(f for f in self.every_file or self.files if python in f.pythons)
+        return replace(self, id=f"{self.lock_id}-cp{python.replace('.', '')}", python=python, files=files,
+                       glibc=newest_glibc(f.filename for f in files))
 
     @property
     def path(self) -> str:
@@ -161,8 +201,53 @@ def read_definition(name: str, stacks_dir: Path | None = None) -> tuple[dict, by
 
 
 def stack_id(name: str, lock_bytes: bytes) -> str:
-    """``<name>-<12 hex of sha256(lock)>``: a new lock is a new stack folder on hosts."""
+    """``<name>-<12 hex of sha256(lock)>``: a new lock is a new stack folder on hosts (``-cp3XX`` follows)."""
     return f"{name}-{hashlib.sha256(lock_bytes).hexdigest()[:12]}"
+
+
+def definition_pythons(definition: dict) -> list[str]:
+    """The Pythons a definition serves: ``pythons = [...]``, or one ``python = "3.11"``."""
+    pythons = definition.get("pythons") or [definition["python"]]
+    return [str(python) for python in pythons]
+
+
+def newest_glibc(filenames) -> str | None:
+    """
+    The newest glibc any of these wheels needs, from their manylinux tags; None when all are pure.
+
+    + filenames: wheel file names (a wheel needs the oldest of its own tags)
+
+    **Example:**
+
+    .. code:: python
+
+        newest_glibc(["orjson-3.13.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"])  # "2.17"
+    """
+    legacy = {"manylinux1": (2, 5), "manylinux2010": (2, 12), "manylinux2014": (2, 17)}
+    needed = []
+    for filename in filenames:
+        platforms = filename[:-len(".whl")].split("-")[-1].split(".")
+        versions = []
+        for platform in platforms:
+            if platform.startswith("manylinux_"):
+                major, minor = platform.split("_")[1:3]
+                versions.append((int(major), int(minor)))
+            elif platform.split("_")[0] in legacy:
+                versions.append(legacy[platform.split("_")[0]])
+        if versions:
+            needed.append(min(versions))
+    return "%d.%d" % max(needed) if needed else None
+
+
+def marker_pythons(marker: str | None, pythons: list[str], where: str) -> tuple[str, ...]:
+    """The ``pythons`` a lock entry's PEP 508 ``marker`` holds for (all of them without one)."""
+    if not marker:
+        return tuple(pythons)
+    try:
+        parsed = Marker(marker)
+    except InvalidMarker as e:
+        raise StackError(f"{where}: marker {marker!r} is not PEP 508 ({e})") from None
+    return tuple(p for p in pythons if parsed.evaluate({"python_version": p, "python_full_version": f"{p}.0"}))
 
 
 def load_stack(name: str, allow_unhashed: bool = False, stacks_dir: Path | None = None) -> Stack:
@@ -193,6 +278,7 @@ def load_stack(name: str, allow_unhashed: bool = False, stacks_dir: Path | None 
     if tool.get("definition-sha256") != hashlib.sha256(raw_definition).hexdigest():
         raise StackError(f"stack {name}: {name}.toml changed since it was locked: run `sglfleet lock {name}`")
 
+    pythons = definition_pythons(definition)
     files = []
     for package in lock.get("packages", []):
         wheels = package.get("wheels") or []
@@ -210,7 +296,14 @@ def load_stack(name: str, allow_unhashed: bool = False, stacks_dir: Path | None 
             url=url,
             sha256=wheel.get("hashes", {}).get("sha256"),
             size=wheel.get("size"),
+            pythons=marker_pythons(package.get("marker"), pythons, f"stack {name}: {package['name']}"),
         ))
+    for python in pythons:
+        names = [f.name for f in files if python in f.pythons]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise StackError(f"stack {name}: {', '.join(twice)} locked twice for python {python}: "
+                             f"run `sglfleet lock {name}`")
     unhashed = [f.filename for f in files if not f.sha256]
     if unhashed and not allow_unhashed:
         raise StackError(
@@ -218,6 +311,7 @@ def load_stack(name: str, allow_unhashed: bool = False, stacks_dir: Path | None 
             f"run `sglfleet lock {name}`, or set allow_unhashed_lock=True in the inventory to accept them"
         )
 
+    # sglang's version for the probe: the same release for every interpreter.
     versions = {f.name: f.version for f in files}
     unresolved = tuple(tool.get("unresolved", []))
     sglang = versions.get("sglang") or next(
@@ -226,7 +320,7 @@ def load_stack(name: str, allow_unhashed: bool = False, stacks_dir: Path | None 
     return Stack(
         name=name,
         id=stack_id(name, lock_bytes),
-        python=str(definition["python"]),
+        python=pythons[0],
         sglang_version=sglang,
         cuda=definition.get("cuda"),
         compute_caps=tuple(definition.get("compute-caps", ())),
@@ -237,4 +331,7 @@ def load_stack(name: str, allow_unhashed: bool = False, stacks_dir: Path | None 
         bootstrap=tuple(tool.get("bootstrap", ("uv",))),
         unresolved=unresolved,
         lock_path=path,
+        pythons=tuple(pythons),
+        lock_id=stack_id(name, lock_bytes),
+        every_file=tuple(files),
     )

@@ -96,12 +96,13 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def ensure(stack: Stack) -> dict[str, Local]:
+def ensure(stack: Stack, names: frozenset[str] | None = None) -> dict[str, Local]:
     """
     Fetch every file of ``stack`` the wheelhouse lacks; return ``{filename: Local}``.
 
     + stack: a loaded stack; a file whose bytes differ from the lock stops here,
       before any host is touched
+    + names: only the files of these packages (``{"sglang"}``: its wheel alone)
 
     **Example:**
 
@@ -112,6 +113,8 @@ def ensure(stack: Stack) -> dict[str, Local]:
     with _lock:  # one download of a file, even with hosts planned concurrently
         local = {}
         for f in stack.files:
+            if names is not None and f.name not in names:
+                continue
             path = fetch(f, stack.name)
             local[f.filename] = Local(path, f.sha256 or sha256_of(path), path.stat().st_size)
         return local

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from sglfleet.devfleet import FAULT_MODES, DevFleetError, Fleet
+from sglfleet.devfleet import FAULT_MODES, OSES, DevFleetError, Fleet
 
 
 def _fleet() -> Fleet:
@@ -23,15 +23,48 @@ def devfleet():
     """The local fleet: real systemd hosts on this machine (systemd-nspawn)."""
 
 
+def _oses(value: str | None) -> list[str] | None:
+    """``--os bookworm,trixie`` as a list, each a known suite."""
+    if value is None:
+        return None
+    oses = [name.strip() for name in value.split(",") if name.strip()]
+    unknown = [name for name in oses if name not in OSES]
+    if unknown or not oses:
+        raise click.BadParameter(f"{', '.join(unknown) or repr(value)}: use one of {', '.join(OSES)}, "
+                                 "or several, comma-separated", param_hint="--os")
+    return oses
+
+
+OS_HELP = f"The hosts' Debian suites ({', '.join(OSES)}), cycled over the hosts: bookworm,trixie alternates."
+
+
 @devfleet.command()
 @click.option("--hosts", "n", default=3, show_default=True, help="How many hosts (node1..nodeN).")
-def up(n):
+@click.option("--os", "oses", default=None, help=OS_HELP + " Default: hosts running keep theirs, new ones bookworm.")
+def up(n, oses):
     """Boot hosts node1..nodeN; hosts already running are left alone."""
     fleet = _fleet()
     try:
-        changes = fleet.up(n)
+        changes = fleet.up(n, oses=_oses(oses))
     except DevFleetError as error:
         _fail(error)
+    _print_changes(fleet, changes)
+
+
+@devfleet.command()
+@click.option("--hosts", "n", default=1, show_default=True, help="How many hosts to add after the last one.")
+@click.option("--os", "oses", default=None, help=OS_HELP + " Default: bookworm.")
+def add(n, oses):
+    """Boot N more hosts after the last one; the others are left alone."""
+    fleet = _fleet()
+    try:
+        changes = fleet.add(n, oses=_oses(oses))
+    except DevFleetError as error:
+        _fail(error)
+    _print_changes(fleet, changes)
+
+
+def _print_changes(fleet: Fleet, changes: dict) -> None:
     for what in ("started", "stopped", "kept"):
         if changes[what]:
             click.echo(f"{what}: {' '.join(changes[what])}")
@@ -100,10 +133,10 @@ def status():
     if not rows:
         click.echo("no fleet; run: sglfleet devfleet up")
         sys.exit(1)
-    click.echo(f"{'HOST':<8} {'ADDRESS':<15} {'NSPAWN':>7} {'INIT':>7}  STATE")
+    click.echo(f"{'HOST':<8} {'ADDRESS':<15} {'NSPAWN':>7} {'INIT':>7}  {'OS':<9} STATE")
     for row in rows:
         click.echo(f"{row['host']:<8} {row['address']:<15} {row['nspawn_pid'] or '-':>7} "
-                   f"{row['leader_pid'] or '-':>7}  {row['state']}")
+                   f"{row['leader_pid'] or '-':>7}  {row['os']:<9} {row['state']}")
     sys.exit(0 if all(row["state"] == "running" for row in rows) else 1)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import click
 
 from sglfleet.artifacts.locking import resolve, write_lock
-from sglfleet.artifacts.stacks import StackError, stack_id
+from sglfleet.artifacts.stacks import StackError, load_stack, stack_id
 
 
 @click.command()
@@ -29,7 +29,12 @@ def lock(stack):
     except StackError as e:
         raise click.ClickException(str(e)) from None
     path = write_lock(stack, text)
-    click.echo(f"{path}: stack id {stack_id(stack, text.encode())}, "
-               f"{text.count('[[packages]]')} files")
+    try:
+        loaded = load_stack(stack, allow_unhashed=True)
+    except StackError as e:  # the definition changed while it was being locked
+        raise click.ClickException(str(e)) from None
+    per_python = ", ".join(f"{len(loaded.for_python(python).files)} for {python}" for python in loaded.pythons)
+    click.echo(f"{path}: stack id {stack_id(stack, text.encode())}-cp3XX, "
+               f"{text.count('[[packages]]')} files ({per_python})")
     for entry in unresolved:
         click.echo(f"unresolved: {entry['name']} {entry['version']} ({entry['reason']})", err=True)

@@ -23,7 +23,7 @@ from sglfleet.host.bake import describe
 from sglfleet.plan.validation import parse_data
 from sglfleet.run.status import fleet_status, progress
 
-COLUMNS = ("host", "wave", "declared", "current", "serving", "previous", "stack", "unit", "health", "gate", "bake",
+COLUMNS = ("host", "wave", "os", "python", "declared", "current", "serving", "previous", "stack", "unit", "health", "gate", "bake",
            "models")
 
 
@@ -65,7 +65,7 @@ def _cell(row: dict, column: str) -> str:
 @click.option("--data", "data", multiple=True, metavar="KEY=VALUE",
               help="Override host data, as pyinfra's --data does (what the declared release is rendered from).")
 def status(inventory, as_json, ssh_user, sudo, data):
-    """Tabulate the hosts of INVENTORY: wave, releases, what serves, stack, unit, health, gate, bake and models."""
+    """Tabulate the hosts of INVENTORY: wave, OS and python3, releases, what serves, stack, unit, health, gate, bake and models."""
     overrides = {**parse_data(data), "ssh_user": ssh_user, "_sudo": sudo}
     rows = fleet_status(inventory, {key: value for key, value in overrides.items() if value is not None})
     if as_json:

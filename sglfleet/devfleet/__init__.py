@@ -28,6 +28,6 @@ from sglfleet.devfleet.memory import idle_memory
 from sglfleet.devfleet.network import BRIDGE, PREFIX, SUBNET
 # Private, but tests check pids and cgroups with them.
 from sglfleet.devfleet.processes import _alive, _cgroups
-from sglfleet.devfleet.rootfs import CACHE, PACKAGES, ROOTFS, SUITE, apt_mirror, build_rootfs
+from sglfleet.devfleet.rootfs import CACHE, OSES, PACKAGES, PYTHONS, ROOTFS, SUITE, apt_mirror, build_rootfs, rootfs_of
 
 __all__ = ["Fleet", "DevFleetError", "build_rootfs", "apt_mirror", "idle_memory"]

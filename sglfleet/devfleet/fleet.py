@@ -29,12 +29,15 @@ from sglfleet.devfleet.network import (
 from sglfleet.devfleet.processes import (
     _alive, _cgroups, _leader_of, _locked, _proc_start_time, _remove_tree, _run,
 )
-from sglfleet.devfleet.rootfs import LOGIN_USERS, ROOTFS, build_rootfs
+from sglfleet.devfleet.rootfs import LOGIN_USERS, OSES, PYTHONS, SUITE, build_rootfs, rootfs_of
 from sglfleet.devfleet.ssh import keygen, write_ssh_files
 from sglfleet.host.layout import LAYOUT
 
 FLEET_DIR = Path(os.environ.get("SGLFLEET_FLEET_DIR", PROJECT_ROOT / ".fleet"))
 INVENTORY = PROJECT_ROOT / "inventory" / "dev.py"
+# The OS of hosts booted without one asked, cycled over node1..nodeN ("bookworm,trixie"
+# alternates): a whole suite may run on trixie, or on a mixed fleet.
+DEFAULT_OSES = tuple(os.environ.get("SGLFLEET_DEVFLEET_OS", SUITE).split(","))
 BOOT_TIMEOUT = 120.0
 # inotify instances to leave room for, per host: an idle host holds about 8 (systemd, its
 # journal, logind, sshd), a serving one a few more.
@@ -74,6 +77,8 @@ class Fleet:
     + bridge: the bridge all host links attach to
     + prefix: prepended to nspawn machine names (host-side link ``vb-<prefix>node1``),
       so a second fleet can run beside the default one
+    + rootfs: one tree every host boots from (a test's); None: each host its OS's
+      (``rootfs.rootfs_of``)
 
     **Example:**
 
@@ -82,13 +87,14 @@ class Fleet:
         fleet = Fleet()
         fleet.up(3)
         fleet.exec("node2", "hostname").stdout  # "node2\\n"
+        fleet.add(1, oses=["trixie"])  # node4, Debian 13
     """
 
     state_dir: Path = FLEET_DIR
     subnet: str = SUBNET
     bridge: str = BRIDGE
     prefix: str = PREFIX
-    rootfs: Path = ROOTFS
+    rootfs: Path | None = None
     inventory: Path = INVENTORY
     log: object = field(default=print, repr=False)
 
@@ -135,6 +141,14 @@ class Fleet:
 
     def address(self, host: str) -> str:
         return self._host(host)["address"]
+
+    def os_of(self, host: str) -> str:
+        """The Debian suite ``host`` runs (bookworm for a host booted before hosts had one)."""
+        return self._host(host).get("os", SUITE)
+
+    def python_of(self, host: str) -> str:
+        """The major.minor of ``host``'s python3, as its OS ships it ("3.13" on trixie)."""
+        return PYTHONS[self.os_of(host)]
 
     def _host(self, host: str) -> dict:
         hosts = self.state()["hosts"]
@@ -283,7 +297,7 @@ class Fleet:
             record = self._host(name)
             alive = _alive(record.get("nspawn_pid"), record.get("nspawn_start"))
             rows.append({
-                "host": name, "address": record["address"],
+                "host": name, "address": record["address"], "os": record.get("os", SUITE),
                 "nspawn_pid": record.get("nspawn_pid"), "leader_pid": record.get("leader_pid"),
                 "state": self.system_state(name) if alive else "stopped",
             })
@@ -291,15 +305,15 @@ class Fleet:
 
     # up
 
-    def preflight(self) -> None:
-        """Root and the tools ``up`` needs, each missing one with what to install."""
+    def preflight(self, oses=(SUITE,)) -> None:
+        """Root and the tools ``up`` needs for hosts of ``oses``, each missing one with what to install."""
         missing = [
             f"{tool} (apt-get install {package})"
             for tool, package in [
                 ("systemd-nspawn", "systemd-container"), ("ssh", "openssh-client"),
                 ("ssh-keygen", "openssh-client"), ("ip", "iproute2"),
                 ("nsenter", "util-linux"), ("mount", "mount"),
-            ] + ([] if (self.rootfs / ".sglfleet-rootfs.json").is_file()
+            ] + ([] if all((self._rootfs(name) / ".sglfleet-rootfs.json").is_file() for name in oses)
                  else [("debootstrap", "debootstrap")])
             if not shutil.which(tool)
         ]
@@ -309,12 +323,15 @@ class Fleet:
             raise DevFleetError("the local fleet needs root (systemd-nspawn, overlay mounts, "
                                 "links); run as root, e.g. sudo sglfleet devfleet up")
 
-    def up(self, n: int = 3, boot_timeout: float = BOOT_TIMEOUT) -> dict:
+    def up(self, n: int = 3, boot_timeout: float = BOOT_TIMEOUT, oses: list[str] | None = None) -> dict:
         """
         Boot hosts node1..node``n``; hosts already running are left as they are.
 
         + n: how many hosts; fewer than now running stops the extra ones
         + boot_timeout: seconds a host may take until ``is-system-running`` answers
+        + oses: the Debian suites of node1..node``n``, cycled (``["bookworm", "trixie"]``
+          alternates); a running host of another OS is refused. None: hosts
+          running keep theirs, new ones get ``$SGLFLEET_DEVFLEET_OS`` (bookworm)
 
         Returns ``{"started": [...], "stopped": [...], "kept": [...]}``.
 
@@ -323,13 +340,44 @@ class Fleet:
         .. code:: python
 
             Fleet().up(3)
+            Fleet().up(2, oses=["bookworm", "trixie"])
         """
         if n < 1:
             raise DevFleetError(f"--hosts must be 1 or more, not {n}")
-        self.preflight()
+        asked = {f"node{i}": oses[(i - 1) % len(oses)] for i in range(1, n + 1)} if oses else {}
+        return self._grow(n, boot_timeout, asked, strict=bool(oses))
+
+    def add(self, count: int = 1, oses: list[str] | None = None, boot_timeout: float = BOOT_TIMEOUT) -> dict:
+        """
+        Boot ``count`` more hosts after the last one; the others are left as they are.
+
+        + count: how many hosts to add
+        + oses: the new hosts' Debian suites, cycled; None: ``$SGLFLEET_DEVFLEET_OS`` (bookworm)
+
+        **Example:**
+
+        .. code:: python
+
+            Fleet().add(1, oses=["trixie"])  # node4 on a fleet of 3
+        """
+        if count < 1:
+            raise DevFleetError(f"--hosts must be 1 or more, not {count}")
+        have = len(self.hosts)
+        oses = oses or list(DEFAULT_OSES)
+        asked = {f"node{have + i}": oses[(i - 1) % len(oses)] for i in range(1, count + 1)}
+        return self._grow(have + count, boot_timeout, asked, strict=False)
+
+    def _grow(self, n: int, boot_timeout: float, asked: dict[str, str], strict: bool) -> dict:
+        unknown = sorted(set(asked.values()) - set(OSES))
+        if unknown:
+            raise DevFleetError(f"no local OS named {', '.join(unknown)}: use {', '.join(OSES)}")
+        self.preflight(sorted(set(asked.values()) | set(DEFAULT_OSES)))
         with _locked(self.state_dir / "lock"):
             self._inotify_room(n)
-            return self._up(n, boot_timeout)
+            return self._up(n, boot_timeout, asked, strict)
+
+    def _rootfs(self, os_name: str) -> Path:
+        return self.rootfs or rootfs_of(os_name)
 
     def _inotify_room(self, n: int) -> None:
         """
@@ -350,13 +398,23 @@ class Fleet:
             self.log(f"fs.inotify.max_user_instances raised from {current} to {wanted} "
                      f"({INOTIFY_PER_HOST} for each of {n} hosts)")
 
-    def _up(self, n: int, boot_timeout: float) -> dict:
+    def _up(self, n: int, boot_timeout: float, asked: dict[str, str], strict: bool) -> dict:
         state = self.state()
         state.setdefault("hosts", {})
         self._same_network(state)
         state["prefix"] = self.prefix
         wanted = [f"node{i}" for i in range(1, n + 1)]
         changes = {"started": [], "stopped": [], "kept": []}
+        if strict:  # before anything stops: a host's OS changes only by a new host
+            other = [f"{name} runs {state['hosts'][name].get('os', SUITE)} (asked: {asked[name]})"
+                     for name in wanted if name in state["hosts"]
+                     and state["hosts"][name].get("os", SUITE) != asked[name]]
+            if other:
+                raise DevFleetError(f"{'; '.join(other)}: bring the fleet down first (sglfleet devfleet "
+                                    "down), or ask for the OS each host runs")
+        # A host booted again keeps its OS; a new one takes what was asked, else the default.
+        os_of = {name: asked.get(name) or state["hosts"].get(name, {}).get("os")
+                 or DEFAULT_OSES[(int(name[4:]) - 1) % len(DEFAULT_OSES)] for name in wanted}
 
         for name in [h for h in state["hosts"] if h not in wanted]:
             self._stop(state["hosts"][name])
@@ -377,11 +435,12 @@ class Fleet:
             self._save(state)
             return changes
 
-        build_rootfs(self.rootfs, log=self.log)
+        for os_name in sorted({os_of[name] for name in to_start}):
+            build_rootfs(self._rootfs(os_name), log=self.log, os_name=os_name)
         ensure_bridge(state, self.bridge, self.subnet, self._save)
         self._client_key(state)
         for name in to_start:
-            state["hosts"][name] = self._prepare_host(name, state)
+            state["hosts"][name] = self._prepare_host(name, state, os_of[name])
         write_ssh_files(state["hosts"], self.ssh_key, self.known_hosts, self.ssh_config)
         self._save(state)
 
@@ -432,8 +491,8 @@ class Fleet:
         state.update(ssh_key=str(self.ssh_key), known_hosts=str(self.known_hosts),
                      ssh_config=str(self.ssh_config), inventory=str(self.inventory))
 
-    def _prepare_host(self, name: str, state: dict) -> dict:
-        """Per-host overlay files: hostname, machine-id, host key, root's key, address."""
+    def _prepare_host(self, name: str, state: dict, os_name: str) -> dict:
+        """Per-host overlay files: hostname, machine-id, host key, root's key, address; the OS it boots."""
         net = ipaddress.ip_network(self.subnet)
         address = str(net[10 + int(name[4:])])
         machine = f"{self.prefix}{name}"
@@ -470,6 +529,7 @@ class Fleet:
             f"Gateway={net[1]}\nLinkLocalAddressing=no\nIPv6AcceptRA=no\n")
         return {
             "address": address, "machine": machine, "home": str(home), "root": str(root),
+            "os": os_name, "rootfs": str(self._rootfs(os_name)),
             "host_key": (key.with_suffix(".pub")).read_text().split()[:2],
             "console_log": str(home / "console.log"),
             "nspawn_pid": None, "nspawn_start": None, "leader_pid": None, "leader_start": None,
@@ -479,7 +539,7 @@ class Fleet:
         record = state["hosts"][name]
         home, root = Path(record["home"]), Path(record["root"])
         _run(["mount", "-t", "overlay", "overlay", "-o",
-              f"lowerdir={self.rootfs},upperdir={home / 'upper'},workdir={home / 'work'}",
+              f"lowerdir={record.get('rootfs') or self._rootfs(SUITE)},upperdir={home / 'upper'},workdir={home / 'work'}",
               str(root)])
         # Each host gets its own cgroup: started from one shared cgroup, the hosts'
         # systemds would all manage the same /payload tree and race (units fail).

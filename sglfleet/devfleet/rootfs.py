@@ -1,8 +1,10 @@
 """
-The root filesystem every host boots from: one debootstrap of Debian, cached.
+The root filesystems hosts boot from: one debootstrap of Debian per release, cached.
 
-Each host mounts it read-only as the lower layer of its own overlay, so what is
-here is shared by all hosts and must hold nothing per host (keys, machine-id).
+Each host mounts its OS's tree read-only as the lower layer of its own overlay,
+so what is there is shared by all hosts of that OS and must hold nothing per
+host (keys, machine-id). Debian 12 (bookworm, Python 3.11, glibc 2.36) is the
+default; Debian 13 (trixie, Python 3.13, glibc 2.41) boots beside it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from sglfleet.devfleet.processes import _locked, _remove_tree, _run, _unmount_al
 
 CACHE = Path(os.environ.get("SGLFLEET_CACHE", PROJECT_ROOT / ".cache"))
 
-SUITE = "bookworm"
+SUITE = "bookworm"  # the default OS, and the suite this machine's apt sources name
 # systemd-sysv gives /sbin/init; util-linux (flock) is Essential, so always in;
 # systemd ships systemd-analyze in bookworm; iputils-ping for link checks; sudo
 # for the production connection (a user with sudo, not root); aria2 fetches
@@ -55,15 +57,42 @@ SUDOERS = {
 }
 LOGIN_USERS = tuple(SUDOERS)
 
-# A rootfs is named by what goes into it, so a change builds a new one beside the
-# old, which hosts still running keep using.
-_RECIPE = json.dumps([SUITE, PACKAGES, SSHD_CONFIG, SUDOERS, 1]).encode()
-ROOTFS = CACHE / f"rootfs-{hashlib.sha256(_RECIPE).hexdigest()[:12]}"
+# The packages of each OS a host may run: the same names in both (each checked
+# in trixie's archive: aria2 1.37, prometheus-node-exporter 1.9, python3 3.13,
+# systemd 257, which still ships systemd-analyze).
+OSES = {"bookworm": PACKAGES, "trixie": PACKAGES}
+# The python3 each ships (major.minor): what a stack builds for on its hosts.
+PYTHONS = {"bookworm": "3.11", "trixie": "3.13"}
+
+
+def rootfs_of(os_name: str = SUITE) -> Path:
+    """
+    The cached tree hosts of ``os_name`` boot from, named by what goes into it.
+
+    A change of the recipe builds a new tree beside the old one, which hosts
+    still running keep using; bookworm's name is the one it had before trixie.
+
+    + os_name: a Debian suite in ``OSES``
+
+    **Example:**
+
+    .. code:: python
+
+        rootfs_of("trixie")  # .cache/rootfs-<12 hex>
+    """
+    if os_name not in OSES:
+        raise DevFleetError(f"no local OS named {os_name!r}: use one of {', '.join(OSES)}")
+    recipe = json.dumps([os_name, OSES[os_name], SSHD_CONFIG, SUDOERS, 1]).encode()
+    return CACHE / f"rootfs-{hashlib.sha256(recipe).hexdigest()[:12]}"
+
+
+ROOTFS = rootfs_of(SUITE)
 
 
 def apt_mirror(etc_apt: Path = Path("/etc/apt")) -> str:
     """
-    The Debian mirror this machine's own apt sources use for the main suite.
+    The Debian mirror this machine's own apt sources use for the main suite
+    (one archive holds every suite, so trixie comes from it too).
 
     + etc_apt: apt's configuration folder (deb822 ``*.sources`` and one-line ``*.list``)
 
@@ -101,18 +130,20 @@ def apt_mirror(etc_apt: Path = Path("/etc/apt")) -> str:
     return candidates[0]
 
 
-def build_rootfs(rootfs: Path = ROOTFS, log=print) -> Path:
+def build_rootfs(rootfs: Path = ROOTFS, log=print, os_name: str = SUITE) -> Path:
     """
     Build the cached host rootfs once with debootstrap; reuse it afterwards.
 
     + rootfs: where the finished tree lives; it is built beside it and renamed
       into place only when complete, so a half-built tree is never used.
+    + os_name: the Debian suite it holds (``OSES``)
 
     **Example:**
 
     .. code:: python
 
         build_rootfs()  # about a minute the first time, instant after
+        build_rootfs(rootfs_of("trixie"), os_name="trixie")
     """
     if (rootfs / ".sglfleet-rootfs.json").is_file():
         return rootfs
@@ -125,19 +156,19 @@ def build_rootfs(rootfs: Path = ROOTFS, log=print) -> Path:
         tmp = rootfs.with_name(rootfs.name + ".tmp")
         _remove_tree(tmp)
         _remove_tree(rootfs)  # an incomplete tree without its marker
-        log(f"building rootfs: debootstrap --variant=minbase {SUITE} from {mirror}")
+        log(f"building rootfs: debootstrap --variant=minbase {os_name} from {mirror}")
         started = time.monotonic()
         result = _run([
-            "debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}",
-            SUITE, str(tmp), mirror,
+            "debootstrap", "--variant=minbase", f"--include={','.join(OSES[os_name])}",
+            os_name, str(tmp), mirror,
         ], check=False)
         if result.returncode != 0:
             _unmount_all(tmp)
             tail = "\n".join((result.stdout + result.stderr).splitlines()[-15:])
-            raise DevFleetError(f"debootstrap of {SUITE} from {mirror} failed:\n{tail}")
+            raise DevFleetError(f"debootstrap of {os_name} from {mirror} failed:\n{tail}")
         _configure_rootfs(tmp)
         (tmp / ".sglfleet-rootfs.json").write_text(json.dumps({
-            "suite": SUITE, "mirror": mirror, "packages": PACKAGES,
+            "suite": os_name, "mirror": mirror, "packages": OSES[os_name],
             "built_s": round(time.monotonic() - started, 1),
         }, indent=2) + "\n")
         os.rename(tmp, rootfs)

@@ -9,6 +9,12 @@ trip, and every answer is the same typed value its own fact gives.
 With ``sudo_check``, the read runs as the SSH user, asks ``sudo -n`` first (the
 answer ``SudoAccess`` gives), and runs the rest under ``sudo -H -n``.
 
+A stack serves several Pythons, and what the read asks of the stack (its id,
+the patch target, the release) depends on which one the host has. With
+``variants``, the host's own ``python3`` picks the arguments of its Python in
+the same shell (a ``case``), after ``HostOs`` has read the OS: still one round
+trip.
+
 **Example:**
 
 .. code:: python
@@ -29,6 +35,7 @@ from pyinfra.api import FactBase, FactProcessError
 from sglfleet.facts.files import FileBytesUnlessKnown, FileDigests
 from sglfleet.facts.gpu import Gpu, NvidiaGpus
 from sglfleet.facts.models import ModelState
+from sglfleet.facts.os import HostOs, OsInfo
 from sglfleet.facts.release import ReleaseHostState, ReleaseState
 from sglfleet.facts.stack import StackHostState, StackState
 from sglfleet.facts.sudo import SudoAccess
@@ -36,6 +43,8 @@ from sglfleet.facts.users import PasswdEntry
 
 MARK = "#sglfleet-read "
 END = f"{MARK}end"
+# The parts that depend on the host's Python: the stack's id and venv, the patch target in it, the release.
+PER_PYTHON = ("stack", "patch", "release")
 
 
 @dataclass
@@ -44,6 +53,7 @@ class HostState:
     One host as a converge finds it, each part as its own fact answers.
 
     + sudo: ``SudoAccess``'s answer, or None when the read did not ask (no sudo, or a sudo password)
+    + os: ``HostOs``'s: the distribution, glibc and python3
     + gpus: ``NvidiaGpus``'s
     + stack: ``StackState``'s (wheels not hashed)
     + user: ``PasswdEntry``'s for the service user
@@ -54,6 +64,7 @@ class HostState:
     """
 
     sudo: dict | None = None
+    os: OsInfo = field(default_factory=OsInfo)
     gpus: list[Gpu] = field(default_factory=list)
     stack: StackHostState = field(default_factory=lambda: StackHostState(stack_id=""))
     user: dict | None = None
@@ -88,13 +99,34 @@ class HostRead(FactBase[HostState]):
             parts["models"] = (ModelState(), ModelState().command(model_spec))
         return parts
 
+    @staticmethod
+    def _joined(parts: dict, names) -> str:
+        # A subshell each: a part's own `exit` or `cd` ends or moves only that part.
+        return "; ".join(f"echo {shlex.quote(MARK + name)}; ( {parts[name][1]}\n)" for name in names)
+
     def command(self, stack_id: str, python: str, uv_version: str, user: str, paths: list[str],
                 patch_path: str, patch_known: list[str], release_id: str, model_spec: list | None = None,
-                full: bool = False, sudo_check: bool = False) -> str:
-        parts = self._parts(stack_id, python, uv_version, user, paths, patch_path, patch_known, release_id,
-                            model_spec, full)
-        # A subshell each: a part's own `exit` or `cd` ends or moves only that part.
-        body = "; ".join(f"echo {shlex.quote(MARK + name)}; ( {command}\n)" for name, (_, command) in parts.items())
+                full: bool = False, sudo_check: bool = False, variants: dict[str, dict] | None = None) -> str:
+        """
+        + variants: ``{python: {"stack_id": ..., "patch_path": ..., "patch_known": ..., "release_id": ...}}``
+          for each Python the stack serves; the host's ``python3`` picks one. The arguments
+          given besides are read on a host of any other Python (one preflight refuses).
+        """
+        common = dict(stack_id=stack_id, python=python, uv_version=uv_version, user=user, paths=paths,
+                      patch_path=patch_path, patch_known=patch_known, release_id=release_id,
+                      model_spec=model_spec, full=full)
+        parts = self._parts(**common)
+        body = (f"echo {shlex.quote(MARK + 'os')}; ( {HostOs().command()}\n); "
+                + self._joined(parts, [name for name in parts if name not in PER_PYTHON]))
+        if variants:
+            # "Python 3.13.5": the trailing dot keeps 3.1 from matching 3.13.
+            branches = "".join(
+                f"{shlex.quote(f'Python {version}.')}*) "
+                f"{self._joined(self._parts(**{**common, 'python': version, **given}), PER_PYTHON)};; "
+                for version, given in variants.items())
+            body += f'; case "$(python3 -V 2>&1)" in {branches}*) {self._joined(parts, PER_PYTHON)};; esac'
+        else:
+            body += "; " + self._joined(parts, PER_PYTHON)
         body += f"; echo {shlex.quote(END)}"
         if not sudo_check:
             return body
@@ -116,7 +148,7 @@ class HostRead(FactBase[HostState]):
                 return found  # nothing else was read: the access check says why
         if "end" not in sections:
             raise FactProcessError(f"the host read ended early, after {', '.join(sections) or 'nothing'}")
-        readers = {"gpus": NvidiaGpus(), "stack": StackState(), "user": PasswdEntry(), "files": FileDigests(),
+        readers = {"os": HostOs(), "gpus": NvidiaGpus(), "stack": StackState(), "user": PasswdEntry(), "files": FileDigests(),
                    "patch": FileBytesUnlessKnown(), "release": ReleaseState(), "models": ModelState()}
         for name, fact in readers.items():
             if name in sections:

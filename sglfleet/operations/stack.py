@@ -38,7 +38,8 @@ PROBE = FILES / "probe" / "verify_stack.py"
 
 
 @operation()
-def wheels_fanned_out(stack: Stack, share: Share, full_check: bool = False, found=READ):
+def wheels_fanned_out(stack: Stack, share: Share, full_check: bool = False, found=READ,
+                      peers_hold: frozenset[str] | None = None):
     """
     Give the host every wheel of ``stack`` it lacks, from the hosts of earlier
     rounds (``aria2c``, several sources a file, sha256 checked on arrival), or
@@ -49,6 +50,8 @@ def wheels_fanned_out(stack: Stack, share: Share, full_check: bool = False, foun
     + share: the host's turn in the fan-out (``sglfleet.artifacts.fanout``)
     + full_check: as ``installed``'s
     + found: ``StackState``'s answer, already read; by default the operation reads it
+    + peers_hold: the wheels the share's peers hold (their own Pythons'); the others come
+      from the controller at once. None: any wheel may be asked of them
 
     **Example:**
 
@@ -71,18 +74,22 @@ def wheels_fanned_out(stack: Stack, share: Share, full_check: bool = False, foun
         host.noop(f"the wheelhouse has every wheel of stack {stack.id}")
         return
     sources = share.sources if state.aria2 else ()
+    # A wheel of this host's interpreter alone no peer of another Python has: none is asked for it.
+    own = [name for name in missing if peers_hold is not None and name not in peers_hold]
     if share.sources and not state.aria2 and first_pass():
         host.log("aria2c is missing, so the wheels come from the controller: apt install aria2 to fetch "
                  "them from peer hosts", logger.warning)
     if first_pass():
         size = sum(local[name].size for name in missing)
         origin = f"{len(sources)} peer hosts" if sources else "the controller"
+        if sources and own:
+            origin += f" ({len(own)} only its Python takes from the controller)"
         host.log(f"Stack {stack.id}: {len(missing)} wheels ({human(size)}) from {origin}", logger.info)
-    yield HostFunctionCommand(_fetch_and_serve, ([(name, local[name]) for name in missing], sources, share), {})
+    yield HostFunctionCommand(_fetch_and_serve, ([(name, local[name]) for name in missing], sources, share, own), {})
 
 
-def _fetch_and_serve(state, host, connector_arguments, missing, sources, share: Share):
-    """Fetch ``missing`` (``[(name, Local)]``) into the wheelhouse, then serve it; False fails the host."""
+def _fetch_and_serve(state, host, connector_arguments, missing, sources, share: Share, own=()):
+    """Fetch ``missing`` (``[(name, Local)]``, ``own`` from the controller alone) into the wheelhouse, then serve it; False fails the host."""
     def run(command: str, **extra):
         return host.run_shell_command(StringCommand(command), **{**connector_arguments, **extra})
 
@@ -97,8 +104,9 @@ def _fetch_and_serve(state, host, connector_arguments, missing, sources, share: 
     if not ok:
         return _failed(host, f"cannot prepare {incoming}: {' '.join(output.stderr_lines)[-300:]}")
     left = dict(missing)
-    if sources:
-        left = _from_peers(host, run, left, sources, incoming)
+    asked = {name: entry for name, entry in left.items() if name not in own}
+    if sources and asked:
+        left = {**{name: left[name] for name in own}, **_from_peers(host, run, asked, sources, incoming)}
     if left and not _from_controller(host, connector_arguments, run, left, incoming):
         return False
     run(f"rm -rf {shlex.quote(incoming)}")

@@ -7,7 +7,8 @@ Each problem is one line naming the host, the thing and the fix, e.g.
 
 .. code:: python
 
-    problems = check("node2", stack, gpus, disk_free=50 << 30, gpu_less=False, python="3.11.2")
+    problems = check("node2", stack, gpus, disk_free=50 << 30, gpu_less=False,
+                     os=OsInfo(id="debian", version_id="13", glibc="2.41", python="3.13.5"))
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import NamedTuple
 
 from sglfleet.artifacts.stacks import Stack
 from sglfleet.facts.gpu import Gpu
+from sglfleet.facts.os import OsInfo
 from sglfleet.host.layout import LAYOUT
 
 GIB = 1 << 30
@@ -46,9 +48,55 @@ def disk_needed(stack: Stack, unpacked: int) -> int:
     return stack.size + unpacked + unpacked // 5
 
 
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".") if part.isdigit())
+
+
+def serves(stack: Stack, os: OsInfo) -> bool:
+    """Whether ``stack``'s lock has wheels for the host's ``python3`` that its glibc can load."""
+    if not stack.serves(os.python):
+        return False
+    needed = stack.for_python(os.python_minor).glibc
+    return not (needed and os.glibc and _version(os.glibc) < _version(needed))
+
+
+def fitting(stacks: list[Stack], os: OsInfo, gpu_less: bool) -> list[str]:
+    """
+    The names of the stacks that would serve a host of ``os``: its Python and glibc,
+    GPU-less stacks for a GPU-less host and CUDA stacks for a GPU host.
+
+    + stacks: every stack defined (``sglfleet.artifacts.stacks.available``), loaded
+    + os: ``HostOs``'s answer
+    + gpu_less: the inventory says the host has no GPU
+    """
+    return [stack.name for stack in stacks if serves(stack, os) and bool(stack.cuda) != gpu_less]
+
+
+def interpreter_problems(host: str, stack: Stack, os: OsInfo, others: list[str]) -> list[str]:
+    """
+    The host's ``python3`` and glibc against the Pythons and wheels ``stack``'s lock holds.
+
+    + os: ``HostOs``'s answer
+    + others: the stacks that would fit the host (``fitting``), named in the fix
+    """
+    fix = (f"give the host a stack that serves it ({', '.join(others)})" if others
+           else "no stack defined here serves it: add its Python to a stack's pythons and re-lock")
+    if os.python is None:
+        return [f"{host}: no python3 found ({os.pretty or 'unknown OS'}), stack {stack.name} needs python3 "
+                f"{' or '.join(stack.pythons)}: install python3 (Debian, Ubuntu: apt install python3 python3-venv)"]
+    if not stack.serves(os.python):
+        return [f"{host}: python3 is {os.python} ({os.pretty or 'unknown OS'}, glibc {os.glibc or '?'}), which "
+                f"stack {stack.name} does not serve (its lock holds {', '.join(stack.pythons)}): {fix}"]
+    needed = stack.for_python(os.python_minor).glibc
+    if needed and os.glibc and _version(os.glibc) < _version(needed):
+        return [f"{host}: glibc {os.glibc} ({os.pretty or 'unknown OS'}) is older than stack {stack.name}'s "
+                f"wheels for python {os.python_minor} need ({needed}): {fix}"]
+    return []
+
+
 def check(host: str, stack: Stack, gpus: list[Gpu], disk_free: int, gpu_less: bool,
-          python: str | None, built: bool = False, declared: Declared = Declared(),
-          unpacked: int = 0) -> list[str]:
+          os: OsInfo, built: bool = False, declared: Declared = Declared(),
+          unpacked: int = 0, others: list[str] = ()) -> list[str]:
     """
     Every reason ``host`` cannot take ``stack``; empty when it fits.
 
@@ -57,15 +105,14 @@ def check(host: str, stack: Stack, gpus: list[Gpu], disk_free: int, gpu_less: bo
     + gpus: the NvidiaGpus fact ([] without nvidia-smi)
     + disk_free: bytes free where stacks live
     + gpu_less: the inventory says the host has no GPU (local fleet, CI)
-    + python: the version of the host's python<stack.python>, None when absent
+    + os: ``HostOs``'s answer: the host's ``python3`` and glibc, against the Pythons the stack serves
     + built: the stack is already built and verified there (no disk needed)
     + declared: the inventory's ``gpu_compute_cap``, ``gpu_count`` and ``tp_size``
     + unpacked: bytes the stack's wheels hold unpacked (see ``disk_needed``)
+    + others: the stacks that would fit the host (``fitting``), named when this one does not
     """
     problems = _declared_problems(host, gpus, declared) if gpus else []
-    if python is None or ".".join(python.split(".")[:2]) != stack.python:
-        problems.append(f"{host}: python{stack.python} is missing, stack {stack.name} needs it: "
-                        f"install python{stack.python} (Debian: apt install python{stack.python})")
+    problems += interpreter_problems(host, stack, os, [name for name in others if name != stack.name])
     if not gpus:
         if not gpu_less:
             problems.append(f"{host}: no NVIDIA GPU found (nvidia-smi missing or lists none): install or load "

@@ -20,7 +20,7 @@ from sglfleet.artifacts import wheelhouse
 from sglfleet.artifacts.fanout import Share, rounds
 from sglfleet.artifacts.models import ModelError, load_manifest, staged_models
 from sglfleet.artifacts.patcher import PatchRefused, apply, load_patch
-from sglfleet.artifacts.stacks import Stack, StackError, load_stack
+from sglfleet.artifacts.stacks import Stack, StackError, available, load_stack
 from sglfleet.facts.host import HostRead, HostState
 from sglfleet.host.layout import LAYOUT
 from sglfleet.host.stacks import PATCHED, patched
@@ -52,31 +52,63 @@ def stack_named(name: str, allow_unhashed: bool) -> Stack:
     return load_stack(name, allow_unhashed=allow_unhashed)
 
 
-def host_stack(host: Host) -> Stack:
+@cache
+def every_stack() -> tuple[Stack, ...]:
+    """Every stack defined and locked here, loaded once per run: preflight names those that would fit a host."""
+    stacks = []
+    for name in available():
+        try:
+            stacks.append(load_stack(name, allow_unhashed=True))
+        except StackError:
+            continue  # a stack without a usable lock fits no host
+    return tuple(stacks)
+
+
+def defined_stack(host: Host) -> Stack:
     """
-    The stack the host runs.
+    The stack the inventory gives the host, with every Python it serves, its lock
+    complete and hashed (or allowed unhashed); else a ``PyinfraError`` that stops
+    the run before any host is read.
 
     + host: ``pyinfra.host``
     """
     config = host_config(host)
-    return stack_named(config.stack, config.allow_unhashed_lock)
+    try:
+        stack = stack_named(config.stack, config.allow_unhashed_lock)
+        stack.require_complete()
+    except StackError as e:
+        # A lock problem is the whole inventory's.
+        raise PyinfraError(str(e)) from None
+    return stack
+
+
+def host_stack(host: Host) -> Stack:
+    """
+    The stack the host runs: its stack for its own ``python3``, as the one read found it.
+    A host whose Python the stack does not serve gets the stack's first Python's
+    (preflight refuses that host before anything changes).
+
+    + host: ``pyinfra.host``
+    """
+    stack = defined_stack(host)
+    python = host_state(host).os.python_minor
+    return stack.for_python(python if stack.serves(python) else stack.pythons[0])
 
 
 def complete_stack(host: Host) -> Stack:
     """
-    The host's stack, complete, hashed (or allowed unhashed), in the controller's
+    The host's stack for its Python (``host_stack``), its files in the controller's
     wheelhouse; else a ``PyinfraError`` that stops the run before any host changes.
 
     + host: ``pyinfra.host``
     """
+    stack = host_stack(host)
     try:
-        stack = host_stack(host)
-        stack.require_complete()
         # Every file fetched once and checked against the lock while the deploy is
-        # planned: a wrong hash stops the run before any operation runs.
+        # planned: a wrong hash stops the run before any operation runs. Only the
+        # Pythons the fleet has: a lock for three fetches no wheel a host will not take.
         wheelhouse.ensure(stack)
     except StackError as e:
-        # A lock problem is the whole inventory's.
         raise PyinfraError(str(e)) from None
     return stack
 
@@ -103,7 +135,8 @@ def patched_digests(stack: Stack) -> tuple[str, ...]:
 
     + stack: the host's stack
     """
-    wheels = [local.path for name, local in wheelhouse.ensure(stack).items() if name.startswith("sglang-")]
+    # The sglang wheel alone: the read asks this of every Python the stack serves.
+    wheels = [local.path for local in wheelhouse.ensure(stack, names=frozenset({"sglang"})).values()]
     return _patched_digests(str(wheels[0])) if wheels else ()
 
 
@@ -168,19 +201,30 @@ def host_tool_files(server: str) -> dict[str, tuple[bytes, str]]:
     return tools
 
 
+def release_for(host: Host, stack: Stack) -> Release:
+    """
+    The release this host serves from ``stack`` (one of its stack's Pythons), once per run:
+    the stack, the patch, the launch configuration and the service files, under one content hash.
+
+    + host: ``pyinfra.host``
+    + stack: the host's stack for one Python (``Stack.for_python``)
+    """
+    key = f"{host.name}\0{stack.id}"
+    if key not in _releases:
+        _releases[key] = render_release(
+            host_config(host), stack.id, patch_digest(),
+            service_digest=host_service_files(host).digest,
+        )
+    return _releases[key]
+
+
 def host_release(host: Host) -> Release:
     """
-    The release this host should serve, once per run: its stack, the patch,
-    the launch configuration and the service files, under one content hash.
+    The release this host should serve: the one of its stack for its own ``python3``.
 
     + host: ``pyinfra.host``
     """
-    if host.name not in _releases:
-        _releases[host.name] = render_release(
-            host_config(host), host_stack(host).id, patch_digest(),
-            service_digest=host_service_files(host).digest,
-        )
-    return _releases[host.name]
+    return release_for(host, host_stack(host))
 
 
 def fleet_waves(inventory: Inventory, targets: list[str]) -> list[Wave]:
@@ -256,6 +300,20 @@ def fleet_shares(host: Host, targets: list, distribution: str, port: int, unit: 
         earlier += [f"http://{peer.data.get('ssh_hostname') or peer.name}:{port}" for peer in hosts]
 
 
+def peer_files(targets: list, round_number: int) -> frozenset[str]:
+    """
+    The wheels the hosts of the rounds before ``round_number`` hold by then: each
+    one's stack for its own Python. A wheel of another interpreter no such peer has.
+
+    + targets: the hosts this run targets, in inventory order (as ``fleet_shares``)
+    + round_number: the round of the host that fetches
+    """
+    # A host that never connected (a refused host key) serves nothing, and is not read.
+    active = {one.name for one in state.inventory.get_active_hosts()}
+    earlier = [peer for hosts in rounds(targets)[:round_number] for peer in hosts if peer.name in active]
+    return frozenset(f.filename for peer in earlier for f in host_stack(peer).files)
+
+
 # One greenlet per host: hosts whose deploys load side by side wait on the same reads.
 _reads: dict[str, gevent.Greenlet] = {}
 
@@ -263,7 +321,14 @@ _reads: dict[str, gevent.Greenlet] = {}
 def _read_arguments(host: Host) -> dict:
     """What ``HostRead`` reads on ``host``, and how it becomes root."""
     config = host_config(host)
-    stack = complete_stack(host)
+    stack = defined_stack(host)
+    # Each Python the stack serves: the host's python3 picks its own in the read.
+    variants = {}
+    for python in stack.pythons:
+        built = stack.for_python(python)
+        variants[python] = {"stack_id": built.id, "patch_path": f"{built.venv}/{patched(python)}",
+                            "patch_known": sorted(patched_digests(built)),
+                            "release_id": release_for(host, built).release_id}
     paths = [LAYOUT.env_file, LAYOUT.unit_file, *host_tool_files(config.server)]
     try:
         spec = [{"dir": model.dir, "digest": load_manifest(model.repo, model.revision).digest}
@@ -275,11 +340,9 @@ def _read_arguments(host: Host) -> dict:
     own_sudo = bool(arguments.get("_sudo")) and not any(
         arguments.get(key) for key in ("_sudo_password", "_sudo_user", "_use_sudo_login", "_preserve_sudo_env"))
     return {
-        "stack_id": stack.id, "python": stack.python, "uv_version": stack.uv.version,
-        "user": LAYOUT.service_user, "paths": sorted(paths),
-        "patch_path": f"{stack.venv}/{patched(stack.python)}", "patch_known": sorted(patched_digests(stack)),
-        "release_id": host_release(host).release_id, "model_spec": spec or None,
-        "full": config.verify_stacks == "full", "sudo_check": own_sudo,
+        "python": stack.pythons[0], **variants[stack.pythons[0]], "variants": variants,
+        "uv_version": stack.uv.version, "user": LAYOUT.service_user, "paths": sorted(paths),
+        "model_spec": spec or None, "full": config.verify_stacks == "full", "sudo_check": own_sudo,
         **({"_sudo": False} if own_sudo else {}),
     }
 

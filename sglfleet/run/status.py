@@ -2,9 +2,10 @@
 The fleet's release state, one row a host, read from the hosts themselves
 (what ``sglfleet status`` tabulates).
 
-Each host answers with one command, ``sglfleet-release state``, which reads its
-links, its unit and its own ``/health`` and ``/metrics`` (the serving port may
-be closed to the controller). It runs as the deploy does: as the inventory's
+Each host answers with one command: its OS, glibc and ``python3`` (``HostOs``),
+then ``sglfleet-release state``, which reads its links, its unit and its own
+``/health`` and ``/metrics`` (the serving port may be closed to the controller).
+The release a host should serve is its stack's for its own ``python3``. It runs as the deploy does: as the inventory's
 SSH user, through sudo where the host's data (``_sudo``) asks.
 
 **Example:**
@@ -23,10 +24,11 @@ from pyinfra.api import Config, State
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS, pop_global_arguments
 from pyinfra.api.connect import connect_all
 
+from sglfleet.facts.os import HostOs, OsInfo
 from sglfleet.facts.sudo import SudoAccess
 from sglfleet.host.layout import LAYOUT
 from sglfleet.plan.validation import load_inventory
-from sglfleet.run.context import fleet_waves, host_release
+from sglfleet.run.context import defined_stack, fleet_waves, release_for
 
 
 def fleet_status(inventory_path: str, data: dict | None = None) -> list[dict]:
@@ -54,18 +56,23 @@ def fleet_status(inventory_path: str, data: dict | None = None) -> list[dict]:
 
     rows = []
     for host in inventory:
-        # What this inventory declares the host should serve, as a converge would render it.
-        row = {"host": host.name, "wave": wave_of.get(host.name), "declared": host_release(host).release_id}
+        row = {"host": host.name, "wave": wave_of.get(host.name), "os": None, "python": None, "declared": None}
         if not host.connected:
             row["error"] = "unreachable"
         else:
-            row.update(_host_state(state, host))
+            found, answer = _host_state(state, host)
+            row.update(os=found.name if found.pretty else None, python=found.python, **answer)
+            # What this inventory declares the host should serve, as a converge would render it
+            # for the host's own python3 (none for a Python its stack does not serve).
+            stack = defined_stack(host)
+            if stack.serves(found.python):
+                row["declared"] = release_for(host, stack.for_python(found.python_minor)).release_id
         rows.append(row)
     return rows
 
 
-def _host_state(state: State, host) -> dict:
-    """What ``sglfleet-release state`` says on ``host``, or ``{"error": ...}``."""
+def _host_state(state: State, host) -> tuple[OsInfo, dict]:
+    """The host's OS, and what ``sglfleet-release state`` says on it (or ``{"error": ...}``)."""
     # The host's sudo settings, from its data, as pyinfra resolves them for an operation.
     arguments, _ = pop_global_arguments(state, host, {})
     connector = {key: arguments[key] for key in CONNECTOR_ARGUMENT_KEYS if key in arguments}
@@ -74,11 +81,14 @@ def _host_state(state: State, host) -> dict:
         ok, output = host.run_shell_command(SudoAccess().command())
         access = SudoAccess().process(output.stdout_lines)
         if access["status"] != "ok":
-            return {"error": f"sudo: {access['message']}"}
-    ok, output = host.run_shell_command(f"{LAYOUT.tool} state", **connector)
+            return OsInfo(), {"error": f"sudo: {access['message']}"}
+    ok, output = host.run_shell_command(f"{HostOs().command()}; echo '## state'; {LAYOUT.tool} state", **connector)
+    lines = output.stdout_lines
+    cut = lines.index("## state") if "## state" in lines else len(lines)
+    found = HostOs().process(lines[:cut])
     if not ok:
-        return {"error": output.stderr or "sglfleet-release is not installed"}
-    return json.loads(output.stdout)
+        return found, {"error": output.stderr or "sglfleet-release is not installed"}
+    return found, json.loads("\n".join(lines[cut + 1:]))
 
 
 def progress(rows: list[dict]) -> str:
