@@ -34,7 +34,9 @@ def _restarts(one) -> bool:
 
 def _key(one) -> str:
     found = peer_state(one)
-    return cache_key(host_stack(one).id, [(gpu.compute_cap, gpu.driver) for gpu in found.gpus] if found else [])
+    if found is None:
+        return f"{one.name}+unread"  # its read failed: it shares with nobody
+    return cache_key(host_stack(one).id, [(gpu.compute_cap, gpu.driver) for gpu in found.gpus])
 
 
 _later: dict[tuple, dict[str, bool]] = {}  # per batch plan: the fleet is read once a run

@@ -46,15 +46,15 @@ def test_the_canarys_caches_warm_the_later_hosts(fleet_up):
     # The canary compiled every kernel of the new flags, and the sampling module during its gate.
     assert "3 kernels: 0 from the compile cache, 3 compiled" in logs["node1"], logs["node1"][-2000:]
     assert "sampling module compiled" in logs["node1"]  # its gate's sampled generation
-    assert re.search(r"\[node1\] canary: compile caches packed for later hosts of dev-\w+\+cpu: \d+ files",
+    assert re.search(r"\[node1\] canary: compile caches packed for later hosts of dev-[\w-]+\+cpu: \d+ files",
                      done.stdout), done.stdout[-3000:]
     # Each later host fetches from every host that holds them by then: the sources double.
     for host, peers in (("node2", 1), ("node3", 2)):
         assert "3 kernels: 3 from the compile cache, 0 compiled" in logs[host], logs[host][-2000:]
         assert "sampling module compiled" not in logs[host]
-        assert re.search(rf"\[{host}\] wave\d: compile caches of dev-\w+\+cpu from {peers} peer\(s\), "
+        assert re.search(rf"\[{host}\] wave\d: compile caches of dev-[\w-]+\+cpu from {peers} peer\(s\), "
                          rf"[\d.]+ KB: \d+ files added, 0 kept", done.stdout), done.stdout[-3000:]
-    stack = re.search(r"later hosts of (dev-\w+)\+cpu", done.stdout).group(1)
+    stack = re.search(r"later hosts of (dev-[\w-]+)\+cpu", done.stdout).group(1)
     owners = fleet_up.inside("node2", f"find /var/cache/sglang/compile/{stack} -type f -printf '%u %m\\n' "
                                       "| sort -u").stdout.split("\n")
     assert [line for line in owners if line] == ["sglang 600"]
