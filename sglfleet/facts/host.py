@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pyinfra.api import FactBase, FactProcessError
 
 from sglfleet.facts.files import FileBytesUnlessKnown, FileDigests
+from sglfleet.facts.gateway import GatewayService
 from sglfleet.facts.gpu import Gpu, NvidiaGpus
 from sglfleet.facts.models import ModelState
 from sglfleet.facts.release import ReleaseHostState, ReleaseState
@@ -51,6 +52,7 @@ class HostState:
     + patch: ``FileBytesUnlessKnown``'s for the patch target: its digest when known, else its bytes
     + release: ``ReleaseState``'s, with the staged files of the release this run serves
     + models: ``ModelState``'s answers, or None when the host pins no model
+    + gateway: ``GatewayService``'s, on a gateway host (which reads no GPU, patch, release or model)
     """
 
     sudo: dict | None = None
@@ -61,6 +63,7 @@ class HostState:
     patch: str | bytes | None = None
     release: ReleaseHostState | None = None
     models: list | None = None
+    gateway: dict | None = None
 
 
 class HostRead(FactBase[HostState]):
@@ -73,7 +76,14 @@ class HostRead(FactBase[HostState]):
         return HostState()
 
     def _parts(self, stack_id, python, uv_version, user, paths, patch_path, patch_known, release_id,
-               model_spec, full):
+               model_spec, full, gateway_unit):
+        if gateway_unit:  # a gateway host: its stack, its files and its gateway, nothing of sglang
+            return {
+                "stack": (StackState(), StackState().command(stack_id, python, uv_version, hash_wheels=False,
+                                                              full=full)),
+                "files": (FileDigests(), FileDigests().command(paths)),
+                "gateway": (GatewayService(), GatewayService().command(gateway_unit)),
+            }
         parts = {
             "gpus": (NvidiaGpus(), "if command -v nvidia-smi >/dev/null 2>&1; then "
                                    f"{NvidiaGpus().command()}; fi"),
@@ -89,10 +99,11 @@ class HostRead(FactBase[HostState]):
         return parts
 
     def command(self, stack_id: str, python: str, uv_version: str, user: str, paths: list[str],
-                patch_path: str, patch_known: list[str], release_id: str, model_spec: list | None = None,
-                full: bool = False, sudo_check: bool = False) -> str:
+                patch_path: str | None, patch_known: list[str], release_id: str | None,
+                model_spec: list | None = None, full: bool = False, sudo_check: bool = False,
+                gateway_unit: str | None = None) -> str:
         parts = self._parts(stack_id, python, uv_version, user, paths, patch_path, patch_known, release_id,
-                            model_spec, full)
+                            model_spec, full, gateway_unit)
         # A subshell each: a part's own `exit` or `cd` ends or moves only that part.
         body = "; ".join(f"echo {shlex.quote(MARK + name)}; ( {command}\n)" for name, (_, command) in parts.items())
         body += f"; echo {shlex.quote(END)}"
@@ -117,7 +128,8 @@ class HostRead(FactBase[HostState]):
         if "end" not in sections:
             raise FactProcessError(f"the host read ended early, after {', '.join(sections) or 'nothing'}")
         readers = {"gpus": NvidiaGpus(), "stack": StackState(), "user": PasswdEntry(), "files": FileDigests(),
-                   "patch": FileBytesUnlessKnown(), "release": ReleaseState(), "models": ModelState()}
+                   "patch": FileBytesUnlessKnown(), "release": ReleaseState(), "models": ModelState(),
+                   "gateway": GatewayService()}
         for name, fact in readers.items():
             if name in sections:
                 setattr(found, name, fact.process(sections[name]) if sections[name] else fact.default())
