@@ -11,6 +11,11 @@ with the API key taken from the environment, and systemd told once it serves.
   and its admin API must send it (``/generate`` and ``/workers`` answer 401
   without it, ``/health`` does not ask), and it is the bearer token it sends to
   its workers (seen with the 1.13.0 wheel), so it is the fleet's sglang key.
+- the configuration's digest (the unit's ``SGLFLEET_GATEWAY_CONFIG``) goes to
+  ``$RUNTIME_DIRECTORY/config``, which lives as long as the process: a converge
+  reads there what the running gateway started from. (Not from
+  ``/proc/<pid>/environ``: smg's launcher calls setproctitle, which writes its
+  title over that memory.)
 - ``READY=1`` goes to systemd (``Type=notify``) once ``/health`` answers 200 and
   ``GET /workers`` lists one of its workers healthy: a restart returns when this
   gateway routes again, so the next gateway restarts only then. (Not every
@@ -80,6 +85,9 @@ def notify_when_ready(port: int, workers: list, key) -> None:
 
 def main() -> None:
     args = parse_router_args(sys.argv[1:])
+    if os.environ.get("RUNTIME_DIRECTORY"):
+        with open(os.path.join(os.environ["RUNTIME_DIRECTORY"], "config"), "w") as config:
+            config.write(os.environ.get("SGLFLEET_GATEWAY_CONFIG", "") + "\n")
     args.api_key = os.environ.pop("SGLANG_API_KEY", None) or None
     threading.Thread(target=notify_when_ready, args=(args.port, list(args.worker_urls), args.api_key),
                      daemon=True).start()

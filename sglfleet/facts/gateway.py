@@ -12,8 +12,9 @@ CONFIG = "SGLFLEET_GATEWAY_CONFIG"
 class GatewayService(FactBase[dict]):
     """
     Returns the gateway unit's state and the configuration digest its running
-    process started with (its ``SGLFLEET_GATEWAY_CONFIG``, read from the main
-    process's environment: the unit file may already be newer than the process).
+    process started with (the launcher writes its ``SGLFLEET_GATEWAY_CONFIG`` to
+    ``config`` in the unit's runtime directory, which goes with the process: the
+    unit file may already be newer than the process).
 
     .. code:: python
 
@@ -24,20 +25,17 @@ class GatewayService(FactBase[dict]):
 
     .. code:: python
 
-        found = host.get_fact(GatewayService, unit="sglang-gateway.service")
+        found = host.get_fact(GatewayService, unit="sglang-gateway.service", runtime_dir="/run/sglang-gateway")
     """
 
     @staticmethod
     def default() -> dict:
         return {"active": "unknown", "config": None}
 
-    def command(self, unit: str) -> str:
-        q_unit = shlex.quote(unit)
-        # Only the one variable leaves the process's environment (its API key stays there).
-        return (f"echo active=$(systemctl is-active {q_unit} 2>/dev/null); "
-                f"pid=$(systemctl show -p MainPID --value {q_unit} 2>/dev/null); "
-                f"if [ \"${{pid:-0}}\" != 0 ]; then tr '\\0' '\\n' < /proc/$pid/environ 2>/dev/null "
-                f"| grep '^{CONFIG}=' || true; fi")
+    def command(self, unit: str, runtime_dir: str) -> str:
+        q_config = shlex.quote(f"{runtime_dir}/config")
+        return (f"echo active=$(systemctl is-active {shlex.quote(unit)} 2>/dev/null); "
+                f"if test -f {q_config}; then echo {CONFIG}=$(cat {q_config}); fi")
 
     def process(self, output):
         found = self.default()

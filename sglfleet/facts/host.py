@@ -76,13 +76,13 @@ class HostRead(FactBase[HostState]):
         return HostState()
 
     def _parts(self, stack_id, python, uv_version, user, paths, patch_path, patch_known, release_id,
-               model_spec, full, gateway_unit):
+               model_spec, full, gateway_unit, gateway_runtime_dir):
         if gateway_unit:  # a gateway host: its stack, its files and its gateway, nothing of sglang
             return {
                 "stack": (StackState(), StackState().command(stack_id, python, uv_version, hash_wheels=False,
                                                               full=full)),
                 "files": (FileDigests(), FileDigests().command(paths)),
-                "gateway": (GatewayService(), GatewayService().command(gateway_unit)),
+                "gateway": (GatewayService(), GatewayService().command(gateway_unit, gateway_runtime_dir)),
             }
         parts = {
             "gpus": (NvidiaGpus(), "if command -v nvidia-smi >/dev/null 2>&1; then "
@@ -101,9 +101,9 @@ class HostRead(FactBase[HostState]):
     def command(self, stack_id: str, python: str, uv_version: str, user: str, paths: list[str],
                 patch_path: str | None, patch_known: list[str], release_id: str | None,
                 model_spec: list | None = None, full: bool = False, sudo_check: bool = False,
-                gateway_unit: str | None = None) -> str:
+                gateway_unit: str | None = None, gateway_runtime_dir: str | None = None) -> str:
         parts = self._parts(stack_id, python, uv_version, user, paths, patch_path, patch_known, release_id,
-                            model_spec, full, gateway_unit)
+                            model_spec, full, gateway_unit, gateway_runtime_dir)
         # A subshell each: a part's own `exit` or `cd` ends or moves only that part.
         body = "; ".join(f"echo {shlex.quote(MARK + name)}; ( {command}\n)" for name, (_, command) in parts.items())
         body += f"; echo {shlex.quote(END)}"

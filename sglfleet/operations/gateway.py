@@ -47,7 +47,7 @@ def serving(digest: str, earlier: tuple[str, ...] = (), unit: str = GATEWAY.unit
         serving(name="Gateway serves", digest="9c41d0e2a7b35f18")
     """
     if found is READ:
-        found = host.get_fact(GatewayService, unit=unit)
+        found = host.get_fact(GatewayService, unit=unit, runtime_dir=GATEWAY.runtime_dir)
     if found["active"] == "active" and found["config"] == digest:
         host.noop(f"{unit} runs configuration {digest}")
         return

@@ -346,6 +346,7 @@ def _read_arguments(host: Host) -> dict:
               **({"_sudo": False} if own_sudo else {})}
     if host_is_gateway(host):
         return {**common, "user": GATEWAY.service_user, "gateway_unit": GATEWAY.unit,
+                "gateway_runtime_dir": GATEWAY.runtime_dir,
                 "paths": sorted([GATEWAY.env_file, GATEWAY.unit_file, GATEWAY.gateway_launcher]),
                 "patch_path": None, "patch_known": [], "release_id": None}
     paths = [LAYOUT.env_file, LAYOUT.unit_file, *host_tool_files(config.server)]
