@@ -11,7 +11,9 @@ smg 1.13.0, whose list adds a ``status`` ("ready", "draining"): seen with the
 ``load`` counts those in flight) and removes it ``drain_settle_secs`` (5) later,
 whether or not they finished; they finish on the worker, which drains them
 itself on SIGTERM before it restarts. smg asks for its API key on ``/workers``
-(401 without it); sglang-router 0.3.2 asks none.
+(401 without it); sglang-router 0.3.2 asks none. A worker smg is given through
+``POST /workers`` does not inherit its ``--api-key`` (its backend detection got
+401 from sglang without it): the body carries the worker's key, which is smg's.
 
 **Example:**
 
@@ -102,7 +104,7 @@ def join(router_url: str, worker_url: str, timeout: float = 60.0, api_key: str |
     + router_url: the router's base URL
     + worker_url: the worker as the router should know it
     + timeout: seconds to wait for the router to accept it
-    + api_key: the router's API key (smg's ``--api-key``), if it asks one
+    + api_key: the router's API key (smg's ``--api-key``), if it asks one; the worker's too
     + down_ok: a router that is not running is not joined: it lists the worker from its
       own command line when it starts
     """
@@ -113,7 +115,8 @@ def join(router_url: str, worker_url: str, timeout: float = 60.0, api_key: str |
             _wait(router_url, lambda now: worker_url not in now, f"removal of {worker_url}", timeout, api_key)
             listed = None
         if listed is None:
-            _call("POST", f"{router_url}/workers", {"url": worker_url}, api_key=api_key)
+            _call("POST", f"{router_url}/workers", {"url": worker_url, **({"api_key": api_key} if api_key else {})},
+                  api_key=api_key)
         _wait(
             router_url,
             lambda now: now.get(worker_url, {}).get("is_healthy", False)
