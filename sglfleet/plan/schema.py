@@ -354,7 +354,8 @@ def _pydantic_problems(name: str, error: ValidationError) -> list[str]:
     return problems
 
 
-def _stack_problems(name: str, stack: Any, stacks_dir: Path, key: str = "stack") -> list[str]:
+def stack_problems(name: str, stack: Any, stacks_dir: Path, key: str = "stack") -> list[str]:
+    """The line that says a host's ``key`` names no stack file, with the closest one; empty when it does."""
     if not isinstance(stack, str) or not stack or (stacks_dir / f"{stack}.toml").exists():
         return []
     known = sorted(path.stem for path in stacks_dir.glob("*.toml"))
@@ -408,8 +409,7 @@ def validate_host_data(name: str, data: Mapping[str, Any], stacks_dir: Path = ST
     if problems:
         raise ConfigError(problems)
 
-    problems += _stack_problems(name, values.get("stack"), stacks_dir)
-    problems += _stack_problems(name, values.get("gateway_stack"), stacks_dir, key="gateway_stack")
+    problems += stack_problems(name, values.get("stack"), stacks_dir)
     problems += _secrets_file_problems(name, values.get("secrets_file"))
     values["launch"] = {key: values.pop(key) for key in LaunchSettings.model_fields if key in values}
     try:

@@ -24,7 +24,7 @@ from pathlib import Path
 from sglfleet.errors import ConfigError
 from sglfleet.plan.gateway import gateway_problems, is_gateway, serving_groups
 from sglfleet.plan.measured import measured_caps
-from sglfleet.plan.schema import STACKS_DIR, HostConfig, validate_host_data
+from sglfleet.plan.schema import STACKS_DIR, HostConfig, stack_problems, validate_host_data
 from sglfleet.plan.templates import TEMPLATES
 from sglfleet.plan.waves import FLEET_SETTINGS, default_waves, fleet_setting, plan_waves, until
 
@@ -119,6 +119,9 @@ def validate_inventory(inventory, stacks_dir: Path = STACKS_DIR) -> dict[str, Ho
             configs[host.name] = validate_host_data(host.name, host.data.dict(), stacks_dir)
         except ConfigError as error:
             problems += error.problems
+            continue
+        if is_gateway(host.groups):
+            problems += stack_problems(host.name, configs[host.name].gateway_stack, stacks_dir, key="gateway_stack")
     if not problems:
         try:
             for key in FLEET_SETTINGS:
