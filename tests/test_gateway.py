@@ -65,12 +65,13 @@ def topology(fleet):
 def test_the_gateway_host_runs_the_gateway_and_nothing_of_sglang(fleet, topology):
     gateway, url, workers, worker_urls = topology
     assert fleet.exec(gateway, "systemctl is-active sglang-gateway.service").stdout.strip() == "active"
-    # No sglang unit, env file, release or link; one stack, the gateway's.
-    sglang = fleet.exec(gateway, "systemctl cat sglang.service; ls -d /opt/sglfleet/current /opt/sglfleet/releases "
-                                 "/etc/sglfleet/sglang.env", check=False).stdout
+    # No sglang unit, env file or link (a host that served before it became a gateway has them
+    # removed); the gateway's stack.
+    sglang = fleet.exec(gateway, "systemctl cat sglang.service; ls -d /opt/sglfleet/current /opt/sglfleet/previous "
+                                 "/etc/sglfleet/sglang.env; pgrep -f sglang_standin", check=False).stdout
     assert sglang == ""
-    stacks = fleet.exec(gateway, "ls /opt/sglfleet/stacks").stdout.split()
-    assert len(stacks) == 1 and stacks[0].startswith("gateway-smg-1.13.0-")
+    assert any(stack.startswith("gateway-smg-1.13.0-")
+               for stack in fleet.exec(gateway, "ls /opt/sglfleet/stacks").stdout.split())
     # Its workers are the serving hosts, each healthy.
     assert {worker: w["is_healthy"] for worker, w in listed(url).items()} == dict.fromkeys(worker_urls, True)
     # The key: in the root-only env file, never in the unit or the gateway's command line.

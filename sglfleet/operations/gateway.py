@@ -21,9 +21,10 @@ import shlex
 from pyinfra import host, logger
 from pyinfra.api import StringCommand, operation
 
+from sglfleet.facts.files import FileDigests
 from sglfleet.facts.gateway import GatewayService
 from sglfleet.facts.host import READ
-from sglfleet.host.layout import GATEWAY
+from sglfleet.host.layout import GATEWAY, LAYOUT
 from sglfleet.operations.remote import HostFunctionCommand
 from sglfleet.run import recording, summary
 from sglfleet.run.diffs import first_pass
@@ -56,6 +57,34 @@ def serving(digest: str, earlier: tuple[str, ...] = (), unit: str = GATEWAY.unit
     if first_pass():
         host.log(f"Will restart {unit} ({why}), one gateway at a time", logger.info)
     yield HostFunctionCommand(_restart, (unit, digest, earlier), {})
+
+
+@operation()
+def sglang_retired(found=READ):
+    """
+    Ensure a gateway host runs no sglang: a host that served before it joined the group
+    gateways has its ``sglang.service`` stopped and removed, with its env file and links.
+
+    + found: ``FileDigests``'s answer for the sglang unit and env file, already read; by
+      default the operation reads it
+
+    **Example:**
+
+    .. code:: python
+
+        sglang_retired(name="No sglang on a gateway host")
+    """
+    if found is READ:
+        found = host.get_fact(FileDigests, paths=[LAYOUT.unit_file, LAYOUT.env_file])
+    left = [path for path in (LAYOUT.unit_file, LAYOUT.env_file) if found["files"].get(path)]
+    if not left:
+        host.noop(f"no {LAYOUT.unit} on this gateway host")
+        return
+    if first_pass():
+        host.log(f"Will stop and remove {LAYOUT.unit}: this host is in group gateways now", logger.info)
+    yield f"systemctl disable --now {shlex.quote(LAYOUT.unit)} 2>/dev/null || true"
+    yield shlex.join(["rm", "-f", "--", *left, LAYOUT.current, LAYOUT.previous])
+    yield "systemctl daemon-reload"
 
 
 def _restart(state, host, connector_arguments, unit: str, digest: str, earlier: tuple[str, ...]):

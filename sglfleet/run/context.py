@@ -347,7 +347,9 @@ def _read_arguments(host: Host) -> dict:
     if host_is_gateway(host):
         return {**common, "user": GATEWAY.service_user, "gateway_unit": GATEWAY.unit,
                 "gateway_runtime_dir": GATEWAY.runtime_dir,
-                "paths": sorted([GATEWAY.env_file, GATEWAY.unit_file, GATEWAY.gateway_launcher]),
+                # sglang's unit and env file too: a host that served before it became a gateway stops serving.
+                "paths": sorted([GATEWAY.env_file, GATEWAY.unit_file, GATEWAY.gateway_launcher,
+                                 LAYOUT.unit_file, LAYOUT.env_file]),
                 "patch_path": None, "patch_known": [], "release_id": None}
     paths = [LAYOUT.env_file, LAYOUT.unit_file, *host_tool_files(config.server)]
     try:
