@@ -57,9 +57,10 @@ def topology(fleet):
         f"http://{fleet.address(host)}:30000" for host in workers]
     for host in fleet.hosts:
         fleet.fault(host, "clear")
-    # The suite's other modules know no gateway: the host goes back to being a plain one.
-    fleet.inside(gateway, "systemctl disable --now sglang-gateway.service; rm -f /etc/systemd/system/"
-                          "sglang-gateway.service /etc/sglfleet/sglang-gateway.env; systemctl daemon-reload")
+    # The suite's other modules know no gateway: the hosts go back to being plain ones.
+    for host in fleet.hosts:
+        fleet.inside(host, "systemctl disable --now sglang-gateway.service 2>/dev/null; rm -f /etc/systemd/system/"
+                           "sglang-gateway.service /etc/sglfleet/sglang-gateway.env; systemctl daemon-reload")
 
 
 def test_the_gateway_host_runs_the_gateway_and_nothing_of_sglang(fleet, topology):
@@ -177,3 +178,30 @@ def test_a_worker_that_fails_its_gate_never_rejoins(fleet, topology):
         worker: True for worker in worker_urls if worker != broken_url}
     failed = [outcome for outcome in outcomes if outcome != 200]
     assert outcomes and failed == [], f"{len(failed)} of {len(outcomes)} requests failed: {failed[:5]}"
+
+
+def down_window(fleet, host: str, since: float) -> tuple[float, float]:
+    """When ``host``'s gateway was down since ``since``: from its stop (or start) to its next READY, from the journal."""
+    log = fleet.inside(host, f"journalctl -u sglang-gateway.service -o short-unix --no-pager --since @{since:.6f}"
+                       ).stdout.splitlines()
+    stamps = [(float(line.split()[0]), line) for line in log if line[:1].isdigit()]
+    begin = min(t for t, line in stamps if "Stopping sglang-gateway" in line or "Starting sglang-gateway" in line)
+    return begin, max(t for t, line in stamps if "Started sglang-gateway" in line)
+
+
+def test_two_gateways_restart_one_at_a_time(fleet, topology):
+    """With the last two hosts gateways, a gateway change restarts one, and the other only once it routes again."""
+    if len(fleet.hosts) < 4:
+        pytest.skip("needs a fleet of four hosts: two workers and two gateways")
+    two = {"SGLFLEET_DEV_GATEWAYS": "2"}
+    first, second = fleet.hosts[-2:]
+    assert pyinfra("deploy.py", "-y", env=two).returncode == 0  # the third host becomes a gateway too
+    since = time.time()
+    done = pyinfra("deploy.py", "-y", "--data", "gateway_policy=power_of_two", env=two)
+    assert done.returncode == 0, done.stdout[-3000:]
+    windows = {host: down_window(fleet, host, since) for host in (first, second)}
+    assert windows[first][1] < windows[second][0], windows  # never down together
+    workers = [f"http://{fleet.address(host)}:30000" for host in fleet.hosts[:-2]]
+    for host in (first, second):
+        assert {worker: w["is_healthy"] for worker, w in listed(f"http://{fleet.address(host)}:30080").items()} == \
+            dict.fromkeys(workers, True)
