@@ -14,8 +14,8 @@ with the API key taken from the environment, and systemd told once it serves.
 - the configuration's digest (the unit's ``SGLFLEET_GATEWAY_CONFIG``) goes to
   ``$RUNTIME_DIRECTORY/config``, which lives as long as the process: a converge
   reads there what the running gateway started from. (Not from
-  ``/proc/<pid>/environ``: smg's launcher calls setproctitle, which writes its
-  title over that memory.)
+  ``/proc/<pid>/environ``: smg's launcher calls setproctitle
+  (``smg/launch_router.py:32``), which writes its title over that memory.)
 - ``READY=1`` goes to systemd (``Type=notify``) once ``/health`` answers 200 and
   ``GET /workers`` lists one of its workers healthy: a restart returns when this
   gateway routes again, so the next gateway restarts only then. (Not every
