@@ -1,5 +1,5 @@
 """
-Converge SGLang + EAGLE-3 hosts, then roll the new release out batch by batch, canary first.
+Converge SGLang + EAGLE-3 hosts, then roll the new release out batch by batch, canary first, then the gateways.
 
     pyinfra inventory/prod.py deploy.py -y            # converge and roll out
     pyinfra inventory/prod.py deploy.py --dry --diff  # the plan as diffs, changing nothing
@@ -8,6 +8,7 @@ config.py validated the inventory before any connection.
 """
 
 from tasks.access import check_access
+from tasks.gateway import install_gateway
 from tasks.models import collect_models, stage_models
 from tasks.patch import patch_eagle3_methods
 from tasks.preflight import preflight
@@ -28,3 +29,5 @@ stage_release()
 # Phase B, batch by batch, canary first: only hosts whose staged release differs restart.
 roll_out()
 collect_models()
+# Then the gateways (group gateways), one at a time: only those whose configuration differs restart.
+install_gateway()

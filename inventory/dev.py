@@ -11,6 +11,9 @@ host-key checking, and root through passwordless sudo.
 bastion (``ProxyJump`` in ``.fleet/ssh_config.jump``). With the demo's mirror up
 (``sglfleet devfleet mirror up``) and ``SGLFLEET_MODELS`` pointing at its
 manifests, the hosts serve its tiny model and draft, pinned and staged from it.
+``SGLFLEET_DEV_GATEWAYS=N`` puts the last N hosts in the group ``gateways``: they
+run SGLang's real gateway (smg, round robin, health checks every second) in
+front of the others, which then listen on every address.
 
 **Example:**
 
@@ -18,6 +21,7 @@ manifests, the hosts serve its tiny model and draft, pinned and staged from it.
 
     sglfleet devfleet up --hosts 3
     pyinfra inventory/dev.py deploy.py -y
+    SGLFLEET_DEV_GATEWAYS=1 pyinfra inventory/dev.py deploy.py -y   # node1-3 behind node4's gateway
 """
 
 import json as _json
@@ -39,9 +43,10 @@ _mirror = _json.loads(_mirror.read_text()) if _mirror.is_file() else None
 if _mirror and _os.environ.get("SGLFLEET_MODELS") != _mirror["manifests"]:
     _mirror = None  # the mirror is up, but this run does not use its manifests
 _jump = _os.environ.get("SGLFLEET_DEVFLEET_JUMP") == "1"
+_gateways = int(_os.environ.get("SGLFLEET_DEV_GATEWAYS") or 0)
 
 
-def _host(name):
+def _host(name, extra=None):
     record = _state["hosts"][name]
     return (name, {
         "ssh_hostname": record["address"],
@@ -74,6 +79,7 @@ def _host(name):
         # tests/test_models.py pins tiny models it serves from a mirror instead.
         "allow_unpinned_models": True,
         **(_pinned(_mirror) if _mirror else {}),
+        **(extra or {}),
     })
 
 
@@ -86,9 +92,18 @@ def _pinned(mirror):
 
 
 _names = sorted(_state["hosts"], key=lambda name: int(name[4:]))
+_names, _gateway_names = (_names[:-_gateways], _names[-_gateways:]) if _gateways else (_names, [])
+# Behind the gateways, the workers listen on every address; the gateway spreads the tests' one
+# repeated prompt over every worker (cache_aware, smg's default, would send it to one) and sees
+# a stopped worker within seconds.
+_serving = {"listen_host": "0.0.0.0"} if _gateway_names else {}
 _rest = _names[1:]
 _half = (len(_rest) + 1) // 2
 
-canary = [_host(name) for name in _names[:1]]
-wave1 = [_host(name) for name in _rest[:_half]]
-wave2 = [_host(name) for name in _rest[_half:]]
+canary = [_host(name, _serving) for name in _names[:1]]
+wave1 = [_host(name, _serving) for name in _rest[:_half]]
+wave2 = [_host(name, _serving) for name in _rest[_half:]]
+gateways = [_host(name, {"gateway_policy": "round_robin", "gateway_health_check_interval_s": 1,
+                         "gateway_health_failure_threshold": 1, "gateway_health_success_threshold": 1,
+                         "gateway_health_check_timeout_s": 2, "gateway_start_timeout_s": 60})
+            for name in _gateway_names]

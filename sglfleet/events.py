@@ -45,6 +45,7 @@ REASONS = (
     "BakeFailed",             # the bake judged it worse (the host is switched back)
     "BakeInconclusive",       # no traffic during the bake; gate_on_inconclusive decides
     "HostRolledBack",         # the host serves its earlier release again
+    "GatewayRestarted",       # a gateway host's sglang-gateway.service runs a new configuration and routes
     "HostFailed",             # the host failed this run (why: message)
     "BatchCompleted",         # every host of a batch is done (failed: those that did not pass)
     "FailureBudgetExceeded",  # a batch lost more than max_fail_percentage: later batches do not start

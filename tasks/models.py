@@ -8,11 +8,13 @@ from sglfleet.artifacts.models import ModelError, load_manifest, staged_models
 from sglfleet.artifacts.temporaries import RUN_TOKEN
 from sglfleet.facts.host import READ
 from sglfleet.operations import models, sharing
-from sglfleet.run.context import fleet_shares, host_config, host_stack, host_state
+from sglfleet.run.context import fleet_shares, host_config, host_is_gateway, host_stack, host_state
 
 
 @deploy("Models")
 def stage_models():
+    if host_is_gateway(host):
+        return  # a gateway loads no model
     config = host_config(host)
     wanted = staged_models(config)
     if not wanted:
@@ -22,7 +24,7 @@ def stage_models():
     except ModelError as error:
         # A missing manifest is the inventory's problem: stop before any host changes.
         raise PyinfraError(str(error)) from None
-    targets = [h for h in inventory if state.is_host_in_limit(h)]
+    targets = [h for h in inventory if state.is_host_in_limit(h) and not host_is_gateway(h)]
     shares = list(fleet_shares(host, targets, config.distribution, config.model_share_port,
                                f"sglfleet-models-share-{RUN_TOKEN}"))
     # pyinfra orders operations by call site, then loop position: one operation a round.
@@ -53,6 +55,6 @@ def collect_models():
     # After the releases are collected: what no kept release loads goes. A run that
     # stages no model (unpinned, development only) leaves the store to the next
     # run that does, and spends no remote command on it.
-    wanted = staged_models(host_config(host))
+    wanted = [] if host_is_gateway(host) else staged_models(host_config(host))
     if wanted:
         models.collected(name="Collect unused model revisions", keep=[m.dir for m in wanted])

@@ -6,11 +6,13 @@ from pyinfra.api import deploy
 from sglfleet.facts.host import READ
 from sglfleet.host.stacks import patched
 from sglfleet.operations import patch
-from sglfleet.run.context import host_stack, host_state, patched_digests
+from sglfleet.run.context import host_is_gateway, host_stack, host_state, patched_digests
 
 
 @deploy("Patch")
 def patch_eagle3_methods():
+    if host_is_gateway(host):
+        return  # no sglang to patch
     stack = host_stack(host)
     found = host_state(host)
     patch.eagle3_methods(

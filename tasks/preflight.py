@@ -7,7 +7,7 @@ from sglfleet.artifacts import wheelhouse
 from sglfleet.operations import stack as stack_ops
 from sglfleet.plan.measured import record
 from sglfleet.plan.preflight import Declared, check, fitting
-from sglfleet.run.context import complete_stack, every_stack, host_config, host_state
+from sglfleet.run.context import complete_stack, every_stack, host_config, host_is_gateway, host_state
 
 
 @deploy("Preflight")
@@ -15,6 +15,11 @@ def preflight():
     config = host_config(host)
     stack = complete_stack(host)
     found = host_state(host)
+    if host_is_gateway(host):  # no GPU preflight: the gateway's python and disk for its stack
+        problems = check(host.name, stack, [], found.stack.disk_free, True, found.os, built=found.stack.verified,
+                         unpacked=0 if found.stack.verified else wheelhouse.unpacked_size(stack))
+        stack_ops.fits(name=f"Preflight for stack {stack.name}", problems=problems)
+        return
     record(host.name, found.gpus)  # the lint judges the next run's flags by what was measured
     declared = Declared(config.gpu_compute_cap, config.gpu_count, config.launch.tp_size)
     problems = check(host.name, stack, found.gpus, found.stack.disk_free, config.gpu_less, found.os,

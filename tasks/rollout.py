@@ -8,14 +8,24 @@ from sglfleet.host.compile_cache import cache_key
 from sglfleet.host.protocol import lock_wait_s
 from sglfleet.operations import release, sharing
 from sglfleet.run import summary
+from sglfleet.plan.gateway import worker_url
+from sglfleet.plan.secrets import load_secrets
 from sglfleet.run.compile_share import CacheShare, later_of
-from sglfleet.run.context import fleet_rollout, host_config, host_release, host_stack, host_state, peer_state
+from sglfleet.run.context import (fleet_gateways, fleet_rollout, host_config, host_is_gateway, host_release, host_stack,
+                                  host_state, peer_state)
 from sglfleet.run.rollout import BatchStep
 
 
-def _worker_url(config) -> str:
-    """This host's URL as the router knows it."""
-    return f"http://{host.data.get('ssh_hostname') or host.name}:{config.launch.listen_port}"
+def _routers(config) -> dict:
+    """Where this host leaves and rejoins: the external router, else every gateway of the fleet."""
+    gateways = () if config.router_url else tuple(url for _, url in fleet_gateways(inventory))
+    if not config.router_url and not gateways:
+        return {}
+    return {"router_url": config.router_url, "gateways": gateways,
+            "worker_url": worker_url(host.name, host.data.dict(), config.launch.listen_port),
+            # smg's one API key is the workers' own (sglfleet.plan.secrets.gateway_secrets)
+            "gateway_api_key": load_secrets(config.secrets_file).values.get("SGLANG_API_KEY") if gateways else None,
+            "gateway_timeout_s": config.gateway_drain_timeout_s}
 
 
 def _rebuilt(found) -> bool:
@@ -66,6 +76,7 @@ def _steps(config):
     earlier: list[tuple[str, tuple[str, ...]]] = []
     # Another run's switch holds the lock through a gate, a bake and a rollback's gate.
     lock_wait = lock_wait_s(config.gate_warmup_s, config.gate_bake_s)
+    routers = _routers(config)
     for batch in rollout.batches:
         label = batch.wave if whole_waves else batch.name
         yield None if host.name not in batch.hosts else BatchStep(
@@ -74,8 +85,7 @@ def _steps(config):
             earlier=tuple(earlier),
             max_fail_percentage=rollout.max_fail_percentage,
             bake_s=config.gate_bake_s,
-            router_url=config.router_url,
-            worker_url=_worker_url(config) if config.router_url else None,
+            **routers,
             lock_wait_s=lock_wait,
             # The host tool may wait for that lock, then gate, then gate a rollback:
             # past that, the link is gone, not slow.
@@ -92,6 +102,8 @@ def _steps(config):
 # has no operation in the batches it is not in.
 @deploy("Roll out")
 def roll_out():
+    if host_is_gateway(host):
+        return  # in no batch: the gateways restart after the serving hosts (tasks/gateway.py)
     release_id = host_release(host).release_id
     # As the host was read at the start: staging changes neither link nor process, and a
     # host another run holds is read again once its lock is free.
@@ -109,6 +121,8 @@ def roll_out():
 
 @deploy("Roll back")
 def roll_back():
+    if host_is_gateway(host):
+        return  # a gateway has no release to go back to
     for step in host.loop(_steps(host_config(host))):
         if step:
             release.rolled_back(name=f"{step.label}: back to the previous release", step=step)

@@ -6,11 +6,13 @@ from pyinfra.api import deploy
 from sglfleet.facts.files import narrowed
 from sglfleet.host.layout import LAYOUT
 from sglfleet.operations import files, secrets as secret_files, users
-from sglfleet.run.context import host_config, host_service_files, host_state, host_tool_files
+from sglfleet.run.context import host_config, host_is_gateway, host_service_files, host_state, host_tool_files
 
 
 @deploy("Service")
 def install_service():
+    if host_is_gateway(host):
+        return  # no sglang unit: the gateway step installs the host's one service
     config = host_config(host)
     found = host_state(host)
     users.system_user(

@@ -6,7 +6,7 @@ from pyinfra.api import deploy
 from sglfleet.artifacts.temporaries import RUN_TOKEN
 from sglfleet.facts.host import READ
 from sglfleet.operations import stack as stack_ops
-from sglfleet.run.context import complete_stack, fleet_shares, host_config, host_state, peer_files
+from sglfleet.run.context import complete_stack, fleet_shares, host_config, host_is_gateway, host_state, peer_files
 
 
 @deploy("Stack")
@@ -18,7 +18,8 @@ def install_stack():
     found = host_state(host).stack
     known = found if found.verified else READ
     # pyinfra orders operations by call site, then loop position: one operation a round.
-    targets = [h for h in inventory if state.is_host_in_limit(h)]
+    # Gateways fan out among themselves: their wheelhouses hold none of a serving host's wheels.
+    targets = [h for h in inventory if state.is_host_in_limit(h) and host_is_gateway(h) == host_is_gateway(host)]
     shares = list(fleet_shares(host, targets, config.distribution, config.share_port,
                                f"sglfleet-share-{RUN_TOKEN}"))
     for share in host.loop(shares):

@@ -127,7 +127,7 @@ def test_cu130_0523_stack_is_complete_from_pypi_for_each_python_with_one_cuda_ma
 
 def test_unknown_stack_lists_the_available_ones():
     with pytest.raises(StackError, match=r"no stack named 'nope' .*available: cu130-sglang-0.5.23, "
-                                         r"cu130-sglang-0.5.9, dev, dev-sglang-0.5.23\)"):
+                                         r"cu130-sglang-0.5.9, dev, dev-sglang-0.5.23, gateway-smg-1.13.0\)"):
         load_stack("nope")
 
 

@@ -41,7 +41,20 @@ rollout_waves = None              # group names in order; None: canary, wave1, w
 rollout_serial = None             # batches within waves, as Ansible's serial: e.g. [1, "10%", "50%"]; None: whole waves
 max_fail_percentage = 0           # a batch with more failed hosts (in %) stops the run; at or below, it goes on
 rollout_until = None              # e.g. "canary": stop after that wave; the next run goes on from there
-router_url = None                 # sglang-router to drain hosts through, e.g. "http://router:30080"
+router_url = None                 # sglang-router to drain hosts through, e.g. "http://router:30080"; None: the fleet's gateways
+
+# --- the fleet's gateway: the hosts of the group `gateways` run SGLang's gateway (smg) and nothing else ---
+gateway_stack = "gateway-smg-1.13.0"  # files/stacks/<name>.toml: the gateway's locked venv
+gateway_port = 30080              # where clients (and the rollout, through its admin API) reach each gateway
+gateway_metrics_port = 29000      # the gateway's Prometheus /metrics (smg's --prometheus-port default)
+gateway_policy = "cache_aware"    # smg's routing policy: cache_aware (its default), round_robin, power_of_two, ...
+gateway_health_check_interval_s = 60  # seconds between its checks of each worker (smg's default)
+gateway_health_check_timeout_s = 5    # a check that takes longer fails (smg's default)
+gateway_health_failure_threshold = 3  # failed checks in a row before a worker takes no traffic (smg's default)
+gateway_health_success_threshold = 2  # passed checks in a row before it takes traffic again (smg's default)
+gateway_health_check_endpoint = "/health"  # what it asks each worker (sglang's /health runs a one-token generation)
+gateway_drain_timeout_s = 300     # how long the rollout waits for a gateway to let a worker go (its requests finish)
+gateway_start_timeout_s = 120     # how long a restarted gateway may take to route again before its host fails
 
 # --- the start-up gate, after each restart (thresholds travel in releases/<id>/gate.json) ---
 gate_warmup_s = 1800              # /health budget after a restart: model load + CUDA graphs take minutes

@@ -71,10 +71,35 @@ def status(inventory, as_json, ssh_user, sudo, data):
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    table = [COLUMNS] + [tuple(_cell(row, c) for c in COLUMNS) for row in rows]
-    widths = [max(len(line[i]) for line in table) for i in range(len(COLUMNS))]
+    serving = [row for row in rows if "gateway" not in row]
+    gateways = [row for row in rows if "gateway" in row]
+    _table(COLUMNS, [tuple(_cell(row, c) for c in COLUMNS) for row in serving])
+    click.echo(progress(rows))
+    if gateways:
+        click.echo("")
+        _table(GATEWAY_COLUMNS, [line for row in gateways for line in _gateway_lines(row)])
+    if any(row.get("error") or row.get("gateway_error") for row in rows):
+        raise SystemExit(1)
+
+
+GATEWAY_COLUMNS = ("gateway", "url", "unit", "worker", "health", "load")
+
+
+def _gateway_lines(row: dict) -> list[tuple[str, ...]]:
+    """A gateway's lines: one a worker it lists, with its health (or why it did not answer)."""
+    first = (row["host"], row["gateway"], row.get("error") or row.get("active_state") or "-")
+    if row.get("workers") is None:
+        return [(*first, row.get("gateway_error") or "-", "-", "-")]
+    if not row["workers"]:
+        return [(*first, "(no worker)", "-", "-")]
+    return [(*(first if number == 0 else ("", "", "")), worker["url"],
+             ("healthy" if worker["healthy"] else "unhealthy") + (f" ({worker['status']})" if worker["status"] else ""),
+             "-" if worker["load"] is None else str(worker["load"]))
+            for number, worker in enumerate(row["workers"])]
+
+
+def _table(columns: tuple[str, ...], lines: list[tuple[str, ...]]) -> None:
+    table = [columns] + lines
+    widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
     for line in table:
         click.echo("  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip())
-    click.echo(progress(rows))
-    if any(row.get("error") for row in rows):
-        raise SystemExit(1)

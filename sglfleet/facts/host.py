@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pyinfra.api import FactBase, FactProcessError
 
 from sglfleet.facts.files import FileBytesUnlessKnown, FileDigests
+from sglfleet.facts.gateway import GatewayService
 from sglfleet.facts.gpu import Gpu, NvidiaGpus
 from sglfleet.facts.models import ModelState
 from sglfleet.facts.os import HostOs, OsInfo
@@ -61,6 +62,7 @@ class HostState:
     + patch: ``FileBytesUnlessKnown``'s for the patch target: its digest when known, else its bytes
     + release: ``ReleaseState``'s, with the staged files of the release this run serves
     + models: ``ModelState``'s answers, or None when the host pins no model
+    + gateway: ``GatewayService``'s, on a gateway host (which reads no GPU, patch, release or model)
     """
 
     sudo: dict | None = None
@@ -72,6 +74,7 @@ class HostState:
     patch: str | bytes | None = None
     release: ReleaseHostState | None = None
     models: list | None = None
+    gateway: dict | None = None
 
 
 class HostRead(FactBase[HostState]):
@@ -84,7 +87,14 @@ class HostRead(FactBase[HostState]):
         return HostState()
 
     def _parts(self, stack_id, python, uv_version, user, paths, patch_path, patch_known, release_id,
-               model_spec, full):
+               model_spec, full, gateway_unit=None, gateway_runtime_dir=None):
+        if gateway_unit:  # a gateway host: its stack, its files and its gateway, nothing of sglang
+            return {
+                "stack": (StackState(), StackState().command(stack_id, python, uv_version, hash_wheels=False,
+                                                              full=full)),
+                "files": (FileDigests(), FileDigests().command(paths)),
+                "gateway": (GatewayService(), GatewayService().command(gateway_unit, gateway_runtime_dir)),
+            }
         parts = {
             "gpus": (NvidiaGpus(), "if command -v nvidia-smi >/dev/null 2>&1; then "
                                    f"{NvidiaGpus().command()}; fi"),
@@ -102,19 +112,25 @@ class HostRead(FactBase[HostState]):
     @staticmethod
     def _joined(parts: dict, names) -> str:
         # A subshell each: a part's own `exit` or `cd` ends or moves only that part.
-        return "; ".join(f"echo {shlex.quote(MARK + name)}; ( {parts[name][1]}\n)" for name in names)
+        return "; ".join(f"echo {shlex.quote(MARK + name)}; ( {parts[name][1]}\n)"
+                         for name in names if name in parts)
 
     def command(self, stack_id: str, python: str, uv_version: str, user: str, paths: list[str],
-                patch_path: str, patch_known: list[str], release_id: str, model_spec: list | None = None,
-                full: bool = False, sudo_check: bool = False, variants: dict[str, dict] | None = None) -> str:
+                patch_path: str | None, patch_known: list[str], release_id: str | None,
+                model_spec: list | None = None, full: bool = False, sudo_check: bool = False,
+                variants: dict[str, dict] | None = None, gateway_unit: str | None = None,
+                gateway_runtime_dir: str | None = None) -> str:
         """
         + variants: ``{python: {"stack_id": ..., "patch_path": ..., "patch_known": ..., "release_id": ...}}``
           for each Python the stack serves; the host's ``python3`` picks one. The arguments
           given besides are read on a host of any other Python (one preflight refuses).
+        + gateway_unit, gateway_runtime_dir: on a gateway host, its unit and runtime folder: the read
+          then holds its stack, its files and its gateway, nothing of sglang
         """
         common = dict(stack_id=stack_id, python=python, uv_version=uv_version, user=user, paths=paths,
                       patch_path=patch_path, patch_known=patch_known, release_id=release_id,
-                      model_spec=model_spec, full=full)
+                      model_spec=model_spec, full=full, gateway_unit=gateway_unit,
+                      gateway_runtime_dir=gateway_runtime_dir)
         parts = self._parts(**common)
         body = (f"echo {shlex.quote(MARK + 'os')}; ( {HostOs().command()}\n); "
                 + self._joined(parts, [name for name in parts if name not in PER_PYTHON]))
@@ -148,8 +164,9 @@ class HostRead(FactBase[HostState]):
                 return found  # nothing else was read: the access check says why
         if "end" not in sections:
             raise FactProcessError(f"the host read ended early, after {', '.join(sections) or 'nothing'}")
-        readers = {"os": HostOs(), "gpus": NvidiaGpus(), "stack": StackState(), "user": PasswdEntry(), "files": FileDigests(),
-                   "patch": FileBytesUnlessKnown(), "release": ReleaseState(), "models": ModelState()}
+        readers = {"os": HostOs(), "gpus": NvidiaGpus(), "stack": StackState(), "user": PasswdEntry(),
+                   "files": FileDigests(), "patch": FileBytesUnlessKnown(), "release": ReleaseState(),
+                   "models": ModelState(), "gateway": GatewayService()}
         for name, fact in readers.items():
             if name in sections:
                 setattr(found, name, fact.process(sections[name]) if sections[name] else fact.default())

@@ -13,6 +13,9 @@ library only: it runs on the hosts' own python3 (3.9 or newer).
     /opt/sglfleet/bin/sglfleet-release          the host tool; its modules in lib/
     /etc/systemd/system/sglang.service          runs current/launch
     /etc/sglfleet/sglang.env                    secrets, root-only
+    /etc/systemd/system/sglang-gateway.service  a gateway host's one service (``GATEWAY``)
+    /etc/sglfleet/sglang-gateway.env            its secrets, root-only
+    /opt/sglfleet/bin/sglfleet-gateway          its launcher, run by the gateway stack's python
     /var/lib/sglang/, /run/sglang/              the service's state (its home) and runtime directories
     /var/cache/sglang/compile/<stack-id>/       the service's compile caches (triton, inductor, JITs), per stack
     /opt/sglfleet/compile-caches/<key>.tar      one stack's compile caches packed for later hosts (``compile_cache``)
@@ -182,6 +185,11 @@ class Layout:
         return posixpath.join(self.root, "lib")
 
     @property
+    def gateway_launcher(self) -> str:
+        """What ``sglang-gateway.service`` runs with the gateway stack's python (``files/gateway/``)."""
+        return posixpath.join(self.bin, "sglfleet-gateway")
+
+    @property
     def standin(self) -> str:
         """The SGLang stand-in's folder (local fleet only)."""
         return posixpath.join(self.root, "standin")
@@ -193,3 +201,5 @@ class Layout:
 
 
 LAYOUT = Layout()
+# The service of a host in the inventory group ``gateways``: SGLang's gateway, and nothing else.
+GATEWAY = Layout(service="sglang-gateway")

@@ -231,6 +231,25 @@ class HostConfig(BaseModel):
     rollout_until: Optional[Text] = Field(description="a wave name, e.g. \"canary\" (stop after it)")
     router_url: Optional[Url] = Field(description='an http URL, e.g. "http://router.example.internal:30080"')
 
+    # the fleet's gateway (hosts of the group gateways; sglfleet.plan.gateway)
+    gateway_stack: Text = Field(description="the name of a stack file files/stacks/<name>.toml, e.g. "
+                                            "\"gateway-smg-1.13.0\"")
+    gateway_port: Int = Field(ge=1, le=65535, description="a TCP port between 1 and 65535, e.g. 30080")
+    gateway_metrics_port: Int = Field(ge=1, le=65535, description="a TCP port between 1 and 65535, e.g. 29000")
+    # smg 1.13.0 smg/router_args.py:27-37 (COMMON_POLICY_CHOICES), the choices of its --policy
+    gateway_policy: Literal["random", "round_robin", "passthrough", "cache_aware", "power_of_two", "least_load",
+                            "manual", "consistent_hashing", "prefix_hash"] = Field(
+        description='a policy of smg 1.13.0\'s --policy, e.g. "round_robin"')
+    # smg requires at least 1 for the interval and the timeout (router_args.py:1858-1871)
+    gateway_health_check_interval_s: Int = Field(ge=1, description="whole seconds >= 1, e.g. 60")
+    gateway_health_check_timeout_s: Int = Field(ge=1, description="whole seconds >= 1, e.g. 5")
+    gateway_health_failure_threshold: Int = Field(ge=1, description="a whole number >= 1, e.g. 3")
+    gateway_health_success_threshold: Int = Field(ge=1, description="a whole number >= 1, e.g. 2")
+    gateway_health_check_endpoint: Annotated[str, Field(pattern=r"^/[A-Za-z0-9_./-]*$")] = Field(
+        description='a path on the workers, e.g. "/health"')
+    gateway_drain_timeout_s: Float = Field(gt=0, description="seconds > 0, e.g. 300")
+    gateway_start_timeout_s: Float = Field(gt=0, description="seconds > 0, e.g. 120")
+
     # the start-up gate
     gate_warmup_s: Float = Field(gt=0, description="seconds > 0, e.g. 1800")
     gate_prompts: Prompts = Field(min_length=1, description='a list of prompts, e.g. ["The capital of France is"]')
@@ -340,14 +359,15 @@ def _pydantic_problems(name: str, error: ValidationError) -> list[str]:
     return problems
 
 
-def _stack_problems(name: str, stack: Any, stacks_dir: Path) -> list[str]:
+def stack_problems(name: str, stack: Any, stacks_dir: Path, key: str = "stack") -> list[str]:
+    """The line that says a host's ``key`` names no stack file, with the closest one; empty when it does."""
     if not isinstance(stack, str) or not stack or (stacks_dir / f"{stack}.toml").exists():
         return []
     known = sorted(path.stem for path in stacks_dir.glob("*.toml"))
     close = difflib.get_close_matches(stack, known, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
     where = stacks_dir.relative_to(PROJECT_ROOT) if stacks_dir.is_relative_to(PROJECT_ROOT) else stacks_dir
-    return [f"{name}: stack = {stack!r}: no file {where}/{stack}.toml; {hint}"
+    return [f"{name}: {key} = {stack!r}: no file {where}/{stack}.toml; {hint}"
             f"known stacks: {', '.join(known) or 'none'}"]
 
 
@@ -394,7 +414,7 @@ def validate_host_data(name: str, data: Mapping[str, Any], stacks_dir: Path = ST
     if problems:
         raise ConfigError(problems)
 
-    problems += _stack_problems(name, values.get("stack"), stacks_dir)
+    problems += stack_problems(name, values.get("stack"), stacks_dir)
     problems += _secrets_file_problems(name, values.get("secrets_file"))
     values["launch"] = {key: values.pop(key) for key in LaunchSettings.model_fields if key in values}
     try:

@@ -125,13 +125,15 @@ def fingerprint(value: str) -> str:
     return hashlib.sha256(b"sglfleet:" + value.encode()).hexdigest()[:8]
 
 
-def render_env(secrets: Secrets, redacted: bool = False, templates: Path = TEMPLATES) -> str:
+def render_env(secrets: Secrets, redacted: bool = False, templates: Path = TEMPLATES,
+               template: str = "sglang.env.j2") -> str:
     """
-    The text of ``/etc/sglfleet/sglang.env``.
+    The text of ``/etc/sglfleet/sglang.env`` (or of another service's env file).
 
-    + secrets: from ``load_secrets``
+    + secrets: from ``load_secrets`` (or ``gateway_secrets``)
     + redacted: replace each value by ``<redacted sha256:xxxxxxxx>`` (for diffs and logs)
     + templates: the templates directory
+    + template: the env file's template, e.g. ``"sglang-gateway.env.j2"``
 
     **Example:**
 
@@ -143,4 +145,16 @@ def render_env(secrets: Secrets, redacted: bool = False, templates: Path = TEMPL
         (name, f"<redacted sha256:{fingerprint(value)}>" if redacted else value)
         for name, value in sorted(secrets.values.items())
     ]
-    return render("sglang.env.j2", templates, entries=entries)
+    return render(template, templates, entries=entries)
+
+
+def gateway_secrets(secrets: Secrets) -> Secrets:
+    """
+    What ``sglang-gateway.env`` holds: the API key alone (a gateway fetches no model).
+
+    smg 1.13.0 has one ``--api-key`` (``smg/router_args.py:2254``): its clients and
+    its admin API must send it, and it sends it to its workers, so it is the key
+    the workers' sglang checks (``SGLANG_API_KEY``), or none when they have none.
+    """
+    return Secrets(values={name: value for name, value in secrets.values.items() if name == "SGLANG_API_KEY"},
+                   source=secrets.source)

@@ -94,3 +94,41 @@ def render_unit(config, templates: Path = TEMPLATES, layout: Layout = LAYOUT) ->
         stop_timeout_s=120,
         restart_s=f"{config.service_restart_s:g}",
     )
+
+
+def render_gateway_unit(config, args: list[str], python: str, digest: str, templates: Path = TEMPLATES,
+                        layout: Layout | None = None) -> str:
+    """
+    The text of ``sglang-gateway.service`` for one gateway host.
+
+    + config: the gateway host's ``HostConfig``
+    + args: its ``smg launch`` arguments (``sglfleet.plan.gateway.gateway_args``), no secrets
+    + python: the gateway stack's python on the host
+    + digest: the configuration's digest, which the running process carries
+    + templates: the templates directory
+    + layout: the gateway's paths (``GATEWAY``)
+
+    **Example:**
+
+    .. code:: python
+
+        render_gateway_unit(config, gateway_args(config, workers), stack.venv + "/bin/python", "9c41d0e2a7b35f18")
+    """
+    from sglfleet.host.layout import GATEWAY
+    from sglfleet.plan.release import arg_lines
+
+    layout = layout or GATEWAY
+    return render(
+        "sglang-gateway.service.j2",
+        templates,
+        service=layout.service,
+        env_file=layout.env_file,
+        state_dir=layout.state_dir,
+        digest=digest,
+        python=python,
+        launcher=layout.gateway_launcher,
+        arg_lines=arg_lines(args),
+        restart_s=f"{config.service_restart_s:g}",
+        start_timeout_s=f"{config.gateway_start_timeout_s:g}",
+        stop_timeout_s=200,  # smg's shutdown grace (180 s) and its propagation window
+    )

@@ -22,10 +22,11 @@ import sys
 from pathlib import Path
 
 from sglfleet.errors import ConfigError
+from sglfleet.plan.gateway import gateway_problems, is_gateway, serving_groups
 from sglfleet.plan.measured import measured_caps
-from sglfleet.plan.schema import STACKS_DIR, HostConfig, validate_host_data
+from sglfleet.plan.schema import STACKS_DIR, HostConfig, stack_problems, validate_host_data
 from sglfleet.plan.templates import TEMPLATES
-from sglfleet.plan.waves import FLEET_SETTINGS, fleet_setting, plan_waves, until
+from sglfleet.plan.waves import FLEET_SETTINGS, default_waves, fleet_setting, plan_waves, until
 
 
 def load_inventory(inventory_file: str, data: dict | None = None):
@@ -110,17 +111,26 @@ def validate_inventory(inventory, stacks_dir: Path = STACKS_DIR) -> dict[str, Ho
     problems: list[str] = []
     configs: dict[str, HostConfig] = {}
     groups: dict[str, list[str]] = {}
+    data: dict[str, dict] = {}
     for host in inventory:
         groups[host.name] = list(host.groups)
+        data[host.name] = host.data.dict()
         try:
             configs[host.name] = validate_host_data(host.name, host.data.dict(), stacks_dir)
         except ConfigError as error:
             problems += error.problems
+            continue
+        if is_gateway(host.groups):
+            problems += stack_problems(host.name, configs[host.name].gateway_stack, stacks_dir, key="gateway_stack")
     if not problems:
         try:
             for key in FLEET_SETTINGS:
                 fleet_setting(configs, key)
-            until(plan_waves(groups, fleet_setting(configs, "rollout_waves")), fleet_setting(configs, "rollout_until"))
+            named = fleet_setting(configs, "rollout_waves")
+            wave_names = named if named is not None else default_waves({g for gs in groups.values() for g in gs})
+            problems += gateway_problems(groups, data, configs, wave_names)
+            # The gateways are in no wave: the plan orders the serving hosts.
+            until(plan_waves(serving_groups(groups), named), fleet_setting(configs, "rollout_until"))
         except ConfigError as error:
             problems += error.problems
     if problems:
@@ -161,6 +171,13 @@ def check_inventory(inventory, templates: Path = TEMPLATES) -> list[str]:
     configs = validate_inventory(inventory)
     findings: list[Finding] = []
     for name, config in configs.items():
+        if is_gateway(inventory.get_host(name).groups):
+            # No sglang to lint: the gateway's settings were checked with the schema, its stack is checked here.
+            try:
+                load_stack(config.gateway_stack, allow_unhashed=config.allow_unhashed_lock).require_complete()
+            except StackError as error:
+                findings.append(Finding("error", name, "gateway_stack", str(error)))
+            continue
         findings += model_findings(name, config)
         try:
             stack = load_stack(config.stack, allow_unhashed=config.allow_unhashed_lock)

@@ -22,12 +22,13 @@ from sglfleet.artifacts.models import ModelError, load_manifest, staged_models
 from sglfleet.artifacts.patcher import PatchRefused, apply, load_patch
 from sglfleet.artifacts.stacks import Stack, StackError, available, load_stack
 from sglfleet.facts.host import HostRead, HostState
-from sglfleet.host.layout import LAYOUT
+from sglfleet.host.layout import GATEWAY, LAYOUT
 from sglfleet.host.stacks import PATCHED, patched
+from sglfleet.plan.gateway import gateway_args, gateway_url, is_gateway, serving_groups, worker_url
 from sglfleet.plan.release import Release, render_release
 from sglfleet.plan.schema import HostConfig, validate_host_data
-from sglfleet.plan.secrets import load_secrets, render_env
-from sglfleet.plan.templates import render, render_unit
+from sglfleet.plan.secrets import gateway_secrets, load_secrets, render_env
+from sglfleet.plan.templates import render, render_gateway_unit, render_unit
 from sglfleet.plan.waves import Batch, Wave, fleet_setting, limit_waves, plan_batches, plan_waves, until
 
 
@@ -64,17 +65,27 @@ def every_stack() -> tuple[Stack, ...]:
     return tuple(stacks)
 
 
+def host_is_gateway(host: Host) -> bool:
+    """
+    Whether the host is in the inventory group ``gateways``: it runs the gateway and nothing else.
+
+    + host: ``pyinfra.host``
+    """
+    return is_gateway(host.groups)
+
+
 def defined_stack(host: Host) -> Stack:
     """
-    The stack the inventory gives the host, with every Python it serves, its lock
-    complete and hashed (or allowed unhashed); else a ``PyinfraError`` that stops
-    the run before any host is read.
+    The stack the inventory gives the host (its ``stack``, or on a gateway host its
+    ``gateway_stack``), with every Python it serves, its lock complete and hashed (or
+    allowed unhashed); else a ``PyinfraError`` that stops the run before any host is read.
 
     + host: ``pyinfra.host``
     """
     config = host_config(host)
     try:
-        stack = stack_named(config.stack, config.allow_unhashed_lock)
+        stack = stack_named(config.gateway_stack if host_is_gateway(host) else config.stack,
+                            config.allow_unhashed_lock)
         stack.require_complete()
     except StackError as e:
         # A lock problem is the whole inventory's.
@@ -174,6 +185,68 @@ def host_service_files(host: Host) -> ServiceFiles:
     return _service_files[host.name]
 
 
+@dataclass(frozen=True)
+class GatewayFiles:
+    """
+    A gateway host's unit, launcher and env file; ``digest`` names the whole configuration
+    (the running gateway carries it), ``env_redacted`` is the only form of the env file ever shown.
+    """
+
+    unit: str
+    launcher: bytes
+    env: str
+    env_redacted: str
+    digest: str
+
+
+_gateway_files: dict[str, GatewayFiles] = {}
+GATEWAY_LAUNCHER = FILES / "gateway" / "sglfleet-gateway.py"
+
+
+def fleet_workers(inventory: Inventory) -> list[str]:
+    """
+    Every serving host's URL as the gateways know it, in inventory order: each gateway's workers.
+
+    + inventory: ``pyinfra.inventory``
+    """
+    return [worker_url(h.name, h.data.dict(), host_config(h).launch.listen_port)
+            for h in inventory if not host_is_gateway(h)]
+
+
+def fleet_gateways(inventory: Inventory) -> list[tuple[str, str]]:
+    """
+    ``(name, base URL)`` of every gateway of the inventory, whatever ``--limit`` targets:
+    each routes to every worker, so a worker leaves and rejoins them all.
+
+    + inventory: ``pyinfra.inventory``
+    """
+    return [(h.name, gateway_url(h.name, h.data.dict(), host_config(h).gateway_port))
+            for h in inventory if host_is_gateway(h)]
+
+
+def host_gateway_files(host: Host) -> GatewayFiles:
+    """
+    A gateway host's rendered unit, launcher and env file, once per run.
+
+    + host: ``pyinfra.host`` (a gateway host)
+    """
+    if host.name not in _gateway_files:
+        config = host_config(host)
+        secrets = gateway_secrets(load_secrets(config.secrets_file))
+        env = render_env(secrets, template="sglang-gateway.env.j2")
+        launcher = GATEWAY_LAUNCHER.read_bytes()
+        args = gateway_args(config, fleet_workers(state.inventory))
+        python = host_stack(host).venv + "/bin/python"
+        # The digest covers everything the gateway starts from; the unit carries it, so it is
+        # taken over the unit rendered without it.
+        bare = render_gateway_unit(config, args, python, digest="")
+        digest = hashlib.sha256(b"\0".join([bare.encode(), env.encode(), launcher])).hexdigest()[:16]
+        _gateway_files[host.name] = GatewayFiles(
+            unit=render_gateway_unit(config, args, python, digest=digest), launcher=launcher, env=env,
+            env_redacted=render_env(secrets, redacted=True, template="sglang-gateway.env.j2"), digest=digest)
+    return _gateway_files[host.name]
+
+
 HOST_PACKAGE = PROJECT_ROOT / "sglfleet" / "host"
 # The stand-in, its modules, and the two stdlib modules it imports from its own folder.
 STANDIN_FILES = {
@@ -236,7 +309,8 @@ def fleet_waves(inventory: Inventory, targets: list[str]) -> list[Wave]:
     """
     configs = {host.name: host_config(host) for host in inventory}
     groups = {host.name: list(host.groups) for host in inventory}
-    return limit_waves(plan_waves(groups, fleet_setting(configs, "rollout_waves")), targets)
+    # The gateways are in no wave: they restart one at a time, after the serving hosts.
+    return limit_waves(plan_waves(serving_groups(groups), fleet_setting(configs, "rollout_waves")), targets)
 
 
 @dataclass(frozen=True)
@@ -322,6 +396,21 @@ def _read_arguments(host: Host) -> dict:
     """What ``HostRead`` reads on ``host``, and how it becomes root."""
     config = host_config(host)
     stack = defined_stack(host)
+    arguments, _ = pop_global_arguments(state, host, {})
+    # sudo -n is asked inside the read; a sudo password or user is pyinfra's to use.
+    own_sudo = bool(arguments.get("_sudo")) and not any(
+        arguments.get(key) for key in ("_sudo_password", "_sudo_user", "_use_sudo_login", "_preserve_sudo_env"))
+    common = {"python": stack.pythons[0], "uv_version": stack.uv.version, "full": config.verify_stacks == "full",
+              "sudo_check": own_sudo, **({"_sudo": False} if own_sudo else {})}
+    if host_is_gateway(host):
+        # Its stack for each Python: the host's python3 picks its own in the read.
+        variants = {python: {"stack_id": stack.for_python(python).id, "patch_path": None, "patch_known": [],
+                             "release_id": None} for python in stack.pythons}
+        return {**common, **variants[stack.pythons[0]], "variants": variants, "user": GATEWAY.service_user,
+                "gateway_unit": GATEWAY.unit, "gateway_runtime_dir": GATEWAY.runtime_dir,
+                # sglang's unit and env file too: a host that served before it became a gateway stops serving.
+                "paths": sorted([GATEWAY.env_file, GATEWAY.unit_file, GATEWAY.gateway_launcher,
+                                 LAYOUT.unit_file, LAYOUT.env_file])}
     # Each Python the stack serves: the host's python3 picks its own in the read.
     variants = {}
     for python in stack.pythons:
@@ -335,16 +424,8 @@ def _read_arguments(host: Host) -> dict:
                 for model in staged_models(config)]
     except ModelError:
         spec = None  # the models step reads its own and says what is missing
-    arguments, _ = pop_global_arguments(state, host, {})
-    # sudo -n is asked inside the read; a sudo password or user is pyinfra's to use.
-    own_sudo = bool(arguments.get("_sudo")) and not any(
-        arguments.get(key) for key in ("_sudo_password", "_sudo_user", "_use_sudo_login", "_preserve_sudo_env"))
-    return {
-        "python": stack.pythons[0], **variants[stack.pythons[0]], "variants": variants,
-        "uv_version": stack.uv.version, "user": LAYOUT.service_user, "paths": sorted(paths),
-        "model_spec": spec or None, "full": config.verify_stacks == "full", "sudo_check": own_sudo,
-        **({"_sudo": False} if own_sudo else {}),
-    }
+    return {**common, **variants[stack.pythons[0]], "variants": variants, "user": LAYOUT.service_user,
+            "paths": sorted(paths), "model_spec": spec or None}
 
 
 def host_state(host: Host) -> HostState:

@@ -18,7 +18,7 @@ when the host passed, or fails it one way: ``fail`` logs why and returns False.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import gevent
 from pyinfra import logger
@@ -44,7 +44,11 @@ class BatchStep:
     + max_fail_percentage: an earlier batch with more failed hosts (in %) stops this one
     + bake_s: how long the batch bakes once its hosts pass their start-up gates (0: no bake)
     + router_url: the sglang-router in front of the fleet, if any
-    + worker_url: this host's URL as the router knows it
+    + worker_url: this host's URL as the router (or the gateways) know it
+    + gateways: without ``router_url``, the base URL of each of the fleet's gateways: the host
+      leaves and rejoins them all
+    + gateway_api_key: the gateways' API key (never shown: not in the step's repr)
+    + gateway_timeout_s: how long a drain or a join may take at one gateway
     + timeout_s: how long the controller waits for the host's answer to a switch
       before it reports the host lost (a link that never comes back); None waits forever
     + lock_wait_s: how long to wait for another run that holds the host's lock
@@ -60,6 +64,9 @@ class BatchStep:
     bake_s: float = 0.0
     router_url: str | None = None
     worker_url: str | None = None
+    gateways: tuple[str, ...] = ()
+    gateway_api_key: str | None = field(default=None, repr=False)
+    gateway_timeout_s: float = 60.0
     timeout_s: float | None = None
     lock_wait_s: float = 300
     releases_keep: int = 3
@@ -104,11 +111,14 @@ def lost_link(host, why: str) -> str:
 
 
 def at_router(step: BatchStep, action) -> str | None:
-    """Drain or join the host at the router; an error message, or None."""
-    if not step.router_url:
-        return None
+    """Drain or join the host at the router, or at each of the fleet's gateways; an error message, or None."""
     try:
-        action(step.router_url, step.worker_url)
+        if step.router_url:
+            action(step.router_url, step.worker_url)
+        for gateway in step.gateways:
+            # A gateway that is not running routes nothing to the host (the first converge installs it last).
+            action(gateway, step.worker_url, timeout=step.gateway_timeout_s, api_key=step.gateway_api_key,
+                   down_ok=True)
     except router.RouterError as error:
         return f"{step.label}: {error}"
     return None

@@ -1,10 +1,19 @@
 """
-Take a worker out of an ``sglang-router`` and put it back, from the controller.
+Take a worker out of a router and put it back, from the controller: an external
+``sglang-router`` (``router_url``) or each of the fleet's own gateways (smg).
 
-Written against sglang-router 0.3.2's control plane: ``GET /workers`` lists
-``{"id", "url", "is_healthy", "load"}``; ``POST /workers {"url"}`` and
-``DELETE /workers/<id>`` are queued and applied in the background, so both
-calls wait until the router's list shows the change.
+Both speak one control plane: ``GET /workers`` lists ``{"id", "url",
+"is_healthy", "load", ...}``; ``POST /workers {"url"}`` and ``DELETE
+/workers/<id>`` are queued and applied in the background (202), so both calls
+wait until the list shows the change. Written against sglang-router 0.3.2 and
+smg 1.13.0, whose list adds a ``status`` ("ready", "draining"): seen with the
+1.13.0 wheel, a ``DELETE`` marks the worker "draining" (no new request, its
+``load`` counts those in flight) and removes it ``drain_settle_secs`` (5) later,
+whether or not they finished; they finish on the worker, which drains them
+itself on SIGTERM before it restarts. smg asks for its API key on ``/workers``
+(401 without it); sglang-router 0.3.2 asks none. A worker smg is given through
+``POST /workers`` does not inherit its ``--api-key`` (its backend detection got
+401 from sglang without it): the body carries the worker's key, which is smg's.
 
 **Example:**
 
@@ -12,6 +21,7 @@ calls wait until the router's list shows the change.
 
     drain("http://10.0.0.5:30000", "http://node2:30000")   # before the switch
     join("http://10.0.0.5:30000", "http://node2:30000")    # after the gate passed
+    drain("http://gw1:30080", "http://node2:30000", api_key=key, down_ok=True)  # a fleet gateway
 """
 
 from __future__ import annotations
@@ -26,62 +36,95 @@ class RouterError(Exception):
     """The router refused a change or did not apply it in time."""
 
 
-def _call(method: str, url: str, body: dict | None = None, timeout: float = 5.0):
+class RouterDown(RouterError):
+    """Nothing listens where the router should be: it is not running."""
+
+
+def _call(method: str, url: str, body: dict | None = None, timeout: float = 5.0, api_key: str | None = None):
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(
-        url, data=data, method=method, headers={"Content-Type": "application/json"}
-    )
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
+    request = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return json.loads(response.read() or b"null")
-    except (urllib.error.URLError, OSError, ValueError) as error:
+    except urllib.error.URLError as error:
+        if isinstance(error.reason, ConnectionRefusedError):
+            raise RouterDown(f"router {url}: {method} refused (nothing listens)") from None
+        raise RouterError(f"router {url}: {method} failed ({error})") from None
+    except (OSError, ValueError) as error:
         raise RouterError(f"router {url}: {method} failed ({error})") from None
 
 
-def workers(router_url: str) -> dict[str, dict]:
+def workers(router_url: str, api_key: str | None = None) -> dict[str, dict]:
     """The router's workers, by URL."""
-    listing = _call("GET", f"{router_url}/workers")
+    listing = _call("GET", f"{router_url}/workers", api_key=api_key)
     return {worker["url"]: worker for worker in listing.get("workers", [])}
 
 
-def _wait(router_url: str, done, what: str, timeout: float) -> None:
+def _wait(router_url: str, done, what: str, timeout: float, api_key: str | None) -> None:
     deadline = time.monotonic() + timeout
-    while not done(workers(router_url)):
+    while not done(workers(router_url, api_key)):
         if time.monotonic() >= deadline:
             raise RouterError(f"router {router_url}: {what} not applied within {timeout:g} s")
         time.sleep(0.2)
 
 
-def drain(router_url: str, worker_url: str, timeout: float = 60.0) -> None:
+def drain(router_url: str, worker_url: str, timeout: float = 60.0, api_key: str | None = None,
+          down_ok: bool = False) -> None:
     """
-    Remove ``worker_url`` from the router and wait until the router stops
-    listing it, so no new request reaches it. Requests already in flight
-    finish on the worker: the host waits for them before it restarts.
+    Remove ``worker_url`` from the router and wait until no request the router
+    sent it is in flight (its ``load`` is 0) or the router let it go, then until
+    the router stops listing it, so no new request reaches it.
 
     + router_url: the router's base URL
     + worker_url: the worker as the router knows it
     + timeout: seconds to wait for the removal
+    + api_key: the router's API key (smg's ``--api-key``), if it asks one
+    + down_ok: a router that is not running (nothing listens) sends the worker nothing: done
     """
-    listed = workers(router_url).get(worker_url)
-    if listed is None:
-        return
-    _call("DELETE", f"{router_url}/workers/{listed['id']}")
-    _wait(router_url, lambda now: worker_url not in now, f"removal of {worker_url}", timeout)
+    try:
+        listed = workers(router_url, api_key).get(worker_url)
+        if listed is None:
+            return
+        if listed.get("status") != "draining":
+            _call("DELETE", f"{router_url}/workers/{listed['id']}", api_key=api_key)
+        _wait(router_url, lambda now: not now.get(worker_url, {}).get("load"), f"drain of {worker_url}",
+              timeout, api_key)
+        _wait(router_url, lambda now: worker_url not in now, f"removal of {worker_url}", timeout, api_key)
+    except RouterDown:
+        if not down_ok:
+            raise
 
 
-def join(router_url: str, worker_url: str, timeout: float = 60.0) -> None:
+def join(router_url: str, worker_url: str, timeout: float = 60.0, api_key: str | None = None,
+         down_ok: bool = False) -> None:
     """
     Add ``worker_url`` to the router and wait until the router lists it healthy.
 
     + router_url: the router's base URL
     + worker_url: the worker as the router should know it
     + timeout: seconds to wait for the router to accept it
+    + api_key: the router's API key (smg's ``--api-key``), if it asks one; the worker's too
+    + down_ok: a router that is not running is not joined: it lists the worker from its
+      own command line when it starts
     """
-    if worker_url not in workers(router_url):
-        _call("POST", f"{router_url}/workers", {"url": worker_url})
-    _wait(
-        router_url,
-        lambda now: now.get(worker_url, {}).get("is_healthy", False),
-        f"addition of {worker_url}",
-        timeout,
-    )
+    try:
+        listed = workers(router_url, api_key).get(worker_url)
+        if listed is not None and listed.get("status") == "draining":
+            # A worker that is still leaving (a bake that failed, then a revert) leaves first.
+            _wait(router_url, lambda now: worker_url not in now, f"removal of {worker_url}", timeout, api_key)
+            listed = None
+        if listed is None:
+            _call("POST", f"{router_url}/workers", {"url": worker_url, **({"api_key": api_key} if api_key else {})},
+                  api_key=api_key)
+        _wait(
+            router_url,
+            lambda now: now.get(worker_url, {}).get("is_healthy", False)
+            and now[worker_url].get("status", "ready") != "draining",
+            f"addition of {worker_url}",
+            timeout,
+            api_key,
+        )
+    except RouterDown:
+        if not down_ok:
+            raise

@@ -5,8 +5,11 @@ The fleet's release state, one row a host, read from the hosts themselves
 Each host answers with one command: its OS, glibc and ``python3`` (``HostOs``),
 then ``sglfleet-release state``, which reads its links, its unit and its own
 ``/health`` and ``/metrics`` (the serving port may be closed to the controller).
-The release a host should serve is its stack's for its own ``python3``. It runs as the deploy does: as the inventory's
-SSH user, through sudo where the host's data (``_sudo``) asks.
+The release a host should serve is its stack's for its own ``python3``. It runs
+as the deploy does: as the inventory's SSH user, through sudo where the host's
+data (``_sudo``) asks. A gateway host (group ``gateways``) answers with its
+unit's state, and its gateway with its workers and their health (``GET
+/workers``, asked from the controller as the rollout asks it, with the API key).
 
 **Example:**
 
@@ -26,9 +29,12 @@ from pyinfra.api.connect import connect_all
 
 from sglfleet.facts.os import HostOs, OsInfo
 from sglfleet.facts.sudo import SudoAccess
-from sglfleet.host.layout import LAYOUT
+from sglfleet.host.layout import GATEWAY, LAYOUT
+from sglfleet.plan.gateway import gateway_url
+from sglfleet.plan.secrets import load_secrets
 from sglfleet.plan.validation import load_inventory
-from sglfleet.run.context import defined_stack, fleet_waves, release_for
+from sglfleet.run import router
+from sglfleet.run.context import defined_stack, fleet_waves, host_config, host_is_gateway, release_for
 
 
 def fleet_status(inventory_path: str, data: dict | None = None) -> list[dict]:
@@ -56,6 +62,9 @@ def fleet_status(inventory_path: str, data: dict | None = None) -> list[dict]:
 
     rows = []
     for host in inventory:
+        if host_is_gateway(host):
+            rows.append(_gateway_row(state, host))
+            continue
         row = {"host": host.name, "wave": wave_of.get(host.name), "os": None, "python": None, "declared": None}
         if not host.connected:
             row["error"] = "unreachable"
@@ -71,11 +80,36 @@ def fleet_status(inventory_path: str, data: dict | None = None) -> list[dict]:
     return rows
 
 
+def _connector(state: State, host) -> dict:
+    """The host's sudo settings, from its data, as pyinfra resolves them for an operation."""
+    arguments, _ = pop_global_arguments(state, host, {})
+    return {key: arguments[key] for key in CONNECTOR_ARGUMENT_KEYS if key in arguments}
+
+
+def _gateway_row(state: State, host) -> dict:
+    """A gateway host's row: its unit's state, and its gateway's workers with their health."""
+    config = host_config(host)
+    url = gateway_url(host.name, host.data.dict(), config.gateway_port)
+    row: dict = {"host": host.name, "wave": "gateway", "gateway": url, "workers": None}
+    if not host.connected:
+        row["error"] = "unreachable"
+        return row
+    ok, output = host.run_shell_command(f"systemctl is-active {GATEWAY.unit}")
+    row["active_state"] = (output.stdout_lines or ["unknown"])[0]
+    try:
+        listed = router.workers(url, load_secrets(config.secrets_file).values.get("SGLANG_API_KEY"))
+    except router.RouterError as error:
+        row["gateway_error"] = str(error)
+        return row
+    row["workers"] = [{"url": worker_url, "healthy": bool(worker.get("is_healthy")),
+                       "status": worker.get("status"), "load": worker.get("load")}
+                      for worker_url, worker in sorted(listed.items())]
+    return row
+
+
 def _host_state(state: State, host) -> tuple[OsInfo, dict]:
     """The host's OS, and what ``sglfleet-release state`` says on it (or ``{"error": ...}``)."""
-    # The host's sudo settings, from its data, as pyinfra resolves them for an operation.
-    arguments, _ = pop_global_arguments(state, host, {})
-    connector = {key: arguments[key] for key in CONNECTOR_ARGUMENT_KEYS if key in arguments}
+    connector = _connector(state, host)
     if connector.get("_sudo") and not connector.get("_sudo_password"):
         # Asked first, without sudo: a sudo that wants a password would make pyinfra prompt.
         ok, output = host.run_shell_command(SudoAccess().command())
@@ -103,6 +137,7 @@ def progress(rows: list[dict]) -> str:
         progress(rows)   # "rollout: 3 of 6 hosts serve their declared release (canary 1/1, wave1 2/3, wave2 0/2)"
     """
     waves: dict[str, list[bool]] = {}
+    rows = [row for row in rows if "gateway" not in row]  # a gateway serves no release
     for row in rows:
         done = row.get("declared") is not None and row.get("serving") == row.get("declared") == row.get("current")
         waves.setdefault(row.get("wave") or "-", []).append(done)

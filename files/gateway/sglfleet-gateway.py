@@ -1,0 +1,98 @@
+"""
+Run SGLang's gateway (smg) as ``sglang-gateway.service``: smg's own launcher,
+with the API key taken from the environment, and systemd told once it serves.
+
+``smg launch ARGS`` is ``parse_router_args`` then ``launch_router`` (smg 1.13.0
+``smg/cli.py:78-84``); this does the same with two differences:
+
+- the API key comes from ``SGLANG_API_KEY`` (the unit's root-only env file),
+  never from argv, which every user of the host can read in ``/proc``. smg's
+  ``api_key`` (``smg/router_args.py:111``) is one key for both sides: clients
+  and its admin API must send it (``/generate`` and ``/workers`` answer 401
+  without it, ``/health`` does not ask), and it is the bearer token it sends to
+  its workers (seen with the 1.13.0 wheel), so it is the fleet's sglang key.
+- the configuration's digest (the unit's ``SGLFLEET_GATEWAY_CONFIG``) goes to
+  ``$RUNTIME_DIRECTORY/config``, which lives as long as the process: a converge
+  reads there what the running gateway started from. (Not from
+  ``/proc/<pid>/environ``: smg's launcher calls setproctitle
+  (``smg/launch_router.py:32``), which writes its title over that memory.)
+- ``READY=1`` goes to systemd (``Type=notify``) once ``/health`` answers 200 and
+  ``GET /workers`` lists one of its workers healthy: a restart returns when this
+  gateway routes again, so the next gateway restarts only then. (Not every
+  worker: smg registers a worker that does not answer in the background, and
+  retries, so a host that is down would hold the gateway back; seen with 1.13.0.)
+
+Standard library and smg only; run by the gateway stack's python.
+
+**Example:**
+
+.. code:: shell
+
+    SGLANG_API_KEY=... venv/bin/python sglfleet-gateway --host 0.0.0.0 --port 30080 \\
+        --worker-urls http://node1:30000 http://node2:30000 --policy round_robin
+"""
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+import urllib.request
+
+from smg.launch_router import launch_router, parse_router_args
+
+
+def _notify(message: str) -> None:
+    """One datagram to systemd's notify socket (sd_notify(3)); nothing without one."""
+    address = os.environ.get("NOTIFY_SOCKET")
+    if not address:
+        return
+    if address.startswith("@"):  # an abstract socket
+        address = "\0" + address[1:]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.connect(address)
+        sock.sendall(message.encode())
+
+
+def _get(url: str, key):
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"} if key else {})
+    with urllib.request.urlopen(request, timeout=5) as response:
+        return response.status, response.read()
+
+
+def _ready(base: str, workers: list, key) -> bool:
+    """Whether the gateway answers ``/health`` and lists one of the workers it was started with healthy."""
+    try:
+        status, _ = _get(f"{base}/health", None)
+        if status != 200:
+            return False
+        _, body = _get(f"{base}/workers", key)
+    except (OSError, ValueError):
+        return False
+    # smg 1.13.0 GET /workers: {"workers": [{"id", "url", "is_healthy", "status", "load", ...}], "total": N}
+    listed = json.loads(body).get("workers", [])
+    return any(worker.get("url") in workers and worker.get("is_healthy") for worker in listed)
+
+
+def notify_when_ready(port: int, workers: list, key) -> None:
+    """Tell systemd READY=1 once the gateway serves (the unit's TimeoutStartSec bounds the wait)."""
+    base = f"http://127.0.0.1:{port}"
+    while not _ready(base, workers, key):
+        time.sleep(0.5)
+    _notify("READY=1")
+
+
+def main() -> None:
+    args = parse_router_args(sys.argv[1:])
+    if os.environ.get("RUNTIME_DIRECTORY"):
+        with open(os.path.join(os.environ["RUNTIME_DIRECTORY"], "config"), "w") as config:
+            config.write(os.environ.get("SGLFLEET_GATEWAY_CONFIG", "") + "\n")
+    args.api_key = os.environ.pop("SGLANG_API_KEY", None) or None
+    threading.Thread(target=notify_when_ready, args=(args.port, list(args.worker_urls), args.api_key),
+                     daemon=True).start()
+    launch_router(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""
+The gateway operation: a gateway host runs the configuration its files describe,
+restarted one gateway at a time.
+
+The running process carries its configuration's digest (``GatewayService``), so
+a converge after a run that was killed between writing the files and the
+restart still restarts it, and a converge that changes nothing restarts nothing.
+
+**Example:**
+
+.. code:: python
+
+    gateway.serving(name="sglang-gateway.service serves", digest="9c41d0e2a7b35f18",
+                    earlier=("gw1",), found=host_state(host).gateway)
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from pyinfra import host, logger
+from pyinfra.api import StringCommand, operation
+
+from sglfleet.facts.files import FileDigests
+from sglfleet.facts.gateway import GatewayService
+from sglfleet.facts.host import READ
+from sglfleet.host.layout import GATEWAY, LAYOUT
+from sglfleet.operations.remote import HostFunctionCommand
+from sglfleet.run import recording, summary
+from sglfleet.run.diffs import first_pass
+
+
+@operation()
+def serving(digest: str, earlier: tuple[str, ...] = (), unit: str = GATEWAY.unit, found=READ):
+    """
+    Ensure the host's gateway runs configuration ``digest``: (re)start it once every
+    gateway before it came back, and wait until it routes again.
+
+    + digest: the configuration's digest (``sglfleet.run.context.GatewayFiles.digest``)
+    + earlier: the gateways restarted before this one in this run: one of them down stops this restart
+    + unit: the gateway's unit
+    + found: ``GatewayService``'s answer, already read (``sglfleet.facts.host``); by default the operation reads it
+
+    **Example:**
+
+    .. code:: python
+
+        serving(name="Gateway serves", digest="9c41d0e2a7b35f18")
+    """
+    if found is READ:
+        found = host.get_fact(GatewayService, unit=unit, runtime_dir=GATEWAY.runtime_dir)
+    if found["active"] == "active" and found["config"] == digest:
+        host.noop(f"{unit} runs configuration {digest}")
+        return
+    why = (f"{found['active']}" if found["active"] != "active"
+           else f"runs configuration {found['config'] or 'unknown'}, not {digest}")
+    if first_pass():
+        host.log(f"Will restart {unit} ({why}), one gateway at a time", logger.info)
+    yield HostFunctionCommand(_restart, (unit, digest, earlier), {})
+
+
+@operation()
+def sglang_retired(found=READ):
+    """
+    Ensure a gateway host runs no sglang: a host that served before it joined the group
+    gateways has its ``sglang.service`` stopped and removed, with its env file and links.
+
+    + found: ``FileDigests``'s answer for the sglang unit and env file, already read; by
+      default the operation reads it
+
+    **Example:**
+
+    .. code:: python
+
+        sglang_retired(name="No sglang on a gateway host")
+    """
+    if found is READ:
+        found = host.get_fact(FileDigests, paths=[LAYOUT.unit_file, LAYOUT.env_file])
+    left = [path for path in (LAYOUT.unit_file, LAYOUT.env_file) if found["files"].get(path)]
+    if not left:
+        host.noop(f"no {LAYOUT.unit} on this gateway host")
+        return
+    if first_pass():
+        host.log(f"Will stop and remove {LAYOUT.unit}: this host is in group gateways now", logger.info)
+    yield f"systemctl disable --now {shlex.quote(LAYOUT.unit)} 2>/dev/null || true"
+    yield shlex.join(["rm", "-f", "--", *left, LAYOUT.current, LAYOUT.previous])
+    yield "systemctl daemon-reload"
+
+
+def _restart(state, host, connector_arguments, unit: str, digest: str, earlier: tuple[str, ...]):
+    """Restart the gateway (``Type=notify``: systemctl returns once it routes); False fails the host."""
+    down = [name for name in earlier if name in {h.name for h in state.failed_hosts}]
+    if down:
+        return _failed(host, f"{unit} not restarted: gateway {', '.join(down)} did not come back, and two "
+                             f"gateways are never down together; fix it, then run again")
+    q_unit = shlex.quote(unit)
+    ok, output = host.run_shell_command(
+        StringCommand(f"systemctl daemon-reload && systemctl enable --quiet {q_unit} && systemctl restart {q_unit}"),
+        **connector_arguments)
+    if not ok:
+        _, journal = host.run_shell_command(
+            StringCommand(f"journalctl -u {q_unit} -n 8 --no-pager -o cat"), **connector_arguments)
+        why = " ".join(output.stderr_lines)[-300:] or "systemctl restart failed"
+        return _failed(host, f"{unit} did not come back: {why}; its journal: {' | '.join(journal.stdout_lines)[-600:]}")
+    host.log(f"{unit} restarted and routes (configuration {digest})", logger.info)
+    summary.passed(host.name, f"gateway serves configuration {digest}")
+    recording.emit("GatewayRestarted", host=host.name, message=f"{unit} restarted with configuration {digest}")
+    return True
+
+
+def _failed(host, message: str) -> bool:
+    host.log_styled(message, fg="red", log_func=logger.error)
+    summary.failed(host.name, message)
+    recording.emit("HostFailed", host=host.name, message=message)
+    return False

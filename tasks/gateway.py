@@ -1,0 +1,33 @@
+"""Gateway: on the hosts of the group gateways, SGLang's gateway, its files, and a restart one gateway at a time."""
+
+from pyinfra import host, inventory
+from pyinfra.api import deploy
+
+from sglfleet.facts.files import narrowed
+from sglfleet.facts.host import READ
+from sglfleet.host.layout import GATEWAY, LAYOUT
+from sglfleet.operations import files, gateway, secrets as secret_files
+from sglfleet.run.context import fleet_gateways, host_gateway_files, host_is_gateway, host_state
+
+
+@deploy("Gateway")
+def install_gateway():
+    if not host_is_gateway(host):
+        return
+    found = host_state(host)
+    wanted = host_gateway_files(host)
+    gateway.sglang_retired(name=f"No {LAYOUT.unit} on a gateway host",
+                           found=narrowed(found.files, [LAYOUT.unit_file, LAYOUT.env_file]))
+    secret_files.secret_file(
+        name=f"Secrets of {GATEWAY.unit}", path=GATEWAY.env_file,
+        content=wanted.env, redacted=wanted.env_redacted, found=narrowed(found.files, [GATEWAY.env_file]),
+    )
+    in_place = {GATEWAY.gateway_launcher: (wanted.launcher, "644"), GATEWAY.unit_file: (wanted.unit.encode(), "644")}
+    files.in_place(name=f"{GATEWAY.unit} and its launcher", files=in_place, found=narrowed(found.files, in_place))
+    # pyinfra orders operations by call site, then loop position: one gateway's restart a
+    # position, so two gateways are never down together (each restart returns once it routes).
+    names = [name for name, _ in fleet_gateways(inventory)]
+    for turn in host.loop(names):
+        if turn == host.name:
+            gateway.serving(name=f"{GATEWAY.unit} serves its configuration", digest=wanted.digest,
+                            earlier=tuple(names[:names.index(turn)]), found=found.gateway if found.gateway is not None else READ)

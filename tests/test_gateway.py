@@ -1,0 +1,207 @@
+"""
+The fleet's own gateway on the local fleet: ``SGLFLEET_DEV_GATEWAYS=1`` makes the
+last host a gateway host, which runs the real smg 1.13.0 wheel from its stack as
+``sglang-gateway.service`` and nothing of sglang. Its workers are the other
+hosts; a staged rollout drains and rejoins each through it under traffic, and
+no request fails; a worker that fails its gate never rejoins; a gateway change
+is a diff, then one restart; a second converge changes nothing, in one read a
+host. All of it as ``deploy`` with sudo, as inventory/dev.py logs in.
+"""
+
+import json
+import re
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from deploying import (SECRETS, eagle_change, host_state, pyinfra, sglfleet, sshd_commands,
+                       sshd_logs_sessions)
+from routing import Load
+from test_rollout import results
+
+pytestmark = pytest.mark.fleet
+
+GATEWAYS = {"SGLFLEET_DEV_GATEWAYS": "1"}
+KEY = SECRETS["SGLFLEET_API_KEY"]
+
+
+def deploy(*args: str, timeout: float = 600):
+    """``pyinfra inventory/dev.py deploy.py -y ARGS`` with the last host a gateway."""
+    return pyinfra("deploy.py", "-y", *args, timeout=timeout, env=GATEWAYS)
+
+
+def listed(url: str) -> dict[str, dict]:
+    """The gateway's workers by URL (``GET /workers``, with the API key)."""
+    request = urllib.request.Request(f"{url}/workers", headers={"Authorization": f"Bearer {KEY}"})
+    return {w["url"]: w for w in json.load(urllib.request.urlopen(request, timeout=5))["workers"]}
+
+
+def gateway_pid(fleet, host: str) -> str:
+    # Through nsenter: a login would count among the converge's remote commands.
+    return fleet.inside(host, "systemctl show -p MainPID --value sglang-gateway.service").stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def topology(fleet):
+    """The fleet converged with its last host a gateway: ``(gateway host, its URL, workers, their URLs)``."""
+    if len(fleet.hosts) < 3:
+        pytest.skip("needs a fleet of three hosts or more: two workers and a gateway")
+    gateway, workers = fleet.hosts[-1], fleet.hosts[:-1]
+    for host in fleet.hosts:
+        fleet.fault(host, "clear")
+    done = deploy()
+    assert done.returncode == 0, done.stdout[-3000:]
+    yield gateway, f"http://{fleet.address(gateway)}:30080", workers, [
+        f"http://{fleet.address(host)}:30000" for host in workers]
+    for host in fleet.hosts:
+        fleet.fault(host, "clear")
+    # The suite's other modules know no gateway: the hosts go back to being plain ones.
+    for host in fleet.hosts:
+        fleet.inside(host, "systemctl disable --now sglang-gateway.service 2>/dev/null; rm -f /etc/systemd/system/"
+                           "sglang-gateway.service /etc/sglfleet/sglang-gateway.env; systemctl daemon-reload")
+
+
+def test_the_gateway_host_runs_the_gateway_and_nothing_of_sglang(fleet, topology):
+    gateway, url, workers, worker_urls = topology
+    assert fleet.exec(gateway, "systemctl is-active sglang-gateway.service").stdout.strip() == "active"
+    # No sglang unit, env file or link (a host that served before it became a gateway has them
+    # removed); the gateway's stack.
+    sglang = fleet.exec(gateway, "systemctl cat sglang.service; ls -d /opt/sglfleet/current /opt/sglfleet/previous "
+                                 "/etc/sglfleet/sglang.env; pgrep -f sglang_standin", check=False).stdout
+    assert sglang == ""
+    assert any(stack.startswith("gateway-smg-1.13.0-")
+               for stack in fleet.exec(gateway, "ls /opt/sglfleet/stacks").stdout.split())
+    # Its workers are the serving hosts, each healthy.
+    assert {worker: w["is_healthy"] for worker, w in listed(url).items()} == dict.fromkeys(worker_urls, True)
+    # The key: in the root-only env file, never in the unit or the gateway's command line.
+    env = fleet.exec(gateway, "stat -c '%U %a' /etc/sglfleet/sglang-gateway.env").stdout.split()
+    assert env == ["root", "600"]
+    shown = fleet.exec(gateway, "systemctl cat sglang-gateway.service; cat /proc/$(systemctl show -p MainPID "
+                                "--value sglang-gateway.service)/cmdline; journalctl -u sglang-gateway -o cat "
+                                "--no-pager").stdout
+    assert KEY not in shown
+    # Clients need the key; the admin API too.
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(f"{url}/workers", timeout=5)
+    assert refused.value.code == 401
+
+
+def test_a_second_converge_changes_nothing_in_one_read_a_host(fleet, topology):
+    gateway, *_ = topology
+    before = gateway_pid(fleet, gateway)
+    sshd_logs_sessions(fleet, fleet.hosts)
+    since = time.time()
+    result = deploy()
+    assert result.returncode == 0, result.stdout[-3000:]
+    totals = results(result.stdout)
+    assert totals["success"] == 0 and totals["error"] == 0, result.stdout[-3000:]
+    assert gateway_pid(fleet, gateway) == before
+    assert {host: sshd_commands(fleet, host, since) for host in fleet.hosts} == dict.fromkeys(fleet.hosts, 1)
+
+
+def test_status_shows_the_gateway_its_workers_and_their_health(fleet, topology):
+    gateway, url, workers, worker_urls = topology
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SGLFLEET_DEV_GATEWAYS", "1")
+        shown = sglfleet("status", "inventory/dev.py", timeout=120)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    lines = shown.stdout.splitlines()
+    start = next(number for number, line in enumerate(lines) if line.startswith("gateway "))
+    assert re.match(rf"{gateway}\s+{re.escape(url)}\s+active\s+{re.escape(worker_urls[0])}\s+healthy \(ready\)",
+                    lines[start + 1]), shown.stdout
+    shown_workers = [re.search(r"(http://\S+:30000)\s+(\w+)", line).groups() for line in lines[start + 1:]]
+    assert shown_workers == [(worker, "healthy") for worker in sorted(worker_urls)]
+
+
+def test_a_rollout_through_the_gateway_loses_no_request(fleet, topology):
+    gateway, url, workers, worker_urls = topology
+    before, pid = {host: host_state(fleet, host) for host in workers}, gateway_pid(fleet, gateway)
+    load = Load(url)
+    time.sleep(2)  # traffic flows before the first host leaves
+    try:
+        result = deploy(*eagle_change(2))
+    finally:
+        time.sleep(2)  # and after the last one rejoined
+        outcomes = load.stop()
+    assert result.returncode == 0, result.stdout[-3000:]
+    after = {host: host_state(fleet, host) for host in workers}
+    assert all(after[host]["current"] != before[host]["current"] for host in workers)
+    failed = [outcome for outcome in outcomes if outcome != 200]
+    print(f"through the gateway during the rollout: {len(outcomes)} requests, {len(failed)} failed")
+    assert len(outcomes) > 50, f"too little traffic to mean anything: {len(outcomes)} requests"
+    assert failed == [], f"{len(failed)} of {len(outcomes)} requests failed: {failed[:5]}"
+    # Each worker left and rejoined: the gateway knows each under a new id, healthy; it never restarted.
+    assert {worker: w["is_healthy"] for worker, w in listed(url).items()} == dict.fromkeys(worker_urls, True)
+    assert gateway_pid(fleet, gateway) == pid
+    assert "router http" not in result.stdout  # no drain or join went wrong
+
+
+def test_a_gateway_change_is_a_diff_then_one_restart(fleet, topology):
+    gateway, url, workers, worker_urls = topology
+    releases, pid = {host: host_state(fleet, host)["current"] for host in workers}, gateway_pid(fleet, gateway)
+    change = ("--data", "gateway_policy=power_of_two", *eagle_change(2))
+    planned = pyinfra("deploy.py", "--dry", "--diff", *change, env=GATEWAYS)
+    assert planned.returncode == 0, planned.stdout[-3000:]
+    assert re.search(r"^\s+-\s+--policy round_robin \\$", planned.stdout, re.M), planned.stdout[-3000:]
+    assert re.search(r"^\s+\+\s+--policy power_of_two \\$", planned.stdout, re.M)
+    assert f"[{gateway}] Will restart sglang-gateway.service" in planned.stdout
+    assert gateway_pid(fleet, gateway) == pid  # a dry run changes nothing
+    done = deploy(*change)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert f"[{gateway}] sglang-gateway.service restarted and routes" in done.stdout
+    assert gateway_pid(fleet, gateway) != pid
+    assert "--policy power_of_two" in fleet.exec(gateway, "systemctl cat sglang-gateway.service").stdout
+    assert {host: host_state(fleet, host)["current"] for host in workers} == releases  # no worker restarted
+    assert {worker: w["is_healthy"] for worker, w in listed(url).items()} == dict.fromkeys(worker_urls, True)
+    # Back to the inventory's policy, for the tests after this one.
+    assert deploy(*eagle_change(2)).returncode == 0
+
+
+def test_a_worker_that_fails_its_gate_never_rejoins(fleet, topology):
+    gateway, url, workers, worker_urls = topology
+    broken, broken_url = workers[-1], worker_urls[-1]
+    # Every start fails on that host, the rollback's too (no release spared): it cannot serve.
+    fleet.inside(broken, "echo crash > /etc/sglfleet/standin-fault && chmod 644 /etc/sglfleet/standin-fault")
+    load = Load(url)
+    try:
+        result = deploy(*eagle_change(3))
+        time.sleep(3)  # the gateway's health checks look every second: time to re-add it, were it re-added
+    finally:
+        outcomes = load.stop()
+    assert result.returncode == 1, result.stdout[-3000:]
+    assert re.search(rf"failed: {broken} \(gate failed on release \w+: .*which does not serve either", result.stdout), \
+        result.stdout[-3000:]
+    assert broken_url not in listed(url)
+    assert {worker: w["is_healthy"] for worker, w in listed(url).items()} == {
+        worker: True for worker in worker_urls if worker != broken_url}
+    failed = [outcome for outcome in outcomes if outcome != 200]
+    assert outcomes and failed == [], f"{len(failed)} of {len(outcomes)} requests failed: {failed[:5]}"
+
+
+def down_window(fleet, host: str, since: float) -> tuple[float, float]:
+    """When ``host``'s gateway was down since ``since``: from its stop (or start) to its next READY, from the journal."""
+    log = fleet.inside(host, f"journalctl -u sglang-gateway.service -o short-unix --no-pager --since @{since:.6f}"
+                       ).stdout.splitlines()
+    stamps = [(float(line.split()[0]), line) for line in log if line[:1].isdigit()]
+    begin = min(t for t, line in stamps if "Stopping sglang-gateway" in line or "Starting sglang-gateway" in line)
+    return begin, max(t for t, line in stamps if "Started sglang-gateway" in line)
+
+
+def test_two_gateways_restart_one_at_a_time(fleet, topology):
+    """With the last two hosts gateways, a gateway change restarts one, and the other only once it routes again."""
+    if len(fleet.hosts) < 4:
+        pytest.skip("needs a fleet of four hosts: two workers and two gateways")
+    two = {"SGLFLEET_DEV_GATEWAYS": "2"}
+    first, second = fleet.hosts[-2:]
+    assert pyinfra("deploy.py", "-y", env=two).returncode == 0  # the third host becomes a gateway too
+    since = time.time()
+    done = pyinfra("deploy.py", "-y", "--data", "gateway_policy=power_of_two", env=two)
+    assert done.returncode == 0, done.stdout[-3000:]
+    windows = {host: down_window(fleet, host, since) for host in (first, second)}
+    assert windows[first][1] < windows[second][0], windows  # never down together
+    workers = [f"http://{fleet.address(host)}:30000" for host in fleet.hosts[:-2]]
+    for host in (first, second):
+        assert {worker: w["is_healthy"] for worker, w in listed(f"http://{fleet.address(host)}:30080").items()} == \
+            dict.fromkeys(workers, True)
