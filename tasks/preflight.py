@@ -20,7 +20,7 @@ def preflight():
                          unpacked=0 if found.stack.verified else wheelhouse.unpacked_size(stack))
         stack_ops.fits(name=f"Preflight for stack {stack.name}", problems=problems)
         return
-    record(host.name, found.gpus)  # the lint judges the next run's flags by what was measured
+    record(host.name, found.gpus, found.os)  # the lint judges the next run's flags and stack by what was measured
     declared = Declared(config.gpu_compute_cap, config.gpu_count, config.launch.tp_size)
     problems = check(host.name, stack, found.gpus, found.stack.disk_free, config.gpu_less, found.os,
                      built=found.stack.verified, declared=declared,

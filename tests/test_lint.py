@@ -164,3 +164,26 @@ def test_the_lint_follows_the_stacks_sglang_version():
                      "flag in 0.5.23), or use a stack whose sglang has --cuda-graph-max-bs"]
     assert findings(flags_0523, version="0.5.23", stack="dev-sglang-0.5.23",
                     extra_flags=["--cuda-graph-max-bs-decode", "64"]) == []
+
+
+def test_the_lint_refuses_a_python3_that_preflight_measured_and_the_stack_cannot_serve(tmp_path, monkeypatch):
+    from sglfleet.artifacts.stacks import load_stack
+    from sglfleet.facts.os import OsInfo
+    from sglfleet.plan.measured import measured_os, record
+    from sglfleet.plan.preflight import interpreter_problems
+    from sglfleet.plan.validation import _interpreter_findings
+
+    monkeypatch.setenv("SGLFLEET_CACHE", str(tmp_path))
+    config = validate_host_data("gpu1", {**BASE, "stack": "cu130-sglang-0.5.23"})
+    stack = load_stack("cu130-sglang-0.5.23", allow_unhashed=True)
+    assert _interpreter_findings("gpu1", config, stack, "error") == []  # nothing measured: nothing to say
+    jammy = OsInfo(id="ubuntu", version_id="22.04", pretty="Ubuntu 22.04.5 LTS", glibc="2.35", python="3.10.12")
+    record("gpu1", [], jammy)  # a GPU-less read still records the OS
+    assert measured_os("gpu1")[0] == jammy
+    (finding,) = _interpreter_findings("gpu1", config, stack, "error")
+    # The line preflight says on the host, with where the lint has it from.
+    (said,) = interpreter_problems("gpu1", stack, jammy, ["cu130-sglang-0.5.9"])
+    assert str(finding) == said.replace("gpu1: ", "gpu1: error: stack: ", 1) + f" ({measured_os('gpu1')[1]})"
+    assert "python3 is 3.10.12" in said and "cu130-sglang-0.5.9" in said
+    # Before a deploy connects it only warns: its preflight measures again.
+    assert _interpreter_findings("gpu1", config, stack, "warning")[0].severity == "warning"

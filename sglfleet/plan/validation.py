@@ -23,7 +23,7 @@ from pathlib import Path
 
 from sglfleet.errors import ConfigError
 from sglfleet.plan.gateway import gateway_problems, is_gateway, serving_groups
-from sglfleet.plan.measured import measured_caps
+from sglfleet.plan.measured import measured_caps, measured_os
 from sglfleet.plan.schema import STACKS_DIR, HostConfig, stack_problems, validate_host_data
 from sglfleet.plan.templates import TEMPLATES
 from sglfleet.plan.waves import FLEET_SETTINGS, default_waves, fleet_setting, plan_waves, until
@@ -152,12 +152,36 @@ def _compute_caps(name: str, config: HostConfig) -> tuple[list[str] | None, str]
     return [config.gpu_compute_cap] * count, f"declared: gpu_compute_cap {config.gpu_compute_cap}"
 
 
-def check_inventory(inventory, templates: Path = TEMPLATES) -> list[str]:
+def _interpreter_findings(name: str, config: HostConfig, stack, severity: str) -> list:
+    """What preflight will say of the host's ``python3`` and glibc, as it last measured them."""
+    from sglfleet.artifacts.stacks import StackError, available, load_stack
+    from sglfleet.plan.lint import Finding
+    from sglfleet.plan.preflight import fitting, interpreter_problems
+
+    measured = measured_os(name)
+    if measured is None:
+        return []
+    found, source = measured
+    stacks = []
+    for other in available():
+        try:
+            stacks.append(load_stack(other, allow_unhashed=True))
+        except StackError:
+            continue  # a stack without a usable lock fits no host
+    others = [other for other in fitting(stacks, found, config.gpu_less) if other != stack.name]
+    return [Finding(severity, name, "stack", f"{problem.removeprefix(f'{name}: ')} ({source})")
+            for problem in interpreter_problems(name, stack, found, others)]
+
+
+def check_inventory(inventory, templates: Path = TEMPLATES, measured_os_severity: str = "error") -> list[str]:
     """
     Everything wrong with an inventory pyinfra has built, as lines; errors say ``error``.
 
     + inventory: a ``pyinfra.api.Inventory`` (nothing is connected)
     + templates: the templates directory
+    + measured_os_severity: what a ``python3`` or glibc that preflight measured and the stack
+      cannot serve is: an ``error`` for ``sglfleet lint``; a ``warning`` before a deploy connects,
+      whose preflight measures again (a stale measurement must not keep out the run that renews it)
 
     Raises ``ConfigError`` when the inventory does not validate.
     """
@@ -198,6 +222,7 @@ def check_inventory(inventory, templates: Path = TEMPLATES) -> list[str]:
         if version is None:
             findings.append(Finding("warning", name, "stack", f"{stack.name} names no sglang version; "
                                     f"flags were not checked"))
+        findings += _interpreter_findings(name, config, stack, measured_os_severity)
         caps, source = _compute_caps(name, config)
         findings += lint(name, config, flagset_for(version) if version else None, caps, version or "unknown",
                          caps_source=source)
@@ -231,7 +256,7 @@ def validate_before_connecting(state) -> None:
     def init_then_validate(inventory, *args, **kwargs):
         init(inventory, *args, **kwargs)
         try:
-            findings = check_inventory(inventory)
+            findings = check_inventory(inventory, measured_os_severity="warning")
         except ConfigError as error:
             findings = error.problems
         for line in findings:
