@@ -164,9 +164,12 @@ def hand_on(host, connector_arguments, label: str, share: CacheShare | None, too
                  f"{human(result['bytes'])}", logger.info)
     elif not took:
         return  # it holds its own caches, not the offered archive
+    # A run whose host failed never stopped its server (it ends by RuntimeMaxSec): it holds the port.
+    stale = f"systemctl stop {shlex.quote(share.unit.rsplit('-', 1)[0] + '-*')} 2>/dev/null; "
     try:
         with gevent.Timeout(timeout_s or CACHE_TOOL_TIMEOUT_S, TimeoutError):
-            ok, errors = serve(lambda command: host.run_shell_command(StringCommand(command), **connector_arguments),
+            ok, errors = serve(lambda command: host.run_shell_command(StringCommand(stale + command),
+                                                                      **connector_arguments),
                                Share(round=0, sources=(), port=share.port, unit=share.unit, serve_s=share.serve_s),
                                LAYOUT.compile_archives, LAYOUT.lib)
     except Exception as error:  # a lost link: the host's gate passed, which is what counts
