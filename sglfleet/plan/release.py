@@ -26,7 +26,7 @@ from sglfleet.host.gate import GateSettings
 from sglfleet.host.layout import LAYOUT, Layout
 from sglfleet.host.releases import content_id
 from sglfleet.plan.schema import LAUNCH_KEYS, LaunchSettings
-from sglfleet.plan.templates import TEMPLATES, render
+from sglfleet.plan.templates import TEMPLATES, arg_lines, render
 
 # Compile caches decide how fast a restart serves again (minutes cold), so every JIT writes
 # under the stack's folder of the unit's cache directory, kept across restarts and shared
@@ -103,17 +103,6 @@ def gate_settings(config) -> GateSettings:
     # Each of the gate's settings is the inventory's gate_<name>: the keys are the fields.
     settings = {f.name: getattr(config, f"gate_{f.name}") for f in fields(GateSettings) if f.name != "extra"}
     return GateSettings(**{**settings, "prompts": tuple(settings["prompts"])})
-
-
-def arg_lines(args: list[str]) -> list[str]:
-    """One flag and its values per line, shell-quoted: readable in the script and in diffs."""
-    lines: list[list[str]] = []
-    for arg in args:
-        if arg.startswith("--") or not lines:
-            lines.append([arg])
-        else:
-            lines[-1].append(arg)
-    return [" ".join(shlex.quote(part) for part in line) for line in lines]
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import functools
 import os
+import shlex
 from pathlib import Path
 
 import jinja2
 
 from sglfleet import FILES
-from sglfleet.host.layout import LAYOUT, Layout
+from sglfleet.host.layout import GATEWAY, LAYOUT, Layout
 
 # $SGLFLEET_TEMPLATES points a run at another copy (an operator's, or a test's).
 TEMPLATES = Path(os.environ.get("SGLFLEET_TEMPLATES", FILES / "templates"))
@@ -24,6 +25,17 @@ TEMPLATES = Path(os.environ.get("SGLFLEET_TEMPLATES", FILES / "templates"))
 
 class TemplateRenderError(ValueError):
     """A template that does not render; the message names it and the fix."""
+
+
+def arg_lines(args: list[str]) -> list[str]:
+    """One flag and its values per line, shell-quoted: readable in the script and in diffs."""
+    lines: list[list[str]] = []
+    for arg in args:
+        if arg.startswith("--") or not lines:
+            lines.append([arg])
+        else:
+            lines[-1].append(arg)
+    return [" ".join(shlex.quote(part) for part in line) for line in lines]
 
 
 @functools.cache
@@ -114,9 +126,6 @@ def render_gateway_unit(config, args: list[str], python: str, digest: str, templ
 
         render_gateway_unit(config, gateway_args(config, workers), stack.venv + "/bin/python", "9c41d0e2a7b35f18")
     """
-    from sglfleet.host.layout import GATEWAY
-    from sglfleet.plan.release import arg_lines
-
     layout = layout or GATEWAY
     return render(
         "sglang-gateway.service.j2",
