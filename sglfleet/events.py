@@ -38,8 +38,10 @@ from pathlib import Path
 REASONS = (
     "RunStarted",             # a converge or rollback began executing
     "BatchStarted",           # the first host of a batch began its switch
+    "CompileCachesTaken",     # before its switch, a host took an earlier host's compile caches (figures: files, bytes)
     "HostSwitched",           # current moved to the new release and the unit restarted
     "GatePassed",             # the start-up gate passed (figures: accept length, tokens, seconds)
+    "CompileCachesPacked",    # the first host of a stack, GPU and driver packed its compile caches for later ones
     "GateFailed",             # the start-up gate failed (the host is switched back)
     "BakePassed",             # the bake judged the release good (figures: TTFT, ITL p99, ...)
     "BakeFailed",             # the bake judged it worse (the host is switched back)

@@ -174,9 +174,11 @@ def test_a_rollout_leaves_its_events_in_order_and_tells_the_webhook(fleet_up, re
     assert len({e["run"] for e in events}) == 1 and all(e["reason"] in REASONS for e in events)
     assert [(e["reason"], e["host"]) for e in events] == [
         ("RunStarted", None),
-        ("BatchStarted", None), ("HostSwitched", "node1"), ("GatePassed", "node1"),
-        ("BatchCompleted", None), ("BatchStarted", None), ("HostSwitched", "node2"), ("GatePassed", "node2"),
-        ("BatchCompleted", None), ("BatchStarted", None), ("HostSwitched", "node3"), ("GatePassed", "node3"),
+        ("BatchStarted", None), ("HostSwitched", "node1"), ("GatePassed", "node1"), ("CompileCachesPacked", "node1"),
+        ("BatchCompleted", None), ("BatchStarted", None), ("CompileCachesTaken", "node2"), ("HostSwitched", "node2"),
+        ("GatePassed", "node2"),
+        ("BatchCompleted", None), ("BatchStarted", None), ("CompileCachesTaken", "node3"), ("HostSwitched", "node3"),
+        ("GatePassed", "node3"),
         ("BatchCompleted", None), ("RolloutCompleted", None), ("RunFinished", None)]
     gate = events[3]
     assert gate["from"] and gate["to"] and gate["from"] != gate["to"]
@@ -190,7 +192,7 @@ def test_a_rollout_leaves_its_events_in_order_and_tells_the_webhook(fleet_up, re
 
     node2 = sglfleet("events", "--file", str(events_file), "--host", "node2", "--json")
     hosts = [json.loads(line)["host"] for line in node2.stdout.splitlines()]
-    assert hosts.count("node2") == 2 and hosts.count(None) == 9 and len(hosts) == 11  # its own and the run's
+    assert hosts.count("node2") == 3 and hosts.count(None) == 9 and len(hosts) == 12  # its own and the run's
     table = sglfleet("events", "--file", str(events_file), "--since", "1h").stdout.splitlines()
     assert len(table) == len(events) and "GatePassed" in table[3] and " node1 " in table[3]
 

@@ -33,6 +33,7 @@ from pyinfra.api import StringCommand
 from sglfleet.artifacts.fanout import Share, human, serve
 from sglfleet.host.layout import LAYOUT
 from sglfleet.host.protocol import PASSED, results as tool_results
+from sglfleet.run import recording
 
 CACHE_TOOL_TIMEOUT_S = 1800  # packing or fetching some GB of caches; past that the link is gone
 
@@ -134,10 +135,13 @@ def take(host, connector_arguments, label: str, share: CacheShare | None,
         why = " ".join(errors)[-300:] or f"exit status {status}"
         host.log(f"{label}: compile caches from peers not used, it compiles cold: {why}", logger.warning)
         return False
-    if result.get("already"):
-        return False
-    host.log(f"{label}: compile caches of {share.key} from {len(offer.sources)} peer(s), {human(offer.size)}: "
-             f"{result.get('imported', 0)} files added, {result.get('kept', 0)} kept", logger.info)
+    line = (f"{label}: compile caches of {share.key} from {len(offer.sources)} peer(s), {human(offer.size)}: "
+            f"{result.get('imported', 0)} files added, {result.get('kept', 0)} kept"
+            + (" (taken in an earlier run)" if result.get("already") else ""))
+    host.log(line, logger.info)
+    recording.emit("CompileCachesTaken", host=host.name, message=line,
+                   figures={"files": result.get("imported", 0), "kept": result.get("kept", 0), "bytes": offer.size,
+                            "peers": len(offer.sources)})
     return bool(result.get("imported"))
 
 
@@ -160,8 +164,11 @@ def hand_on(host, connector_arguments, label: str, share: CacheShare | None, too
         offer = OFFERS.setdefault(share.key, Offer(result["sha256"], result["bytes"]))
         if offer.sha256 != result["sha256"]:
             return  # a host of the same batch packed first: later hosts take its archive
-        host.log(f"{label}: compile caches packed for later hosts of {share.key}: {result['files']} files, "
-                 f"{human(result['bytes'])}", logger.info)
+        line = (f"{label}: compile caches packed for later hosts of {share.key}: {result['files']} files, "
+                f"{human(result['bytes'])}")
+        host.log(line, logger.info)
+        recording.emit("CompileCachesPacked", host=host.name, message=line,
+                       figures={"files": result["files"], "bytes": result["bytes"]})
     elif not took:
         return  # it holds its own caches, not the offered archive
     # A run whose host failed never stopped its server (it ends by RuntimeMaxSec): it holds the port.

@@ -216,12 +216,12 @@ def switch(state, host, connector_arguments, step: BatchStep, release_id: str, r
         return False
     status, results, messages = said
     passed = status == PASSED
-    if passed:  # still out of the router: nothing compiles while it packs
-        compile_share.hand_on(host, connector_arguments, step.label, step.cache, any(took), step.timeout_s)
     if any(result.get("stage") == "startup" and not result.get("already") for result in results):
         recording.emit("HostSwitched", host=host.name, from_release=from_release, to_release=release_id,
                        message=f"{step.label}: switched {from_release or 'nothing'} -> {release_id}, restarted")
     verdicts(host, step, results, from_release)
+    if passed:  # still out of the router: nothing compiles while it packs
+        compile_share.hand_on(host, connector_arguments, step.label, step.cache, any(took), step.timeout_s)
     if status == ROLLED_BACK:  # the gate failed, and the host serves its earlier release again
         recording.emit("HostRolledBack", host=host.name, from_release=release_id, to_release=from_release,
                        message=f"{step.label}: back to {from_release or 'its earlier release'} after its gate failed")
