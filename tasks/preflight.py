@@ -7,7 +7,8 @@ from sglfleet.artifacts import wheelhouse
 from sglfleet.operations import stack as stack_ops
 from sglfleet.plan.measured import record
 from sglfleet.plan.preflight import Declared, check, fitting
-from sglfleet.run.context import complete_stack, every_stack, host_config, host_is_gateway, host_state
+from sglfleet.artifacts.stacks import loadable
+from sglfleet.run.context import complete_stack, host_config, host_is_gateway, host_state
 
 
 @deploy("Preflight")
@@ -25,5 +26,5 @@ def preflight():
     problems = check(host.name, stack, found.gpus, found.stack.disk_free, config.gpu_less, found.os,
                      built=found.stack.verified, declared=declared,
                      unpacked=0 if found.stack.verified else wheelhouse.unpacked_size(stack),
-                     others=fitting(list(every_stack()), found.os, config.gpu_less))
+                     others=fitting(list(loadable()), found.os, config.gpu_less))
     stack_ops.fits(name=f"Preflight for stack {stack.name}", problems=problems)

@@ -26,6 +26,7 @@ from the lock (``Stack.requirements()``), offline, from their wheelhouse.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import tomllib
@@ -173,6 +174,18 @@ class Stack:
 def available() -> list[str]:
     """Names of the stacks defined in files/stacks/."""
     return sorted(p.stem for p in STACKS_DIR.glob("*.toml"))
+
+
+@functools.cache
+def loadable() -> tuple[Stack, ...]:
+    """Every stack defined here whose lock loads (hashed or not), once a process: what would fit a host."""
+    stacks = []
+    for name in available():
+        try:
+            stacks.append(load_stack(name, allow_unhashed=True))
+        except StackError:
+            continue  # a stack without a usable lock fits no host
+    return tuple(stacks)
 
 
 def definition_path(name: str, stacks_dir: Path | None = None) -> Path:

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 from pyinfra.api import FactBase
 
+from sglfleet.facts import sections as cut_sections
+
 
 @dataclass(frozen=True)
 class OsInfo:
@@ -75,13 +77,7 @@ class HostOs(FactBase[OsInfo]):
                 "echo '## python3'; python3 -V 2>&1; true")
 
     def process(self, output: list[str]) -> OsInfo:
-        sections: dict[str, list[str]] = {}
-        current = None
-        for line in output:
-            if line.startswith("## "):
-                current = sections.setdefault(line[3:].strip(), [])
-            elif current is not None:
-                current.append(line)
+        sections = cut_sections(output)
         release = os_release(sections.get("os-release", []))
         glibc = [line.split()[-1] for line in sections.get("glibc", []) if line.startswith("glibc ")]
         python = [line.split()[-1] for line in sections.get("python3", []) if line.startswith("Python ")]

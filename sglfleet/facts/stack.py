@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pyinfra.api import FactBase
 
 from sglfleet.artifacts.stacks import MARKER
+from sglfleet.facts import sections as cut_sections
 from sglfleet.host.layout import LAYOUT, STALE_MINUTES
 from sglfleet.host.stacks import PATCHED, SNAPSHOT, describe, snapshot_command
 
@@ -108,13 +109,7 @@ class StackState(FactBase[StackHostState]):
         ])
 
     def process(self, output: list[str]) -> StackHostState:
-        sections: dict[str, list[str]] = {}
-        current = None
-        for line in output:
-            if line.startswith("## "):
-                current = sections.setdefault(line[3:].strip(), [])
-            elif current is not None:
-                current.append(line)
+        sections = cut_sections(output)
         state = StackHostState(stack_id="")
         marker_text = "\n".join(sections.get("marker", [])).strip()
         try:

@@ -154,7 +154,7 @@ def _compute_caps(name: str, config: HostConfig) -> tuple[list[str] | None, str]
 
 def _interpreter_findings(name: str, config: HostConfig, stack, severity: str) -> list:
     """What preflight will say of the host's ``python3`` and glibc, as it last measured them."""
-    from sglfleet.artifacts.stacks import StackError, available, load_stack
+    from sglfleet.artifacts.stacks import loadable
     from sglfleet.plan.lint import Finding
     from sglfleet.plan.preflight import fitting, interpreter_problems
 
@@ -162,13 +162,7 @@ def _interpreter_findings(name: str, config: HostConfig, stack, severity: str) -
     if measured is None:
         return []
     found, source = measured
-    stacks = []
-    for other in available():
-        try:
-            stacks.append(load_stack(other, allow_unhashed=True))
-        except StackError:
-            continue  # a stack without a usable lock fits no host
-    others = [other for other in fitting(stacks, found, config.gpu_less) if other != stack.name]
+    others = [other for other in fitting(list(loadable()), found, config.gpu_less) if other != stack.name]
     return [Finding(severity, name, "stack", f"{problem.removeprefix(f'{name}: ')} ({source})")
             for problem in interpreter_problems(name, stack, found, others)]
 

@@ -20,7 +20,7 @@ from sglfleet.artifacts import wheelhouse
 from sglfleet.artifacts.fanout import Share, rounds
 from sglfleet.artifacts.models import ModelError, load_manifest, staged_models
 from sglfleet.artifacts.patcher import PatchRefused, apply, load_patch
-from sglfleet.artifacts.stacks import Stack, StackError, available, load_stack
+from sglfleet.artifacts.stacks import Stack, StackError, load_stack
 from sglfleet.facts.host import HostRead, HostState
 from sglfleet.host.layout import GATEWAY, LAYOUT
 from sglfleet.host.stacks import PATCHED, patched
@@ -51,18 +51,6 @@ def host_config(host: Host) -> HostConfig:
 def stack_named(name: str, allow_unhashed: bool) -> Stack:
     """The stack called ``name``, loaded once per run."""
     return load_stack(name, allow_unhashed=allow_unhashed)
-
-
-@cache
-def every_stack() -> tuple[Stack, ...]:
-    """Every stack defined and locked here, loaded once per run: preflight names those that would fit a host."""
-    stacks = []
-    for name in available():
-        try:
-            stacks.append(load_stack(name, allow_unhashed=True))
-        except StackError:
-            continue  # a stack without a usable lock fits no host
-    return tuple(stacks)
 
 
 def host_is_gateway(host: Host) -> bool:
