@@ -6,7 +6,10 @@ receiver on the controller's loopback.
 
 import json
 import os
+import subprocess
+import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -24,11 +27,13 @@ class Receiver:
 
     def __init__(self, status: int = 204):
         received, self.status = [], status
+        self.slow = {}  # reason -> seconds its POST waits before it is read: a slow first delivery
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers["Content-Length"]))
+                time.sleep(outer.slow.get(json.loads(body).get("reason"), 0))
                 received.append((self.path, json.loads(body)))
                 self.send_response(outer.status)
                 self.end_headers()
@@ -130,6 +135,34 @@ def test_a_webhook_that_keeps_failing_is_tried_three_times_then_named_without_it
     with pytest.raises(WebhookError, match="needs SGLFLEET_WEBHOOK_TOKEN"):
         Webhook.from_config({"url": receiver.url + "/{token}", "reasons": ["RunFinished"]}, None).send(
             {"reason": "RunFinished"})
+
+
+def test_a_run_posts_to_each_webhook_in_the_order_its_events_happened(receiver, tmp_path):
+    # As inside pyinfra: gevent's sockets, so deliveries overlap; the first is slow to be read.
+    receiver.slow = {"GateFailed": 1.0, "RunFinished": 3.0}
+    script = f"""
+import gevent.monkey; gevent.monkey.patch_all()
+from sglfleet.events import EventLog
+from sglfleet.run import recording
+from sglfleet.run.webhooks import Webhook
+from pathlib import Path
+recording._log = EventLog(Path({str(tmp_path / "events.jsonl")!r}), "inv.py")
+hook = Webhook({receiver.url + '/hook'!r}, ("GateFailed", "RolloutAborted", "RunFinished"))
+outbox = recording._Outbox(hook)
+outbox.listener({{"reason": "GateFailed", "host": "node1"}})
+outbox.listener({{"reason": "RunStarted", "host": None}})
+outbox.listener({{"reason": "RolloutAborted", "host": None}})
+outbox.close(10.0)
+late = recording._Outbox(hook)  # the end of a run waits a bounded time, and says what it left
+late.listener({{"reason": "RunFinished", "host": None}})
+late.listener({{"reason": "RolloutAborted", "host": None}})
+late.close(0.5)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert [body["reason"] for _, body in receiver.received][:2] == ["GateFailed", "RolloutAborted"]
+    assert [(e["reason"], e["message"]) for e in read_events(tmp_path / "events.jsonl")] == [
+        ("WebhookFailed", f"{receiver.url}/hook: the run ended before it took 2 events (the last: RolloutAborted)")]
 
 
 def test_the_webhook_token_may_sit_in_the_secrets_file_and_never_reaches_the_hosts(tmp_path):

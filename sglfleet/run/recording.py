@@ -20,10 +20,12 @@ hosts that finished without error, and ``RunFinished`` closes the run.
 from __future__ import annotations
 
 import atexit
+import time
 from pathlib import Path
 
 import click
 import gevent
+import gevent.queue
 
 from sglfleet.events import EventLog, default_path
 from sglfleet.plan.secrets import SecretsError, load_secrets
@@ -32,7 +34,7 @@ from sglfleet.run.webhooks import ATTEMPTS, BACKOFF_S, TIMEOUT_S, Webhook, Webho
 
 # The playbooks whose runs are recorded; any other (``exec``, a fact) changes no release.
 PLAYBOOKS = ("deploy.py", "rollback.py")
-# How long the end of a run waits for the last notifications: one webhook's every try.
+# How long the end of a run waits for the last notifications: one event's every try.
 DELIVERY_WAIT_S = ATTEMPTS * TIMEOUT_S + (2 ** (ATTEMPTS - 1) - 1) * BACKOFF_S + 1
 
 # This run's (one pyinfra process's) record, as summary.py keeps its outcomes.
@@ -42,7 +44,7 @@ _batches: list[tuple[str, tuple[str, ...]]] = []  # reached, in order: (label, h
 _started: set[str] = set()
 _stopped: set[str] = set()           # batches the failure budget kept from starting
 _drifted: dict[str, list[str]] = {}  # host -> what drifted
-_deliveries: list = []               # webhook POSTs under way, each in its own greenlet
+_outboxes: list = []                 # one per webhook: events not yet POSTed, in order
 
 
 def emit(reason: str, **fields) -> None:
@@ -81,18 +83,36 @@ def drift_found(host_name: str, what: str, line: str) -> None:
     emit("DriftFound", host=host_name, message=line)
 
 
-def _delivered_later(hook: Webhook):
-    """A listener that POSTs in the background: a slow webhook never holds a rollout up."""
-    def deliver(event: dict) -> None:
-        try:
-            hook.send(event)
-        except WebhookError as error:
-            emit("WebhookFailed", host=event.get("host"), message=f"{event['reason']}: {error}")
+class _Outbox:
+    """
+    One webhook's events, POSTed in the order they happened by one greenlet: a slow
+    webhook never holds a rollout up, and a channel never reads "aborted" before "gate failed".
+    """
 
-    def listener(event: dict) -> None:
+    def __init__(self, hook: Webhook):
+        self.hook, self.queue = hook, gevent.queue.Queue()
+        self.sender = gevent.spawn(self._send_all)
+
+    def listener(self, event: dict) -> None:
         if event["reason"] != "WebhookFailed":
-            _deliveries.append(gevent.spawn(deliver, event))
-    return listener
+            self.queue.put(event)
+
+    def _send_all(self) -> None:
+        for event in self.queue:
+            try:
+                self.hook.send(event)
+            except WebhookError as error:
+                emit("WebhookFailed", host=event.get("host"), message=f"{event['reason']}: {error}")
+
+    def close(self, timeout_s: float) -> None:
+        """Send what is queued, for ``timeout_s`` at most; record what was left unsent."""
+        self.queue.put(StopIteration)
+        self.sender.join(timeout=timeout_s)
+        if not self.sender.ready():
+            self.sender.kill()
+            left = [event["reason"] for event in self.queue if event is not StopIteration]
+            emit("WebhookFailed", message=f"{self.hook.url}: the run ended before it took {len(left) + 1} "
+                                          f"events (the last: {(left or ['one being sent'])[-1]})")
 
 
 def _complete_last_batch() -> None:
@@ -130,7 +150,9 @@ def _finish() -> None:
     emit("RunFinished", figures={"passed": len(passed), "failed": len(failed)},
          message="; ".join(line.removeprefix("--> ") for line in summary.lines()
                            if not line.startswith("-->   ")) or "nothing to switch")
-    gevent.joinall(_deliveries, timeout=DELIVERY_WAIT_S)
+    deadline = time.monotonic() + DELIVERY_WAIT_S
+    for outbox in _outboxes:
+        outbox.close(max(0.0, deadline - time.monotonic()))
 
 
 def record_events(state) -> None:
@@ -171,8 +193,9 @@ def _open(inventory, inventory_file: str, playbooks: list[str]) -> None:
     except SecretsError:  # the service step reports it; a webhook needing its token says so when it sends
         secrets, webhooks = (), [Webhook(entry.url, tuple(entry.reasons)) for entry in config.notify_webhooks]
     secrets += tuple(hook.secret for hook in webhooks if hook.secret)
+    _outboxes[:] = [_Outbox(hook) for hook in webhooks]
     _log = EventLog(Path(config.events_file).expanduser() if config.events_file else default_path(),
-                    inventory=inventory_file, secrets=secrets, listeners=[_delivered_later(hook) for hook in webhooks])
+                    inventory=inventory_file, secrets=secrets, listeners=[box.listener for box in _outboxes])
     emit("RunStarted", figures={"hosts": len(targets)},
          message=f"{' '.join(playbooks)} on {', '.join(host.name for host in targets)}")
     atexit.register(_finish)
