@@ -134,6 +134,8 @@ def test_staging_resumes_verifies_repairs_and_collects(mirror, tmp_path):
         "config.json": host_models.stat_of(str(partial / "config.json"))}})
     answer = host_models.check(spec)[0]
     assert answer["state"] == "partial" and answer["verified"] == ["config.json"]
+    # The half-written shard is replaced, not added to: its blocks count as free for the space check.
+    assert answer["unchecked"] == os.stat(partial / shard).st_blocks * 512 > 0
     assert "config.json" not in wanted_paths(manifest, answer) and shard in wanted_paths(manifest, answer)
     before = len(served.requests())
     done = stage(layout, manifest, final, served.url)

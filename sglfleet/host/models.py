@@ -152,6 +152,20 @@ def free_bytes(path: str) -> int:
     return st.f_bavail * st.f_frsize
 
 
+def unchecked_bytes(folder: str, verified: set) -> int:
+    """Bytes under a partial ``folder`` that no check passed: the staging replaces them, so they count as free."""
+    total = 0
+    for root, _, names in os.walk(folder):
+        for name in names:
+            full = os.path.join(root, name)
+            if os.path.relpath(full, folder) not in verified and name != MARKER:
+                try:
+                    total += os.lstat(full).st_blocks * 512
+                except OSError:
+                    pass
+    return total
+
+
 def check(spec: list) -> list:
     """
     The state of each wanted revision, from its marker and one stat per file.
@@ -160,7 +174,8 @@ def check(spec: list) -> list:
 
     Each answer: ``state`` ok, drifted (``changed`` lists the files), partial
     or absent (``verified`` lists what a killed staging already checked),
-    ``present`` bytes verified there, ``free`` bytes on its filesystem.
+    ``present`` bytes verified there, ``free`` bytes on its filesystem, and for
+    a partial folder ``unchecked`` bytes it holds that the staging will replace.
     """
     answers = []
     for want in spec:
@@ -178,7 +193,8 @@ def check(spec: list) -> list:
             ok = {} if record.get("manifest") != want["digest"] else record.get("files") or {}
             verified = sorted(set(ok) - set(changed_files(partial_of(final), {"files": ok})))
             answer.update(state="partial" if verified else "absent", verified=verified,
-                          present=sum(ok[path][0] for path in verified))
+                          present=sum(ok[path][0] for path in verified),
+                          unchecked=unchecked_bytes(partial_of(final), set(verified)))
         answers.append(answer)
     return answers
 

@@ -144,7 +144,9 @@ def staged(models: list[tuple[StagedModel, Manifest]], source: str = "hub", pyth
         return
 
     needed = sum(manifest.file(p).size for _, manifest, _, paths in todo for p in paths)
-    free = min((answer or {}).get("free", needed + margin(needed)) for _, _, answer, _ in todo)
+    # What an interrupted staging left unchecked is replaced, not added to: a resumed run fits where it did.
+    free = min((answer or {}).get("free", needed + margin(needed)) + (answer or {}).get("unchecked", 0)
+               for _, _, answer, _ in todo)
     what = ", ".join(f"{m.repo}@{m.revision[:12]}" for m, *_ in todo)
     problem = space_problem(free, needed, posixpath.dirname(posixpath.dirname(posixpath.dirname(todo[0][0].dir))), what)
     if problem:
