@@ -62,11 +62,12 @@ class Load:
     """
     ``/generate`` requests through the router from a few threads, at most
     ``rate`` a second, until ``stop()`` or a limit (``MAX_REQUESTS``,
-    ``MAX_SECONDS``); ``outcomes`` holds each answer's status (or the error).
+    ``MAX_SECONDS``); ``outcomes`` holds each answer's status (or the error),
+    ``sent`` each request's ``(time.time() when sent, outcome)``.
     """
 
     def __init__(self, url: str, threads: int = 4, max_new_tokens: int = 8, rate: float = 15.0):
-        self.url, self.outcomes, self.done = url, [], threading.Event()
+        self.url, self.outcomes, self.sent, self.done = url, [], [], threading.Event()
         self.pause = threads / rate
         self.body = json.dumps({"text": "Hello", "sampling_params": {"max_new_tokens": max_new_tokens}}).encode()
         self.started = time.monotonic()
@@ -80,13 +81,16 @@ class Load:
         while not self.done.is_set() and len(self.outcomes) < MAX_REQUESTS \
                 and time.monotonic() - self.started < MAX_SECONDS:
             request = urllib.request.Request(f"{self.url}/generate", data=self.body, headers=headers)
+            sent = time.time()
             try:
                 with urllib.request.urlopen(request, timeout=30) as response:
-                    self.outcomes.append(response.status)
+                    outcome = response.status
             except urllib.error.HTTPError as error:
-                self.outcomes.append(error.code)
+                outcome = error.code
             except OSError as error:
-                self.outcomes.append(repr(error))
+                outcome = repr(error)
+            self.outcomes.append(outcome)
+            self.sent.append((sent, outcome))
             self.done.wait(self.pause)  # a steady rate, so traffic lasts through a whole rollout
 
     def stop(self) -> list:

@@ -116,6 +116,12 @@ def gateway_problems(hosts_with_groups: Mapping[str, Iterable[str]], data: Mappi
     if not workers:
         problems.append(f"{', '.join(gateways)}: gateways without workers: every host is in group {GATEWAYS}; "
                         f"add serving hosts to the inventory")
+    for host in gateways:
+        # smg 1.13.0's Router.start() refuses it at start-up ("Configuration error: Incompatible
+        # configuration: Power-of-two policy requires at least 2 workers"), seen on the local fleet.
+        if configs[host].gateway_policy == "power_of_two" and len(workers) < 2:
+            problems.append(f"{host}: gateway_policy = 'power_of_two' needs two workers or more, and the inventory "
+                            f"has {len(workers)}; choose another policy (round_robin, cache_aware, ...)")
     # Who listens where: (address, port) -> what. A gateway host also serves its wheels to peers during a run.
     wanted: dict[tuple[str, int], list[str]] = {}
     for host in gateways:
