@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
-HOSTS ?= 3
+HOSTS ?= 4
 # The demo's change: other EAGLE-3 numbers, a new release on every host, rolled out in batches.
 CHANGE := --data speculative_num_steps=4 --data speculative_eagle_topk=1 --data speculative_num_draft_tokens=5 \
 	--data 'rollout_serial=[1, "50%"]'
@@ -10,15 +10,18 @@ CHANGE := --data speculative_num_steps=4 --data speculative_eagle_topk=1 --data 
 .PHONY: demo test deps down
 
 ## Boot the local fleet, converge it, then roll a changed launch configuration out wave by wave.
+## node1-3 serve behind the fleet's own gateway on node4 (smg), through which clients go:
+## the rollout runs under their traffic, and the last line counts their requests.
 ## A tiny model and its EAGLE-3 draft, pinned, staged on every host from a local HF mirror, served offline.
 demo: export SGLFLEET_MODELS = $(CURDIR)/.fleet/mirror/manifests
+demo: export SGLFLEET_DEV_GATEWAYS = 1
 demo: deps
 	$(BIN)/sglfleet devfleet up --hosts $(HOSTS)
 	$(BIN)/sglfleet devfleet mirror up
 	$(BIN)/pyinfra inventory/dev.py deploy.py -y
 	$(BIN)/sglfleet status inventory/dev.py
 	$(BIN)/pyinfra inventory/dev.py deploy.py --dry --diff $(CHANGE)
-	$(BIN)/pyinfra inventory/dev.py deploy.py -y $(CHANGE)
+	$(BIN)/sglfleet devfleet traffic -- $(BIN)/pyinfra inventory/dev.py deploy.py -y $(CHANGE)
 	$(BIN)/sglfleet status inventory/dev.py $(CHANGE)
 
 ## Run the whole test suite: two workers, each with a local fleet of its own (the suite

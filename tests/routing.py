@@ -9,15 +9,11 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
-import urllib.error
 import urllib.request
 
 from deploying import SECRETS
-
-MAX_REQUESTS = 4000   # the load stops by itself at whichever limit comes first
-MAX_SECONDS = 240
+from sglfleet.devfleet.traffic import Traffic
 
 
 def free_port() -> int:
@@ -58,43 +54,6 @@ def running_router(fleet):
         proc.wait(timeout=20)
 
 
-class Load:
-    """
-    ``/generate`` requests through the router from a few threads, at most
-    ``rate`` a second, until ``stop()`` or a limit (``MAX_REQUESTS``,
-    ``MAX_SECONDS``); ``outcomes`` holds each answer's status (or the error),
-    ``sent`` each request's ``(time.time() when sent, outcome)``.
-    """
-
-    def __init__(self, url: str, threads: int = 4, max_new_tokens: int = 8, rate: float = 15.0):
-        self.url, self.outcomes, self.sent, self.done = url, [], [], threading.Event()
-        self.pause = threads / rate
-        self.body = json.dumps({"text": "Hello", "sampling_params": {"max_new_tokens": max_new_tokens}}).encode()
-        self.started = time.monotonic()
-        self.threads = [threading.Thread(target=self._send, daemon=True) for _ in range(threads)]
-        for thread in self.threads:
-            thread.start()
-
-    def _send(self):
-        headers = {"Content-Type": "application/json",
-                   "Authorization": f"Bearer {SECRETS['SGLFLEET_API_KEY']}"}
-        while not self.done.is_set() and len(self.outcomes) < MAX_REQUESTS \
-                and time.monotonic() - self.started < MAX_SECONDS:
-            request = urllib.request.Request(f"{self.url}/generate", data=self.body, headers=headers)
-            sent = time.time()
-            try:
-                with urllib.request.urlopen(request, timeout=30) as response:
-                    outcome = response.status
-            except urllib.error.HTTPError as error:
-                outcome = error.code
-            except OSError as error:
-                outcome = repr(error)
-            self.outcomes.append(outcome)
-            self.sent.append((sent, outcome))
-            self.done.wait(self.pause)  # a steady rate, so traffic lasts through a whole rollout
-
-    def stop(self) -> list:
-        self.done.set()
-        for thread in self.threads:
-            thread.join(timeout=60)
-        return self.outcomes
+def Load(url: str, **shape) -> Traffic:
+    """Bounded traffic through ``url`` with the suite's API key (``sglfleet.devfleet.traffic``)."""
+    return Traffic(url, api_key=SECRETS["SGLFLEET_API_KEY"], **shape)

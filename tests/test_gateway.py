@@ -117,6 +117,16 @@ def test_status_shows_the_gateway_its_workers_and_their_health(fleet, topology):
     assert shown_workers == [(worker, "healthy") for worker in sorted(worker_urls)]
 
 
+def test_the_demo_counts_its_clients_requests_through_the_gateway(fleet, topology):
+    gateway, url, *_ = topology
+    counted = sglfleet("devfleet", "traffic", "--", "sleep", "2", timeout=60)  # its default URL: the last host's
+    assert counted.returncode == 0, counted.stdout + counted.stderr
+    assert re.fullmatch(rf"--> Traffic: (\d+) requests through {re.escape(url)} in [\d.]+ s: \1 answered 200\n",
+                        counted.stdout), counted.stdout
+    failing = sglfleet("devfleet", "traffic", "--url", url.replace("30080", "30099"), "--", "sleep", "1", timeout=60)
+    assert failing.returncode == 1 and "failed: URLError(ConnectionRefusedError" in failing.stdout, failing.stdout
+
+
 def test_a_rollout_through_the_gateway_loses_no_request(fleet, topology):
     gateway, url, workers, worker_urls = topology
     before, pid = {host: host_state(fleet, host) for host in workers}, gateway_pid(fleet, gateway)
@@ -190,6 +200,7 @@ def test_a_worker_that_fails_its_gate_never_rejoins(fleet, topology):
         time.sleep(3)  # the gateway's health checks look every second: time to re-add it, were it re-added
     finally:
         outcomes = load.stop()
+        fleet.fault(broken, "clear")
     assert result.returncode == 1, result.stdout[-3000:]
     assert re.search(rf"failed: {broken} \(gate failed on release \w+: .*which does not serve either", result.stdout), \
         result.stdout[-3000:]

@@ -165,3 +165,31 @@ def fault(host, mode, params):
     except DevFleetError as error:
         _fail(error)
     click.echo(f"{host}: fault {mode}" if mode != "clear" else f"{host}: fault cleared")
+
+
+@devfleet.command(context_settings={"ignore_unknown_options": True})
+@click.option("--url", default=None, help="Where the traffic goes. Default: the gateway on the fleet's last host "
+                                         "(the one SGLFLEET_DEV_GATEWAYS=1 makes), port 30080.")
+@click.option("--rate", default=5.0, show_default=True, help="Requests a second at most, from 4 threads.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def traffic(url, rate, command):
+    """Send /generate requests through the gateway while COMMAND runs; then count them: sglfleet devfleet traffic -- pyinfra ...
+
+    Exits with COMMAND's status, or 1 when it succeeded but a request failed.
+    The API key, when the fleet has one, comes from SGLFLEET_API_KEY.
+    """
+    from sglfleet.devfleet.traffic import Traffic
+
+    fleet = _fleet()
+    if url is None:
+        hosts = fleet.hosts
+        if not hosts:
+            _fail(DevFleetError("no fleet; run: sglfleet devfleet up"))
+        url = f"http://{fleet.address(hosts[-1])}:30080"
+    load = Traffic(url, api_key=os.environ.get("SGLFLEET_API_KEY"), rate=rate)
+    try:
+        code = subprocess.run(list(command)).returncode
+    finally:
+        load.stop()
+    click.echo(f"--> Traffic: {load.summary()}")
+    sys.exit(code or (1 if load.failed() else 0))
