@@ -53,6 +53,10 @@ def topology(fleet):
     gateway, workers = fleet.hosts[-1], fleet.hosts[:-1]
     for host in fleet.hosts:
         fleet.fault(host, "clear")
+    # As on a new fleet: no server runs when the gateway first starts, which happens before
+    # the rollout (pyinfra runs a host's operations as soon as the ones before it are done).
+    for host in workers:
+        fleet.inside(host, "systemctl stop sglang.service")
     done = deploy()
     assert done.returncode == 0, done.stdout[-3000:]
     yield gateway, f"http://{fleet.address(gateway)}:30080", workers, [

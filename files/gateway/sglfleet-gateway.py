@@ -21,6 +21,9 @@ with the API key taken from the environment, and systemd told once it serves.
   gateway routes again, so the next gateway restarts only then. (Not every
   worker: smg registers a worker that does not answer in the background, and
   retries, so a host that is down would hold the gateway back; seen with 1.13.0.)
+  Where no worker answers at all, as on a new fleet whose first converge starts
+  the gateway before any server, there is nothing to wait for: ``READY=1`` once
+  smg listens, and each worker joins after its gate (``POST /workers``).
 
 Standard library and smg only; run by the gateway stack's python.
 
@@ -38,6 +41,7 @@ import socket
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 
 from smg.launch_router import launch_router, parse_router_args
@@ -61,6 +65,17 @@ def _get(url: str, key):
         return response.status, response.read()
 
 
+def _answers(url: str) -> bool:
+    """Whether anything answers HTTP at ``url`` (any status): a server that serves or is starting."""
+    try:
+        _get(f"{url}/health", None)
+    except urllib.error.HTTPError:
+        return True
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def _ready(base: str, workers: list, key) -> bool:
     """Whether the gateway answers ``/health`` and lists one of the workers it was started with healthy."""
     try:
@@ -79,6 +94,8 @@ def notify_when_ready(port: int, workers: list, key) -> None:
     """Tell systemd READY=1 once the gateway serves (the unit's TimeoutStartSec bounds the wait)."""
     base = f"http://127.0.0.1:{port}"
     while not _ready(base, workers, key):
+        if _answers(base) and not any(_answers(worker) for worker in workers):
+            break  # no server runs yet: the gateway routes to each once it joins
         time.sleep(0.5)
     _notify("READY=1")
 
