@@ -1,5 +1,5 @@
 """
-Converge SGLang + EAGLE-3 hosts, then roll the new release out batch by batch, canary first, then the gateways.
+Converge SGLang + EAGLE-3 hosts, then roll the new release out batch by batch, canary first; and the gateways.
 
     pyinfra inventory/prod.py deploy.py -y            # converge and roll out
     pyinfra inventory/prod.py deploy.py --dry --diff  # the plan as diffs, changing nothing
@@ -29,5 +29,7 @@ stage_release()
 # Phase B, batch by batch, canary first: only hosts whose staged release differs restart.
 roll_out()
 collect_models()
-# Then the gateways (group gateways), one at a time: only those whose configuration differs restart.
+# The gateways (group gateways), one at a time: only those whose configuration differs restart.
+# pyinfra runs a gateway host's operations once its own earlier ones are done, so this may come
+# before the serving hosts switch; the rollout drains and rejoins them through whichever gateway runs.
 install_gateway()
