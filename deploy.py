@@ -8,6 +8,7 @@ config.py validated the inventory before any connection.
 """
 
 from tasks.access import check_access
+from tasks.drift import drift_repaired
 from tasks.gateway import install_gateway
 from tasks.models import collect_models, stage_models
 from tasks.patch import patch_eagle3_methods
@@ -31,3 +32,5 @@ roll_out()
 collect_models()
 # Then the gateways (group gateways), one at a time: only those whose configuration differs restart.
 install_gateway()
+# Last: what this run found changed by hand on a host is repaired there by now.
+drift_repaired()
