@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 
 from .layout import LAYOUT, Layout
@@ -105,12 +106,12 @@ def main(argv: list[str], layout: Layout = LAYOUT) -> int:
     sub.add_parser("found", parents=[common]).add_argument("kind", choices=KINDS)
     sub.add_parser("clear", parents=[common])
     args = parser.parse_args(argv)
-    if args.command == "found":
-        mark(args.kind, layout)
-    else:
-        clear(layout)
     try:
+        if args.command == "found":
+            mark(args.kind, layout)
+        else:
+            clear(layout)
         textfile.write(layout, args.textfile_dir)
-    except OSError as error:  # the metrics are a view: a full disk must not fail the converge
-        print(f"could not write {textfile.FILE} in {args.textfile_dir}: {error.strerror}", flush=True)
+    except OSError as error:  # the metrics are a view: a full disk must not fail the repair
+        print(f"could not record drift for {textfile.FILE}: {error}", file=sys.stderr, flush=True)
     return 0

@@ -37,7 +37,13 @@ def marked(kind: str, textfile_dir: str = DEFAULT_DIR) -> str:
     + textfile_dir: node_exporter's textfile folder
     """
     assert kind in KINDS, kind
-    return shlex.join([LAYOUT.tool, "drift", "found", kind, "--textfile-dir", textfile_dir])
+    return _tool("found", kind, "--textfile-dir", textfile_dir)
+
+
+def _tool(*args: str) -> str:
+    # A gateway host has no host tool (nor sglfleet.prom): nothing to mark there.
+    tool = shlex.quote(LAYOUT.tool)
+    return f"if [ -x {tool} ]; then {shlex.join([LAYOUT.tool, 'drift', *args])}; fi"
 
 
 @operation()
@@ -62,4 +68,4 @@ def cleared(recorded: list[str] | None, textfile_dir: str = DEFAULT_DIR):
         return
     if first_pass():
         host.log(f"Will mark {', '.join(sorted(kinds))} as no longer drifted in sglfleet.prom", logger.info)
-    yield shlex.join([LAYOUT.tool, "drift", "clear", "--textfile-dir", textfile_dir])
+    yield _tool("clear", "--textfile-dir", textfile_dir)
