@@ -2,8 +2,9 @@
 This host's release state for node_exporter's textfile collector: ``sglfleet.prom``.
 
 The host tool writes it after every switch, gate, bake, revert and rollback,
-and when a converge finds drift or clears it (``drift.py``), as the collector asks: a temporary file in the same folder, then rename(2), and no
-timestamps on samples. The folder is ``--collector.textfile.directory``;
+and when a converge finds drift or clears it (``drift.py``), as the collector
+asks: a temporary file in the same folder, then rename(2), and no timestamps
+on samples. The folder is ``--collector.textfile.directory``;
 Debian's ``prometheus-node-exporter`` reads ``/var/lib/prometheus/node-exporter``.
 Names follow Prometheus's conventions (base units, ``_info`` for a series that
 carries labels, ``_timestamp_seconds``); ``promtool check metrics`` lints them.
