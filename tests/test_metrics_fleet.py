@@ -169,7 +169,8 @@ def test_drift_stays_marked_until_repaired_and_a_rebuilt_stack_shows_its_build_t
     took = {labels["stack"]: value for labels, value in found["sglfleet_stack_build_duration_seconds"]}
     assert built[stack] > before and 0 < took[stack] < built[stack] - before + 1
     assert set(drift_of(exported(fleet, "node2")).values()) == {0.0}  # the other hosts never drifted
-    eventually(prometheus, 'sglfleet_drift{kind="stack"} == 1', lambda result: by_host(result, "value") == {"node1": "1"})
+    eventually(prometheus, 'sglfleet_drift{kind="stack"} == 1',
+               lambda result: by_host(result, "value") == {"node1": "1"})
 
     repaired = deploy(*LISTEN, *CHANGE)  # nothing serves on node1: switched behind the gate
     assert repaired.returncode == 0, repaired.stdout[-3000:]
