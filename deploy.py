@@ -8,6 +8,7 @@ config.py validated the inventory before any connection.
 """
 
 from tasks.access import check_access
+from tasks.drift import drift_repaired
 from tasks.gateway import install_gateway
 from tasks.models import collect_models, stage_models
 from tasks.patch import patch_eagle3_methods
@@ -33,3 +34,5 @@ collect_models()
 # pyinfra runs a gateway host's operations once its own earlier ones are done, so this may come
 # before the serving hosts switch; the rollout drains and rejoins them through whichever gateway runs.
 install_gateway()
+# Last: what this run found changed by hand on a host is repaired there by now.
+drift_repaired()

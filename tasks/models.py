@@ -41,6 +41,7 @@ def stage_models():
                 controller_dir=config.models_controller_dir,
                 share=share,
                 answers=READ if answers is None else answers,
+                textfile_dir=config.textfile_dir,
             )
     # After every round of every host: no peer fetches from these servers any more. A host
     # that stages nothing started none.

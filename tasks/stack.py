@@ -36,4 +36,5 @@ def install_stack():
         found=known,
         # A host that fetches wheels serves them to later rounds, until every stack is built.
         sharing=next((s.unit for s in shares if s and s.serves), None) if known is READ else None,
+        textfile_dir=config.textfile_dir,
     )

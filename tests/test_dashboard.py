@@ -9,7 +9,7 @@ import re
 
 from sglfleet import FILES
 from sglfleet.artifacts.upstream import sglang_file
-from sglfleet.host import releases, textfile
+from sglfleet.host import drift, releases, stacks, textfile
 from sglfleet.host.layout import Layout
 
 DASHBOARD = FILES / "grafana" / "sglfleet.json"
@@ -27,7 +27,8 @@ def sglang_series() -> set[str]:
 
 
 def sglfleet_series(tmp_path) -> set[str]:
-    """Every family ``sglfleet.prom`` can hold: a host with a gated, baked release renders them all."""
+    """Every family ``sglfleet.prom`` can hold: a host with a gated, baked release, a drift found and a
+    recorded stack build renders them all."""
     layout = Layout(root=str(tmp_path))
     os.makedirs(layout.release("r1"))
     releases.write("r1", "release.json", {"stack": "s"}, layout)
@@ -35,6 +36,10 @@ def sglfleet_series(tmp_path) -> set[str]:
     releases.record("r1", "startup", {"passed": True, "figures": {"spec_accept_length": 2.0}}, layout)
     releases.record("r1", "bake", {"verdict": "pass", "figures": {
         "requests": 1, "ttft_p99_s": 0.1, "itl_p99_s": 0.01, "error_rate": 0.0, "spec_accept_length": 2.0}}, layout)
+    drift.mark("stack", layout)
+    os.makedirs(layout.stack("s"))
+    with open(layout.stack("s", stacks.BUILD), "w") as handle:
+        json.dump({"started": 1.0, "finished": 2.0}, handle)
     return set(re.findall(r"^# TYPE (\w+) ", textfile.render(layout), re.M))
 
 
@@ -58,6 +63,7 @@ def test_every_queried_series_is_sglangs_or_sglfleets(tmp_path):
     # version counts verify passes, from the counters; sglfleet's release and verdicts.
     for name in ("sglang:spec_accept_length", "sglang:spec_verify_calls_total", "sglang:generation_tokens_total",
                  "sglang:time_to_first_token_seconds_bucket", "sglang:inter_token_latency_seconds_bucket",
-                 "sglfleet_release_info", "sglfleet_gate_passed", "sglfleet_bake_verdict"):
+                 "sglfleet_release_info", "sglfleet_gate_passed", "sglfleet_bake_verdict", "sglfleet_drift",
+                 "sglfleet_drift_found_timestamp_seconds", "sglfleet_stack_build_duration_seconds"):
         assert name in names, name
     assert len({panel["id"] for panel in dashboard["panels"]}) == len(dashboard["panels"])

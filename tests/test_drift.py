@@ -6,11 +6,14 @@ the next converge.
 
 import json
 import re
+import time
 
 import pytest
 
 from deploying import deploy, host_state, pyinfra, sglfleet
 from faulting import results
+from sglfleet.host.drift import KINDS
+from sglfleet.host.prometheus import parse
 
 pytestmark = pytest.mark.fleet
 
@@ -33,6 +36,19 @@ def tree(fleet, host: str) -> str:
 
 def drift_lines(output: str) -> list[str]:
     return [line.strip() for line in output.splitlines() if "Drift: " in line]
+
+
+def drift_found(fleet, host: str) -> tuple[dict[str, float], dict[str, float]]:
+    """``sglfleet_drift`` and ``sglfleet_drift_found_timestamp_seconds`` by kind, from ``host``'s sglfleet.prom."""
+    found = parse(fleet.inside(host, "cat /var/lib/prometheus/node-exporter/sglfleet.prom").stdout)
+    return ({labels["kind"]: value for labels, value in found.get("sglfleet_drift", [])},
+            {labels["kind"]: value for labels, value in found.get("sglfleet_drift_found_timestamp_seconds", [])})
+
+
+def repaired_in_one_run(fleet, host: str, kind: str, since: float) -> bool:
+    """The converge found ``kind`` on ``host`` after ``since``, repaired it, and left no kind marked."""
+    drifted, when = drift_found(fleet, host)
+    return set(drifted) == set(KINDS) and set(drifted.values()) == {0.0} and when.get(kind, 0) > since
 
 
 # Another release first, so that every host has a previous one to drift towards.
@@ -58,7 +74,7 @@ def test_a_release_edited_on_the_host_is_put_back_without_a_restart(fleet_up):
     current = host_state(fleet, "node2")["current"]
     fleet.inside("node2", f"cd /opt/sglfleet/releases/{current} && "
                           "echo '--enable-nan-detection' >> launch.args && sed -i 's/^args=($/args=(\\n    --enable-nan-detection/' launch")
-    before_dry, running = tree(fleet, "node2"), starts(fleet)
+    before_dry, running, since = tree(fleet, "node2"), starts(fleet), time.time()
 
     dry = pyinfra("deploy.py", "--dry")
     assert dry.returncode == 0, dry.stdout[-3000:]
@@ -73,6 +89,7 @@ def test_a_release_edited_on_the_host_is_put_back_without_a_restart(fleet_up):
     assert drift_lines(repaired.stdout) == drift_lines(dry.stdout)
     assert "--enable-nan-detection" not in fleet.inside("node2", f"cat /opt/sglfleet/releases/{current}/launch").stdout
     assert starts(fleet) == running  # nothing restarted
+    assert repaired_in_one_run(fleet, "node2", "release", since), drift_found(fleet, "node2")
 
     again = deploy()
     assert drift_lines(again.stdout) == [] and results(again.stdout)["success"] == 0, again.stdout[-3000:]
@@ -85,7 +102,7 @@ def test_current_moved_by_hand_is_pointed_back_and_status_flags_it(fleet_up):
                           "mv -T /opt/sglfleet/current.new /opt/sglfleet/current")
     moved = host_state(fleet, "node3")
     assert (moved["current"], moved["serving"]) == (state["previous"], state["current"])
-    running = starts(fleet)
+    running, since = starts(fleet), time.time()
 
     dry = pyinfra("deploy.py", "--dry")
     assert f"[node3] Drift: /opt/sglfleet/current changed on the host: points at {state['previous']}, the process " \
@@ -95,6 +112,7 @@ def test_current_moved_by_hand_is_pointed_back_and_status_flags_it(fleet_up):
     after = host_state(fleet, "node3")
     assert (after["current"], after["serving"]) == (state["current"], state["current"])
     assert starts(fleet) == running
+    assert repaired_in_one_run(fleet, "node3", "current", since), drift_found(fleet, "node3")
     again = deploy()
     assert drift_lines(again.stdout) == [] and results(again.stdout)["success"] == 0, again.stdout[-3000:]
 
@@ -131,7 +149,7 @@ def test_a_stack_changed_on_the_host_is_rebuilt_and_its_release_restarted_behind
     # A stray sitecustomize.py runs at every start of the stack's python.
     fleet.inside("node1", f"echo 'import os' > {venv}/{site(fleet, 'node1')}/sitecustomize.py")
     others = {host: started(fleet, host) for host in ("node2", "node3")}
-    running = started(fleet, "node1")
+    running, since = started(fleet, "node1"), time.time()
 
     dry = pyinfra("deploy.py", "--dry")
     assert drift_lines(dry.stdout) == [
@@ -143,6 +161,7 @@ def test_a_stack_changed_on_the_host_is_rebuilt_and_its_release_restarted_behind
     assert re.search(r"\[node1\] canary: gate passed on \w+", repaired.stdout), repaired.stdout[-3000:]
     assert fleet.inside("node1", f"test -e {venv}/{site(fleet, 'node1')}/sitecustomize.py", check=False).returncode == 1
     assert started(fleet, "node1") != running
+    assert repaired_in_one_run(fleet, "node1", "stack", since), drift_found(fleet, "node1")
     assert {host: started(fleet, host) for host in ("node2", "node3")} == others
     again = deploy()
     assert drift_lines(again.stdout) == [] and results(again.stdout)["success"] == 0, again.stdout[-3000:]

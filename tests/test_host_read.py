@@ -12,7 +12,9 @@ import pytest
 from pyinfra.api import FactProcessError
 
 from sglfleet.facts.host import END, MARK, HostRead, HostState
-from sglfleet.host.layout import LAYOUT
+from sglfleet.facts.release import ReleaseState
+from sglfleet.host import drift
+from sglfleet.host.layout import LAYOUT, Layout
 
 ARGS = dict(stack_id="dev-0123456789ab", python="3.11", uv_version="0.9.2", user="nobody",
             paths=[LAYOUT.unit_file, LAYOUT.env_file], patch_path="/nonexistent/kimi_k25.py",
@@ -83,3 +85,17 @@ def test_an_ok_sudo_answer_keeps_every_part():
 
 def test_the_default_is_an_empty_host():
     assert HostRead.default() == HostState()
+
+
+def test_the_release_read_carries_the_drift_an_earlier_converge_left_marked(tmp_path):
+    """``drifted`` comes from the host's drift.json, as the host tool writes it; none without the file."""
+    layout = Layout(root=str(tmp_path))
+    drift.mark("stack", layout)
+    written = open(drift.path(layout)).read().replace("\n", "")  # as the read's `tr -d '\n'` gives it
+    lines = ["current=/opt/sglfleet/releases/r1", f"drift={written}", "ActiveState=active"]
+    assert ReleaseState().process(lines).drifted == ["stack"]
+    drift.clear(layout)
+    cleared = open(drift.path(layout)).read().replace("\n", "")
+    assert ReleaseState().process(["current=/opt/sglfleet/releases/r1", f"drift={cleared}"]).drifted == []
+    assert ReleaseState().process(["current=/opt/sglfleet/releases/r1", "drift="]).drifted == []
+    assert "drift.json" in ReleaseState().command("r1")

@@ -16,6 +16,8 @@ import pytest
 
 from deploying import converged, deploy, eagle_change, host_state
 from faulting import new_release
+from sglfleet.devfleet import FAULT_FILE
+from sglfleet.host.prometheus import parse
 
 pytestmark = pytest.mark.fleet
 
@@ -125,3 +127,58 @@ def test_prometheus_sees_a_rollout_on_every_host_and_a_failed_canary(fleet_up, p
     assert canary[0]["metric"]["release"] != release  # the release that failed its gate
     # node1 serves its earlier release again; the later waves never moved.
     assert by_host(query(prometheus, "sglfleet_release_info"), "release") == {h: release for h in fleet.hosts}
+
+
+def exported(fleet, host: str) -> dict:
+    """What ``host``'s node_exporter serves, from the controller as Prometheus scrapes it."""
+    with urllib.request.urlopen(f"http://{fleet.address(host)}:9100/metrics", timeout=10) as response:
+        return parse(response.read().decode())
+
+
+def drift_of(samples: dict) -> dict[str, float]:
+    return {labels["kind"]: value for labels, value in samples.get("sglfleet_drift", [])}
+
+
+def test_drift_stays_marked_until_repaired_and_a_rebuilt_stack_shows_its_build_time(fleet_up, prometheus):
+    """A stack changed by hand on node1, whose repair (a rebuild, then a restart behind the gate) fails:
+    ``sglfleet_drift{kind="stack"} 1`` stays; the build that ran shows its time; the next converge
+    that gets through puts every kind back to 0, and when each was found stays."""
+    fleet = fleet_up
+    settled = deploy(*LISTEN, *CHANGE)  # as the test before left it: a quiet run
+    assert settled.returncode == 0, settled.stdout[-3000:]
+    assert set(drift_of(exported(fleet, "node1")).values()) == {0.0}
+    stack = host_state(fleet, "node1")["stack"]
+    site = f"lib/python{fleet.python_of('node1')}/site-packages"
+    fleet.inside("node1", f"echo 'import os' > /opt/sglfleet/stacks/{stack}/venv/{site}/sitecustomize.py")
+    before = time.time()
+
+    fleet.fault("node1", "crash")
+    fleet.inside("node1", f"sed -i '/^spare /d' {FAULT_FILE}")  # the restart of the serving release crashes too
+    try:
+        failed = deploy(*LISTEN, *CHANGE, "--data", "gate_warmup_s=30")
+    finally:
+        fleet.fault("node1", "clear")
+    assert failed.returncode != 0 and f"[node1] Drift: stack {stack} changed on the host" in failed.stdout, \
+        failed.stdout[-3000:]
+    found = exported(fleet, "node1")
+    assert drift_of(found) == {"current": 0, "model": 0, "release": 0, "service": 0, "stack": 1}
+    when = {labels["kind"]: value for labels, value in found["sglfleet_drift_found_timestamp_seconds"]}
+    assert before - 1 < when["stack"] < time.time() + 1
+    # The rebuild ran, and recorded itself, before the restart failed.
+    built = {labels["stack"]: value for labels, value in found["sglfleet_stack_build_timestamp_seconds"]}
+    took = {labels["stack"]: value for labels, value in found["sglfleet_stack_build_duration_seconds"]}
+    assert built[stack] > before and 0 < took[stack] < built[stack] - before + 1
+    assert set(drift_of(exported(fleet, "node2")).values()) == {0.0}  # the other hosts never drifted
+    eventually(prometheus, 'sglfleet_drift{kind="stack"} == 1',
+               lambda result: by_host(result, "value") == {"node1": "1"})
+
+    repaired = deploy(*LISTEN, *CHANGE)  # nothing serves on node1: switched behind the gate
+    assert repaired.returncode == 0, repaired.stdout[-3000:]
+    found = exported(fleet, "node1")
+    assert set(drift_of(found).values()) == {0.0}
+    assert {labels["kind"]: value for labels, value in found["sglfleet_drift_found_timestamp_seconds"]}["stack"] \
+        == when["stack"]  # when it was found stays
+    assert {labels["stack"]: value for labels, value in found["sglfleet_stack_build_timestamp_seconds"]} == built
+    eventually(prometheus, 'sglfleet_drift{kind="stack"} == 1', lambda result: result == [])
+    assert eventually(prometheus, f'sglfleet_stack_build_duration_seconds{{stack="{stack}"}}',
+                      lambda result: "node1" in by_host(result, "value"))

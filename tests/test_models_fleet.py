@@ -21,6 +21,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,7 @@ from faulting import Run, results, serving
 from sglfleet.artifacts.models import load_manifest
 from sglfleet.devfleet.mirror import Mirror, commit, write_model
 from sglfleet.host.layout import LAYOUT
+from sglfleet.host.prometheus import parse
 
 pytestmark = pytest.mark.fleet
 
@@ -172,6 +174,7 @@ def test_a_corrupted_byte_on_one_host_is_repaired_before_it_switches(fleet, mode
         f"model-00002-of-00003.safetensors: size or time differs from when it was verified; will check those "
         f"files against the manifest and fetch again what fails, before any switch"], dry.stdout[-3000:]
     assert sha256_on(fleet, "node2", shard) != want  # a dry run repairs nothing
+    since = time.time()
     done = models.deploy("A", "standin_warmup_s=1.2")  # a new release, so every host switches
     assert done.returncode == 0, done.stdout[-3000:]
     lines = done.stdout.splitlines()
@@ -180,6 +183,10 @@ def test_a_corrupted_byte_on_one_host_is_repaired_before_it_switches(fleet, mode
     assert repaired < switched
     assert not any("[node1]" in line and "(drifted)" in line for line in lines)
     assert sha256_on(fleet, "node2", shard) == want
+    # sglfleet.prom: the drift was marked when found, and cleared once the converge got through.
+    found = parse(fleet.inside("node2", "cat /var/lib/prometheus/node-exporter/sglfleet.prom").stdout)
+    assert {labels["kind"]: value for labels, value in found["sglfleet_drift"]}["model"] == 0
+    assert {labels["kind"]: value for labels, value in found["sglfleet_drift_found_timestamp_seconds"]}["model"] > since
 
 
 def fill_when_staging_starts(fleet, host: str, models_root: str, revision: str) -> None:

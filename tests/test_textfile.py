@@ -4,7 +4,9 @@ import os
 import subprocess
 import time
 
-from sglfleet.host import releases, textfile
+import pytest
+
+from sglfleet.host import cli, drift, releases, stacks, textfile
 from sglfleet.host.layout import Layout
 
 
@@ -84,3 +86,67 @@ def test_a_host_with_nothing_serving_writes_an_empty_file(tmp_path):
     layout = Layout(root=str(tmp_path / "opt"))
     assert textfile.render(layout) == ""
 
+
+
+def test_drift_is_marked_when_found_and_cleared_once_repaired(tmp_path):
+    layout = host(tmp_path)
+    found = samples(textfile.render(layout))
+    assert found["sglfleet_drift"] == [f'sglfleet_drift{{kind="{kind}"}} 0.0' for kind in drift.KINDS]
+    assert "sglfleet_drift_found_timestamp_seconds" not in found  # never found
+
+    collector = tmp_path / "node-exporter"
+    collector.mkdir()
+    assert cli.main(["drift", "found", "stack", "--textfile-dir", str(collector)], layout) == 0
+    text = (collector / "sglfleet.prom").read_text()
+    found = samples(text)
+    assert 'sglfleet_drift{kind="stack"} 1.0' in found["sglfleet_drift"]
+    assert 'sglfleet_drift{kind="release"} 0.0' in found["sglfleet_drift"]
+    [at] = found["sglfleet_drift_found_timestamp_seconds"]
+    assert at.startswith('sglfleet_drift_found_timestamp_seconds{kind="stack"} ')
+    assert abs(float(at.split()[-1]) - time.time()) < 60
+    # The release series are still there: the drift rewrite renders the whole file.
+    assert found["sglfleet_release_info"] == samples(textfile.render(layout))["sglfleet_release_info"]
+
+    assert cli.main(["drift", "clear", "--textfile-dir", str(collector)], layout) == 0
+    found = samples((collector / "sglfleet.prom").read_text())
+    assert found["sglfleet_drift"] == [f'sglfleet_drift{{kind="{kind}"}} 0.0' for kind in drift.KINDS]
+    assert found["sglfleet_drift_found_timestamp_seconds"] == [at]  # when it was last found stays
+    assert sorted(os.listdir(collector)) == ["sglfleet.prom"] and not any(
+        name.endswith(".tmp") for name in os.listdir(layout.root))
+    with pytest.raises(SystemExit):  # a kind sglfleet does not find
+        cli.main(["drift", "found", "unit", "--textfile-dir", str(collector)], layout)
+
+
+def test_a_stack_build_shows_its_duration_and_when_it_finished(tmp_path):
+    layout = host(tmp_path)
+    os.makedirs(layout.stack("dev-a"))
+    # The build script's own record (sglfleet.operations.stack.build_commands), run by a real shell.
+    subprocess.run(["sh", "-c", "started=1796136100.25; " + stacks.build_record_command(layout.stack("dev-a"))],
+                   check=True)
+    os.makedirs(layout.stack("dev-old"))  # built before builds were recorded: no series
+    os.makedirs(layout.stack(".build-dev-b"))  # a build in progress
+    found = samples(textfile.render(layout))
+    [duration] = found["sglfleet_stack_build_duration_seconds"]
+    [finished] = found["sglfleet_stack_build_timestamp_seconds"]
+    assert duration.startswith('sglfleet_stack_build_duration_seconds{stack="dev-a"} ')
+    assert abs(float(finished.split()[-1]) - time.time()) < 60
+    assert float(duration.split()[-1]) == float(finished.split()[-1]) - 1796136100.25
+    # A later rewrite (a switch, a drift mark) keeps them: they are read from the stack's folder.
+    drift.mark("model", layout)
+    assert samples(textfile.render(layout))["sglfleet_stack_build_duration_seconds"] == [duration]
+
+
+def test_promtool_accepts_the_drift_and_build_series(tmp_path):
+    layout = host(tmp_path)
+    os.makedirs(layout.stack("dev-a"))
+    subprocess.run(["sh", "-c", "started=1796136100; " + stacks.build_record_command(layout.stack("dev-a"))],
+                   check=True)
+    drift.mark("release", layout)
+    text = textfile.render(layout)
+    assert {"sglfleet_drift", "sglfleet_drift_found_timestamp_seconds", "sglfleet_stack_build_duration_seconds",
+            "sglfleet_stack_build_timestamp_seconds"} <= set(samples(text))
+    lint = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
+    assert lint.returncode == 0 and lint.stdout + lint.stderr == "", lint.stdout + lint.stderr
+    # Another service's file holds none of the host's series: node_exporter would see them twice.
+    other = Layout(root=layout.root, service="sglang-b")
+    assert "sglfleet_drift" not in textfile.render(other)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from pyinfra.api import FactBase
 
+from sglfleet.host.drift import FILE as DRIFT_FILE
 from sglfleet.host.layout import LAYOUT
 
 
@@ -24,6 +25,7 @@ class ReleaseHostState:
     + busy: another run holds the host lock (a switch, gate or bake in progress)
     + verdict: the current release's ``verdict.json`` (start-up gate and bake)
     + files: ``{name: sha256}`` of the asked release's files, None when it is not staged
+    + drifted: the kinds of drift an earlier converge marked and none cleared (``sglfleet.host.drift``)
     """
 
     current: str | None = None
@@ -36,6 +38,7 @@ class ReleaseHostState:
     busy: bool = False
     verdict: dict = field(default_factory=dict)
     files: dict[str, str] | None = None
+    drifted: list[str] = field(default_factory=list)
 
 
 class ReleaseState(FactBase["ReleaseHostState | None"]):
@@ -79,6 +82,7 @@ class ReleaseState(FactBase["ReleaseHostState | None"]):
             f"echo releases=$(ls {shlex.quote(LAYOUT.releases)} 2>/dev/null); "  # no staging dot-folders
             f"if [ -e {lock} ] && ! flock -n {lock} true; then echo busy=1; fi; "
             f"echo verdict=$(tr -d '\\n' < {shlex.quote(LAYOUT.current)}/verdict.json 2>/dev/null); "
+            f"echo drift=$(tr -d '\\n' < {shlex.quote(posixpath.join(LAYOUT.root, DRIFT_FILE))} 2>/dev/null); "
             f"s=$(systemctl show {shlex.quote(LAYOUT.unit)} -p ActiveState -p ActiveEnterTimestamp -p NRestarts "
             "-p MainPID 2>/dev/null); echo \"$s\"; "
             # What the process was started from, read back from its environment (launch.sh exports it).
@@ -100,6 +104,11 @@ class ReleaseState(FactBase["ReleaseHostState | None"]):
             verdict = json.loads(raw.get("verdict") or "{}")
         except ValueError:
             verdict = {}
+        try:
+            drift = json.loads(raw.get("drift") or "{}")
+        except ValueError:
+            drift = {}
+        drifted = drift.get("drifted") if isinstance(drift, dict) else None
         return ReleaseHostState(
             current=posixpath.basename(raw.get("current", "")) or None,
             previous=posixpath.basename(raw.get("previous", "")) or None,
@@ -111,4 +120,5 @@ class ReleaseState(FactBase["ReleaseHostState | None"]):
             busy=raw.get("busy") == "1",
             verdict=verdict if isinstance(verdict, dict) else {},
             files=files if raw.get("staged") == "1" else None,
+            drifted=[str(kind) for kind in drifted] if isinstance(drifted, list) else [],
         )

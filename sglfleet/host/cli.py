@@ -16,6 +16,7 @@ rollback happen under one lock, and the tool ignores SIGHUP.
     sglfleet-release state              this host's releases, unit, health and verdicts, as JSON
     sglfleet-release models ...         check, stage and collect pinned models (``models.py``)
     sglfleet-release cache ...          pack, fetch and drop shared compile caches (``compile_cache.py``)
+    sglfleet-release drift found|clear  what a converge found changed by hand, for sglfleet.prom (``drift.py``)
 
 Thresholds come from the release's ``gate.json``. Exit status: 0 passed;
 1 failed, the host serves its earlier release again; 2 usage or layout error;
@@ -36,7 +37,7 @@ import signal
 import subprocess
 import sys
 
-from . import bake, compile_cache, models, releases, service, textfile
+from . import bake, compile_cache, drift, models, releases, service, textfile
 from .gate import GateFailed, GateSettings, speculative, startup
 from .client import base_url, request
 from .layout import LAYOUT, Layout
@@ -250,6 +251,8 @@ def main(argv=None, layout: Layout = LAYOUT) -> int:
         return models.main(argv[1:], layout)
     if argv[:1] == ["cache"]:  # nor does this: caches are added to, never switched
         return compile_cache.main(argv[1:], layout)
+    if argv[:1] == ["drift"]:  # nor does this: it records what a converge found, for sglfleet.prom
+        return drift.main(argv[1:], layout)
     parser = argparse.ArgumentParser(prog="sglfleet-release", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("activate").add_argument("release_id")

@@ -17,10 +17,14 @@ every file's content against the wheels' RECORD when asked.
 
 from __future__ import annotations
 
+import json
+import os
 import shlex
 import subprocess
 
 SNAPSHOT = "venv.snapshot"  # beside the marker, in the stack's folder
+# When the build began and finished (seconds since the epoch), beside the marker: the build writes it.
+BUILD = "build.json"
 # The file sglfleet's patch changes after the build (in site-packages): the patch
 # step checks it on every converge, against the digests the patch gives.
 PATCHED = "sglang/srt/models/kimi_k25.py"
@@ -29,6 +33,33 @@ PATCHED = "sglang/srt/models/kimi_k25.py"
 def patched(python: str) -> str:
     """The patched file's path in a venv of python ``python`` (e.g. "3.11"), relative to the venv."""
     return f"lib/python{python}/site-packages/{PATCHED}"
+
+
+def build_record_command(folder: str) -> str:
+    """A shell command that writes ``BUILD`` into ``folder``: the build script's ``$started`` and the time now."""
+    return (f"printf '{{\"started\": %s, \"finished\": %s}}\\n' \"$started\" \"$(date +%s.%N)\" "
+            f"> {shlex.quote(f'{folder}/{BUILD}')}")
+
+
+def builds(stacks: str) -> list[tuple[str, float, float]]:
+    """
+    ``(stack_id, seconds the build took, when it finished)`` of each stack under ``stacks``
+    that recorded its build (those built before sglfleet recorded builds did not).
+
+    + stacks: the stacks folder, e.g. ``/opt/sglfleet/stacks``
+    """
+    found = []
+    for name in sorted(os.listdir(stacks)) if os.path.isdir(stacks) else []:
+        if name.startswith("."):  # builds in progress, old stacks on their way out
+            continue
+        try:
+            with open(os.path.join(stacks, name, BUILD)) as handle:
+                record = json.load(handle)
+            started, finished = float(record["started"]), float(record["finished"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        found.append((name, max(finished - started, 0.0), finished))
+    return found
 
 
 def snapshot_command(venv: str, python: str) -> str:

@@ -1,9 +1,10 @@
 """
 This host's release state for node_exporter's textfile collector: ``sglfleet.prom``.
 
-The host tool writes it after every switch, gate, bake, revert and rollback, as
-the collector asks: a temporary file in the same folder, then rename(2), and no
-timestamps on samples. The folder is ``--collector.textfile.directory``;
+The host tool writes it after every switch, gate, bake, revert and rollback,
+and when a converge finds drift or clears it (``drift.py``), as the collector
+asks: a temporary file in the same folder, then rename(2), and no timestamps
+on samples. The folder is ``--collector.textfile.directory``;
 Debian's ``prometheus-node-exporter`` reads ``/var/lib/prometheus/node-exporter``.
 Names follow Prometheus's conventions (base units, ``_info`` for a series that
 carries labels, ``_timestamp_seconds``); ``promtool check metrics`` lints them.
@@ -12,9 +13,16 @@ carries labels, ``_timestamp_seconds``); ``promtool check metrics`` lints them.
     sglfleet_release_switch_timestamp_seconds{service="sglang"} 1796136244.67
     sglfleet_gate_passed{release="3f2a...",service="sglang"} 1
     sglfleet_bake_verdict{release="3f2a...",service="sglang",verdict="pass"} 1
+    sglfleet_drift{kind="stack"} 0
+    sglfleet_drift_found_timestamp_seconds{kind="stack"} 1796136101.2
+    sglfleet_stack_build_duration_seconds{stack="dev-0a24..."} 41.7
+    sglfleet_stack_build_timestamp_seconds{stack="dev-0a24..."} 1796136143.0
 
 The gate and bake series are the last verdict this host recorded (the newest
 ``verdict.json``), which after a failed canary is the release that failed.
+The drift series are what converges found changed by hand (``drift.py``); the
+build series, each stack on the host that recorded its build. Both are the
+host's, not a service's: they are in ``sglfleet.prom`` alone.
 
 **Example:**
 
@@ -27,8 +35,9 @@ from __future__ import annotations
 
 import os
 
-from . import releases
+from . import drift, releases
 from .layout import LAYOUT, Layout
+from .stacks import builds
 
 DEFAULT_DIR = "/var/lib/prometheus/node-exporter"
 FILE = "sglfleet.prom"
@@ -102,7 +111,24 @@ def render(layout: Layout = LAYOUT) -> str:
     for figure, (name, help_text) in BAKE_FIGURES.items():
         if figures.get(figure) is not None:
             lines += _family(name, help_text, [(where, figures[figure])])
+    if layout.service == "sglang" and os.path.isdir(layout.root):  # a host sglfleet has set up
+        lines += _host_families(layout)
     return "\n".join(lines) + "\n" if lines else ""
+
+
+def _host_families(layout: Layout) -> list[str]:
+    """The series of the host rather than of a service: drift, and the stacks' builds."""
+    drifted, found = drift.samples(layout)
+    lines = _family("sglfleet_drift", "Whether a converge found this kind changed by hand and has not repaired it yet.",
+                    drifted)
+    lines += _family("sglfleet_drift_found_timestamp_seconds", "When a converge last found this kind changed by hand.",
+                     found)
+    built = builds(layout.stacks)
+    lines += _family("sglfleet_stack_build_duration_seconds", "How long the stack's build and verification took.",
+                     [({"stack": stack}, seconds) for stack, seconds, _ in built])
+    lines += _family("sglfleet_stack_build_timestamp_seconds", "When the stack's build finished.",
+                     [({"stack": stack}, finished) for stack, _, finished in built])
+    return lines
 
 
 def write(layout: Layout = LAYOUT, directory: str = DEFAULT_DIR) -> str | None:

@@ -38,6 +38,8 @@ from sglfleet.facts.host import READ
 from sglfleet.facts.models import ModelGarbage, ModelState
 from sglfleet.host.layout import LAYOUT
 from sglfleet.host.models import NEEDS, digest_of, partial_of, store_of
+from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR
+from sglfleet.operations.drift import marked
 from sglfleet.operations.remote import HostFunctionCommand
 from sglfleet.run.diffs import report_drift, wants_diff
 
@@ -108,7 +110,7 @@ def peer_urls(model: StagedModel, sources: tuple[str, ...]) -> list[str]:
 @operation()
 def staged(models: list[tuple[StagedModel, Manifest]], source: str = "hub", python: str | None = None,
            endpoint: str | None = None, controller_dir: str | None = None, share: Share | None = None,
-           answers=READ):
+           answers=READ, textfile_dir: str = TEXTFILE_DIR):
     """
     Ensure each pinned model is staged and verified in its folder; repair one that
     drifted. With ``share``, fetch from the peers of earlier rounds first, then
@@ -121,6 +123,7 @@ def staged(models: list[tuple[StagedModel, Manifest]], source: str = "hub", pyth
     + controller_dir: the controller's folder of ``<org>/<name>/<revision>/`` copies
     + share: the host's turn in the fan-out (``sglfleet.run.context.fleet_shares``); None: the source alone
     + answers: ``ModelState``'s answers for these models, already read; by default the operation reads them
+    + textfile_dir: node_exporter's textfile folder, where a drift found is marked (``sglfleet_drift``)
 
     **Example:**
 
@@ -167,7 +170,7 @@ def staged(models: list[tuple[StagedModel, Manifest]], source: str = "hub", pyth
                 + f" into {model.dir}")
         if state == "drifted":
             changed = answer.get("changed")
-            report_drift(f"model {model.repo}@{model.revision[:12]}",
+            report_drift("model", f"model {model.repo}@{model.revision[:12]}",
                          [f"{path}: size or time differs from when it was verified" for path in changed[:5]]
                          + ([f"and {len(changed) - 5} more"] if len(changed) > 5 else [])
                          if changed else ["its marker does not match the manifest"],
@@ -194,6 +197,8 @@ def staged(models: list[tuple[StagedModel, Manifest]], source: str = "hub", pyth
             for path in paths:
                 yield FileUploadCommand(str(local[path]), posixpath.join(partial, path))
         stages.append((model, manifest, answer, size, command))
+    if any((answer or {}).get("state") == "drifted" for _, _, answer, _ in todo):
+        yield marked("model", textfile_dir)  # before the repair: one that fails leaves the mark
     yield HostFunctionCommand(_stage_and_serve, (stages, share, controller_dir), {})
 
 

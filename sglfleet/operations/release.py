@@ -26,6 +26,8 @@ from sglfleet.facts.files import FileBytes
 from sglfleet.facts.host import READ
 from sglfleet.facts.release import ReleaseHostState, ReleaseState
 from sglfleet.host.layout import LAYOUT, STALE_MINUTES
+from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR
+from sglfleet.operations.drift import marked
 from sglfleet.operations.remote import HostFunctionCommand
 from sglfleet.plan.release import Release
 from sglfleet.run.diffs import report_drift, show_diff, wants_diff
@@ -36,7 +38,7 @@ def _sha256(text: str) -> str:
 
 
 @operation()
-def staged(release: Release, diff_against: str = "launch.args", found=READ):
+def staged(release: Release, diff_against: str = "launch.args", found=READ, textfile_dir: str = TEXTFILE_DIR):
     """
     Stage a release: its files into a temporary folder, renamed into
     ``releases/<release_id>``; or, when it is staged, put back any file that
@@ -45,6 +47,7 @@ def staged(release: Release, diff_against: str = "launch.args", found=READ):
     + release: the rendered release (``sglfleet.plan.release.render_release``)
     + diff_against: the file whose change from the serving release ``--diff`` shows
     + found: ``ReleaseState``'s answer with this release's files, already read; by default the operation reads it
+    + textfile_dir: node_exporter's textfile folder, where a drift found is marked (``sglfleet_drift``)
 
     **Example:**
 
@@ -78,9 +81,11 @@ def staged(release: Release, diff_against: str = "launch.args", found=READ):
         return
     if drifted:
         serving = found.serving == release.release_id
-        report_drift(f"release {release.release_id}", [f"{name} no longer matches the release's id" for name in drifted],
+        report_drift("release", f"release {release.release_id}",
+                     [f"{name} no longer matches the release's id" for name in drifted],
                      "will put back the controller's rendering"
                      + (" (the running process loaded it at start: no restart)" if serving else ""))
+        yield marked("release", textfile_dir)
     for name in drifted + settings:
         text, mode = {**release.files, **release.settings}[name]
         yield from _write(f"{final}/{name}", text, mode)
@@ -167,8 +172,9 @@ def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = Fals
     action = decide(found, release_id, restart, step.bake_s)
     if action == "relink":
         # A hand moved current; the process still serves what was declared: put the link back.
-        report_drift(f"{LAYOUT.current}", [f"points at {found.current or 'nothing'}, the process serves "
-                                           f"{release_id}"], "will point it back (no restart)")
+        report_drift("current", f"{LAYOUT.current}", [f"points at {found.current or 'nothing'}, the process serves "
+                                                      f"{release_id}"], "will point it back (no restart)")
+        yield marked("current", step.textfile_dir)
         yield HostFunctionCommand(relink, (step, release_id), {})
         return
     if action == "noop":
@@ -191,10 +197,12 @@ def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = Fals
                  f"its gate{baking}", logger.warning)
     else:
         if found.current == release_id and found.serving != release_id:
-            report_drift("the service", [f"current is {release_id}, the process serves "
-                                          f"{found.serving or 'nothing'}"], "will switch it behind the gate")
+            report_drift("service", "the service", [f"current is {release_id}, the process serves "
+                                                     f"{found.serving or 'nothing'}"], "will switch it behind the gate")
         host.log(f"{step.label}: will switch {found.serving or found.current or 'nothing'} -> {release_id}, "
                  f"gate{baking}", logger.info)
+        if found.current == release_id and found.serving != release_id:
+            yield marked("service", step.textfile_dir)  # everything said first: planning stops at a command
     yield HostFunctionCommand(switch, (step, release_id, restart, found.serving or found.current), {})
 
 

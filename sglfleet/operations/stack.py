@@ -30,7 +30,9 @@ from sglfleet.artifacts.temporaries import RUN_TOKEN
 from sglfleet.facts.host import READ
 from sglfleet.facts.stack import StackHostState, StackState, WheelhouseFiles
 from sglfleet.host.layout import LAYOUT, STALE_MINUTES
-from sglfleet.host.stacks import SNAPSHOT, snapshot_command
+from sglfleet.host.stacks import SNAPSHOT, build_record_command, snapshot_command
+from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR
+from sglfleet.operations.drift import marked
 from sglfleet.operations.remote import HostFunctionCommand
 from sglfleet.run.diffs import first_pass, report_drift, wants_diff
 
@@ -256,6 +258,7 @@ def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
         f"if {done_meanwhile}; then rm -rf {q_upload}; exit 0; fi",
         # What a killed build left goes; this run's inputs take its place.
         f"rm -rf {q_build}; mv {q_upload} {q_build}",
+        "started=$(date +%s.%N)",  # the build's time, for sglfleet_stack_build_duration_seconds
         # Nothing from the network, no user config: the wheelhouse is the only source.
         f"export UV_CACHE_DIR={q_build}/.uv-cache UV_NO_CONFIG=1 UV_PYTHON_DOWNLOADS=never",
         # Relocatable: scripts find their python relative to themselves, so the venv
@@ -268,6 +271,7 @@ def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
         f"mv {q_marker}.part {q_marker}",
         # What the venv holds now, to tell on every converge whether it changed (paths are relative).
         f"{snapshot_command(f'{build}/venv', stack.python)} > {q_build}/{SNAPSHOT}",
+        build_record_command(build),
         f"if [ -e {q_path} ]; then rm -rf {q_old}; mv {q_path} {q_old}; fi",
         f"mv -T {q_build} {q_path}",
         f"rm -rf {q_old}",
@@ -311,7 +315,7 @@ def collect_commands(stack: Stack, state: StackHostState, keep: int) -> list:
 
 @operation()
 def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: bool = False, found=READ,
-              sharing: str | None = None):
+              sharing: str | None = None, textfile_dir: str = TEXTFILE_DIR):
     """
     Ensure ``stack`` is built, verified, unchanged since, and in place on the host,
     and old stacks are collected. A stack that changed on the host (its venv
@@ -325,6 +329,7 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: b
     + found: ``StackState``'s answer (wheels not hashed), already read; by default the operation reads it
     + sharing: the unit of the file server this host may have started for peers (``wheels_fanned_out``),
       stopped here, once every round has fetched
+    + textfile_dir: node_exporter's textfile folder, where a drift found is marked (``sglfleet_drift``)
 
     **Example:**
 
@@ -340,8 +345,9 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: b
     commands = []
     hashes = None
     if state.built and state.drift:
-        report_drift(f"stack {stack.id}", state.drift, "will build it again from its lock, then restart "
+        report_drift("stack", f"stack {stack.id}", state.drift, "will build it again from its lock, then restart "
                      "the release that serves from it behind its gate")
+        commands.append(marked("stack", textfile_dir))
     if not state.verified:
         try:
             # Fetched once for all hosts; bytes that differ from the lock stop the

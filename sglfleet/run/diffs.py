@@ -9,7 +9,7 @@ sglfleet that pyinfra's ``--diff`` does not cover.
 
     if wants_diff():
         show_diff("Will update /etc/systemd/system/sglang.service", old_text, new_text)
-    report_drift("release 3f2a", ["launch.args"], "will put back the controller's rendering")
+    report_drift("release", "release 3f2a", ["launch.args"], "will put back the controller's rendering")
 """
 
 from __future__ import annotations
@@ -33,10 +33,15 @@ def wants_diff() -> bool:
     return bool(state.config.DIFF) and first_pass()
 
 
-def report_drift(what: str, differences: list[str], action: str) -> None:
+# host name -> the kinds of drift this run found there (``sglfleet.host.drift.KINDS``)
+_kinds: dict[str, set[str]] = {}
+
+
+def report_drift(kind: str, what: str, differences: list[str], action: str) -> None:
     """
     Say, once, what on the host no longer is as sglfleet left it, and what this run does about it.
 
+    + kind: one of ``sglfleet.host.drift.KINDS``, e.g. ``"stack"``: the ``kind`` of ``sglfleet_drift``
     + what: e.g. ``"stack dev-0a24832cc36f"``
     + differences: one line each, e.g. ``"added lib/python3.11/site-packages/sitecustomize.py"``
     + action: e.g. ``"will build it again from its lock"``
@@ -45,6 +50,12 @@ def report_drift(what: str, differences: list[str], action: str) -> None:
         line = f"Drift: {what} changed on the host: {'; '.join(differences)}; {action}"
         host.log(line, logger.warning)
         recording.drift_found(host.name, what, line)
+        _kinds.setdefault(host.name, set()).add(kind)
+
+
+def drift_kinds(host_name: str) -> set[str]:
+    """The kinds of drift this run found on ``host_name`` so far."""
+    return set(_kinds.get(host_name, ()))
 
 
 def show_diff(title: str, old: str, new: str) -> None:
