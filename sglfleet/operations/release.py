@@ -25,7 +25,7 @@ from sglfleet.artifacts.temporaries import RUN_TOKEN, temporary_beside
 from sglfleet.facts.files import FileBytes
 from sglfleet.facts.host import READ
 from sglfleet.facts.release import ReleaseHostState, ReleaseState
-from sglfleet.host.layout import LAYOUT, STALE_MINUTES
+from sglfleet.host.layout import LAYOUT, STALE_MINUTES, Layout
 from sglfleet.operations.remote import HostFunctionCommand
 from sglfleet.plan.release import Release
 from sglfleet.run.diffs import report_drift, show_diff, wants_diff
@@ -36,7 +36,7 @@ def _sha256(text: str) -> str:
 
 
 @operation()
-def staged(release: Release, diff_against: str = "launch.args", found=READ):
+def staged(release: Release, diff_against: str = "launch.args", found=READ, layout: Layout = LAYOUT):
     """
     Stage a release: its files into a temporary folder, renamed into
     ``releases/<release_id>``; or, when it is staged, put back any file that
@@ -45,6 +45,7 @@ def staged(release: Release, diff_against: str = "launch.args", found=READ):
     + release: the rendered release (``sglfleet.plan.release.render_release``)
     + diff_against: the file whose change from the serving release ``--diff`` shows
     + found: ``ReleaseState``'s answer with this release's files, already read; by default the operation reads it
+    + layout: the service's layout (``Layout.for_service``): where its releases live
 
     **Example:**
 
@@ -53,21 +54,22 @@ def staged(release: Release, diff_against: str = "launch.args", found=READ):
         staged(name="Stage the release", release=render_release(config, stack_id, patch))
     """
     if found is READ:
-        found = host.get_fact(ReleaseState, release_id=release.release_id)
+        found = host.get_fact(ReleaseState, release_id=release.release_id, service=layout.service_name)
     if found is None:
         return  # the fact failed, and with it the host
     current = found.current
     if wants_diff() and current != release.release_id:
         old, stack = b"", ""
         if current:
-            old = host.get_fact(FileBytes, path=LAYOUT.release(current, diff_against)) or b""
-            stack = _stack_change(current, release.stack_id)
-        show_diff(f"Release {release.release_id} differs from the serving {current or 'none'}{stack}:",
+            old = host.get_fact(FileBytes, path=layout.release(current, diff_against)) or b""
+            stack = _stack_change(current, release.stack_id, layout)
+        of = f" of {layout.unit}" if layout.name else ""
+        show_diff(f"Release {release.release_id}{of} differs from the serving {current or 'none'}{stack}:",
                   old.decode(errors="replace"), release.files[diff_against][0])
 
-    final = LAYOUT.release(release.release_id)
+    final = layout.release(release.release_id)
     if found.files is None:
-        yield from _stage(release, final)
+        yield from _stage(release, final, layout)
         return
 
     drifted = sorted(name for name, (text, _) in release.files.items() if found.files.get(name) != _sha256(text))
@@ -86,11 +88,11 @@ def staged(release: Release, diff_against: str = "launch.args", found=READ):
         yield from _write(f"{final}/{name}", text, mode)
 
 
-def _stack_change(current: str, stack_id: str) -> str:
+def _stack_change(current: str, stack_id: str, layout: Layout) -> str:
     """`` (stack A -> B)`` when the serving release runs another stack than ``stack_id``, else "".
     An upgrade changes no launch flag by itself: the diff of the flags would not show it."""
     try:
-        old = json.loads(host.get_fact(FileBytes, path=LAYOUT.release(current, "release.json")) or b"{}").get("stack")
+        old = json.loads(host.get_fact(FileBytes, path=layout.release(current, "release.json")) or b"{}").get("stack")
     except ValueError:
         return ""
     return f" (stack {old} -> {stack_id})" if old and old != stack_id else ""
@@ -102,11 +104,11 @@ def _write(path: str, text: str, mode: int):
     yield f"chmod {mode:o} {shlex.quote(temporary)} && mv -f {shlex.quote(temporary)} {shlex.quote(path)}"
 
 
-def _stage(release: Release, final: str):
+def _stage(release: Release, final: str, layout: Layout):
     # One folder per run: two runs staging the same release at once never share it.
-    temporary = f"{LAYOUT.releases}/.{release.release_id}.partial-{RUN_TOKEN}"
+    temporary = f"{layout.releases}/.{release.release_id}.partial-{RUN_TOKEN}"
     # Runs killed while staging leave their folders; clear those over an hour old.
-    yield (f"find {shlex.quote(LAYOUT.releases)} -maxdepth 1 -name '.*.partial-*' -mmin +{STALE_MINUTES} "
+    yield (f"find {shlex.quote(layout.releases)} -maxdepth 1 -name '.*.partial-*' -mmin +{STALE_MINUTES} "
            f"-exec rm -rf {{}} + 2>/dev/null; mkdir -p {shlex.quote(temporary)}")
     for name, (text, mode) in sorted({**release.files, **release.settings}.items()):
         yield FileUploadCommand(StringIO(text), f"{temporary}/{name}")
@@ -148,8 +150,9 @@ def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = Fals
             step=BatchStep("wave1", (("canary", ("node1",)),), bake_s=600),
         )
     """
+    layout = LAYOUT.for_service(step.service)
     if found is READ:
-        found = host.get_fact(ReleaseState)
+        found = host.get_fact(ReleaseState, service=step.service)
     if found is None:
         return  # the fact failed, and with it the host
     restart = rebuilt
@@ -159,7 +162,8 @@ def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = Fals
         # then decide on what it left.
         host.log(f"{step.label}: another sglfleet run holds this host's lock; waiting for it", logger.warning)
         timeout = math.ceil(step.timeout_s) if step.timeout_s else None  # a link that never comes back
-        found = host.get_fact(ReleaseState, wait_lock_s=step.lock_wait_s, _timeout=timeout, _ignore_errors=True)
+        found = host.get_fact(ReleaseState, wait_lock_s=step.lock_wait_s, service=step.service, _timeout=timeout,
+                              _ignore_errors=True)
         if found is None:
             yield FunctionCommand(fail, (f"{step.label}: no answer within {timeout} s while waiting for "
                                                f"another run's lock; check {host.name}, then run again",), {})
@@ -167,7 +171,7 @@ def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = Fals
     action = decide(found, release_id, restart, step.bake_s)
     if action == "relink":
         # A hand moved current; the process still serves what was declared: put the link back.
-        report_drift(f"{LAYOUT.current}", [f"points at {found.current or 'nothing'}, the process serves "
+        report_drift(f"{layout.current}", [f"points at {found.current or 'nothing'}, the process serves "
                                            f"{release_id}"], "will point it back (no restart)")
         yield HostFunctionCommand(relink, (step, release_id), {})
         return
@@ -191,7 +195,7 @@ def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = Fals
                  f"its gate{baking}", logger.warning)
     else:
         if found.current == release_id and found.serving != release_id:
-            report_drift("the service", [f"current is {release_id}, the process serves "
+            report_drift(f"{layout.unit}" if layout.name else "the service", [f"current is {release_id}, the process serves "
                                           f"{found.serving or 'nothing'}"], "will switch it behind the gate")
         host.log(f"{step.label}: will switch {found.serving or found.current or 'nothing'} -> {release_id}, "
                  f"gate{baking}", logger.info)
@@ -244,7 +248,7 @@ def rolled_back(step: BatchStep):
 
         rolled_back(name="Back to the previous release", step=BatchStep("canary"))
     """
-    found = host.get_fact(ReleaseState)
+    found = host.get_fact(ReleaseState, service=step.service)
     if found is None:
         return  # the fact failed, and with it the host
     if not found.previous:
