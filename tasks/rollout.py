@@ -50,6 +50,12 @@ def _action(one, found, service) -> str | None:
     return release.decide(served, host_release(one, service).release_id, _rebuilt(found), host_config(one).gate_bake_s)
 
 
+def _of(services) -> str:
+    """`` of sglang-a.service, sglang-b.service`` in an operation's name, for a host of named services."""
+    return "" if not services[0].layout.name and len(services) == 1 else \
+        " of " + ", ".join(service.unit for service in services)
+
+
 def _service_steps(step, services, routed: bool):
     """``(service, step)`` of each of the host's services in a batch: its own worker URL, one after another.
     Only the host's one service takes and hands on compile caches (named services keep their own)."""
@@ -131,12 +137,12 @@ def roll_out():
     for step in host.loop(steps):
         if not step:
             continue
-        # A host's services one after another in its batch, each behind its own gate.
-        for service, own in host.loop(list(_service_steps(step, services, routed))):
-            of = f" {service.unit}" if service.layout.name else ""
-            release.activated(name=f"{step.label}: serve the staged release{of}",
-                              release_id=host_release(host, service).release_id, step=own,
-                              found=found.services.get(service.name), rebuilt=_rebuilt(found))
+        # A host's services one after another in its batch, each behind its own gate: one operation.
+        turns = [(host_release(host, service).release_id, own, found.services.get(service.name))
+                 for service, own in _service_steps(step, services, routed)]
+        release.activated(name=f"{step.label}: serve the staged release{_of(services)}",
+                          release_id=turns[0][0], step=turns[0][1], found=turns[0][2], rebuilt=_rebuilt(found),
+                          then=tuple(turns[1:]))
     # After every batch: no later host fetches this host's compile caches any more.
     cache = next((step.cache for step in steps if step), None)
     serving = cache.unit if cache and cache.later and _restarts(host) else None
@@ -152,6 +158,7 @@ def roll_back():
     for step in host.loop(_steps(config)):
         if not step:
             continue
-        for service, own in host.loop(list(_service_steps(step, host_services(host), routed))):
-            of = f" {service.unit}" if service.layout.name else ""
-            release.rolled_back(name=f"{step.label}: back to the previous release{of}", step=own)
+        services = host_services(host)
+        owns = [own for _, own in _service_steps(step, services, routed)]
+        release.rolled_back(name=f"{step.label}: back to the previous release{_of(services)}", step=owns[0],
+                            then=tuple(owns[1:]))

@@ -25,7 +25,7 @@ from sglfleet.artifacts.temporaries import RUN_TOKEN, temporary_beside
 from sglfleet.facts.files import FileBytes
 from sglfleet.facts.host import READ
 from sglfleet.facts.release import ReleaseHostState, ReleaseState
-from sglfleet.host.layout import LAYOUT, STALE_MINUTES, Layout
+from sglfleet.host.layout import DEFAULT_SERVICE, LAYOUT, STALE_MINUTES, Layout
 from sglfleet.operations.remote import HostFunctionCommand
 from sglfleet.plan.release import Release
 from sglfleet.run.diffs import report_drift, show_diff, wants_diff
@@ -123,7 +123,7 @@ def _baked(verdict: dict) -> bool:
 
 
 @operation(is_idempotent=False)
-def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = False):
+def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = False, then: tuple = ()):
     """
     Make the host serve ``release_id`` behind its start-up gate and bake, unless it does.
 
@@ -139,6 +139,8 @@ def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = Fals
       another run holds is read again, after waiting for its lock
     + rebuilt: this run builds the host's stack again (it drifted): the process loaded the drifted
       files at start, so it restarts behind its gate even where it serves ``release_id``
+    + then: ``(release_id, step, found)`` of each further service of the host, switched in turn in this
+      same operation (its batch's), each behind its own gate, once the one before passed
 
     **Example:**
 
@@ -150,7 +152,16 @@ def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = Fals
             step=BatchStep("wave1", (("canary", ("node1",)),), bake_s=600),
         )
     """
+    # One operation a batch for all of a host's services: pyinfra runs a host's operations in
+    # step with the other hosts' by position, so a second one would run beside a later batch.
+    for one_release, one_step, one_found in ((release_id, step, found), *then):
+        yield from _activate(one_release, one_step, one_found, rebuilt)
+
+
+def _activate(release_id: str, step: BatchStep, found, rebuilt: bool):
+    """``activated``'s decision for one service, as commands."""
     layout = LAYOUT.for_service(step.service)
+    label = f"{step.label} {layout.unit}" if layout.name else step.label  # in messages only
     if found is READ:
         found = host.get_fact(ReleaseState, service=step.service)
     if found is None:
@@ -160,12 +171,12 @@ def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = Fals
         # Another run (or one whose controller died) is switching, gating or baking
         # this host: what it serves is not known until that ends. Wait for it,
         # then decide on what it left.
-        host.log(f"{step.label}: another sglfleet run holds this host's lock; waiting for it", logger.warning)
+        host.log(f"{label}: another sglfleet run holds this host's lock; waiting for it", logger.warning)
         timeout = math.ceil(step.timeout_s) if step.timeout_s else None  # a link that never comes back
         found = host.get_fact(ReleaseState, wait_lock_s=step.lock_wait_s, service=step.service, _timeout=timeout,
                               _ignore_errors=True)
         if found is None:
-            yield FunctionCommand(fail, (f"{step.label}: no answer within {timeout} s while waiting for "
+            yield FunctionCommand(fail, (f"{label}: no answer within {timeout} s while waiting for "
                                                f"another run's lock; check {host.name}, then run again",), {})
             return
     action = decide(found, release_id, restart, step.bake_s)
@@ -176,11 +187,11 @@ def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = Fals
         yield HostFunctionCommand(relink, (step, release_id), {})
         return
     if action == "noop":
-        host.noop(f"{step.label}: already serving release {release_id}")
+        host.noop(f"{label}: already serving release {release_id}")
         return
     if action == "bake":
         # A run ended (or was cut) between the gate and the end of the bake.
-        host.log(f"{step.label}: serves {release_id}, which has not passed its bake yet: will bake it",
+        host.log(f"{label}: serves {release_id}, which has not passed its bake yet: will bake it",
                  logger.info)
         yield HostFunctionCommand(bake, (step, release_id), {})
         return
@@ -188,16 +199,16 @@ def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = Fals
     if action == "wait":
         # Only planning, or the lock is still held: the host tool waits for it
         # in turn, then switches only if still needed.
-        host.log(f"{step.label}: another sglfleet run holds this host's lock; will wait for it, "
+        host.log(f"{label}: another sglfleet run holds this host's lock; will wait for it, "
                  f"then serve {release_id}", logger.warning)
     elif action == "restart":
-        host.log(f"{step.label}: serves {release_id} from a stack this run rebuilt: will restart it behind "
+        host.log(f"{label}: serves {release_id} from a stack this run rebuilt: will restart it behind "
                  f"its gate{baking}", logger.warning)
     else:
         if found.current == release_id and found.serving != release_id:
             report_drift(f"{layout.unit}" if layout.name else "the service", [f"current is {release_id}, the process serves "
                                           f"{found.serving or 'nothing'}"], "will switch it behind the gate")
-        host.log(f"{step.label}: will switch {found.serving or found.current or 'nothing'} -> {release_id}, "
+        host.log(f"{label}: will switch {found.serving or found.current or 'nothing'} -> {release_id}, "
                  f"gate{baking}", logger.info)
     yield HostFunctionCommand(switch, (step, release_id, restart, found.serving or found.current), {})
 
@@ -236,11 +247,12 @@ def decide(found: ReleaseHostState, release_id: str, rebuilt: bool, bake_s: floa
 
 
 @operation(is_idempotent=False)
-def rolled_back(step: BatchStep):
+def rolled_back(step: BatchStep, then: tuple = ()):
     """
     Switch the host back to its previous release behind the start-up gate.
 
     + step: the host's place in this wave
+    + then: the steps of the host's further services, rolled back in turn in this same operation
 
     **Example:**
 
@@ -248,11 +260,18 @@ def rolled_back(step: BatchStep):
 
         rolled_back(name="Back to the previous release", step=BatchStep("canary"))
     """
+    for one in (step, *then):
+        yield from _roll_back(one)
+
+
+def _roll_back(step: BatchStep):
+    """``rolled_back`` for one service, as commands."""
+    label = f"{step.label} {step.unit}" if step.service != DEFAULT_SERVICE else step.label
     found = host.get_fact(ReleaseState, service=step.service)
     if found is None:
         return  # the fact failed, and with it the host
     if not found.previous:
-        yield FunctionCommand(fail, (f"{step.label}: no previous release to roll back to",), {})
+        yield FunctionCommand(fail, (f"{label}: no previous release to roll back to",), {})
         return
-    host.log(f"{step.label}: will switch {found.current} -> {found.previous} and gate", logger.info)
+    host.log(f"{label}: will switch {found.current} -> {found.previous} and gate", logger.info)
     yield HostFunctionCommand(roll_back, (step,), {})

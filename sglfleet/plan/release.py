@@ -194,6 +194,7 @@ def render_release(
         command=command,
         unit=layout.unit,
         root=layout.root,
+        current=layout.current,
         runtime_dir=layout.runtime_dir,
     )
     meta = {

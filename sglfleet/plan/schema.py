@@ -211,6 +211,9 @@ class ServiceSettings(BaseModel):
     gpus: list[int]
     port: int
     launch: LaunchSettings
+    # The service's own pins, where it loads another model than the host's (None: the host's, for the host's model).
+    model_revision: Optional[str] = None
+    speculative_draft_model_revision: Optional[str] = None
 
 
 class HostConfig(BaseModel):

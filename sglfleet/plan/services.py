@@ -32,6 +32,8 @@ from sglfleet.plan.schema import LaunchSettings, ServiceSettings
 # A unit's name part: lower case, digits and inner dashes; short enough for a user name (32 chars with "sglang-").
 NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,22}[a-z0-9])?$")
 OWN_KEYS = ("name", "gpus", "port")
+# A service that loads another model than the host's pins it itself.
+REVISION_KEYS = {"model_revision": "model_path", "speculative_draft_model_revision": "speculative_draft_model_path"}
 # Keys a service does not set: its port is ``port``, and the host's models and rollout are the host's.
 NOT_PER_SERVICE = {"listen_port": "port"}
 # sglang 0.5.9 server_args.py: --data-parallel-size (alias --dp-size); argparse's abbreviations too.
@@ -77,6 +79,11 @@ def _one(host: str, index: int, raw: Any, launch: dict, gpu_count: int | None):
     for key in raw:
         if key in OWN_KEYS:
             continue
+        if key in REVISION_KEYS:
+            if not (raw[key] is None or isinstance(raw[key], str) and re.fullmatch(r"[0-9a-f]{40}", raw[key])):
+                problems.append(f"{where}: {key} = {raw[key]!r}: must be a 40-hex commit; set it to the commit "
+                                f"of the service's {REVISION_KEYS[key]}")
+            continue
         if key in NOT_PER_SERVICE:
             problems.append(f"{where}: {key}: a service's port is its {NOT_PER_SERVICE[key]!r}; use that")
         elif key not in LaunchSettings.model_fields:
@@ -95,7 +102,7 @@ def _one(host: str, index: int, raw: Any, launch: dict, gpu_count: int | None):
         problems.append(f"{where}: port = {port!r}: must be a TCP port between 1 and 65535; set it to e.g. 30001")
     if problems:
         return problems, None
-    own = {key: value for key, value in raw.items() if key not in OWN_KEYS}
+    own = {key: value for key, value in raw.items() if key not in OWN_KEYS and key not in REVISION_KEYS}
     try:
         typed = LaunchSettings.model_validate({**launch, **own, "listen_port": port})
     except ValidationError as error:
@@ -108,7 +115,8 @@ def _one(host: str, index: int, raw: Any, launch: dict, gpu_count: int | None):
         problems.append(f"{where}: tp_size {typed.tp_size}{times} needs {needed} GPUs, but gpus "
                         f"{raw['gpus']!r} holds {len(raw['gpus'])}: give it {needed} GPUs or set tp_size to fit")
         return problems, None
-    return [], ServiceSettings(name=raw["name"], gpus=list(raw["gpus"]), port=port, launch=typed)
+    return [], ServiceSettings(name=raw["name"], gpus=list(raw["gpus"]), port=port, launch=typed,
+                               **{key: raw[key] for key in REVISION_KEYS if key in raw})
 
 
 def parse_services(host: str, raw: Any, launch: dict, gpu_count: int | None = None):
@@ -190,10 +198,19 @@ def host_services(config, layout: Layout = LAYOUT) -> list[Service]:
     """
     if not config.services:
         return [Service(name=DEFAULT_SERVICE, layout=layout, config=config)]
-    return [Service(name=one.name, layout=layout.for_service(one.name),
-                    config=config.model_copy(update={"launch": one.launch, "services": None}),
+    return [Service(name=one.name, layout=layout.for_service(one.name), config=_config_of(config, one),
                     gpus=tuple(one.gpus))
             for one in config.services]
+
+
+def _config_of(config, one):
+    """The host's config as one service sees it: its launch, and the pins of the models it loads."""
+    update = {"launch": one.launch, "services": None}
+    for key, path in REVISION_KEYS.items():
+        own = getattr(one, key)
+        # The host's pin holds for the host's model only: another model is pinned by the service, or not at all.
+        update[key] = own if own or getattr(one.launch, path) != getattr(config.launch, path) else getattr(config, key)
+    return config.model_copy(update=update)
 
 
 def gpu_problems(host: str, services: list[Service], found: int) -> list[str]:

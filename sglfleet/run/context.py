@@ -63,6 +63,16 @@ def host_services(host: Host) -> list[Service]:
     return _services[host.name]
 
 
+def host_models(host: Host) -> list:
+    """
+    The pinned models every service of the host loads (``staged_models``), each once: the store is the host's.
+
+    + host: ``pyinfra.host``
+    """
+    found = {model.dir: model for service in host_services(host) for model in staged_models(service.config)}
+    return list(found.values())
+
+
 def _service(host: Host, service: Service | None) -> Service:
     return service or host_services(host)[0]
 
@@ -440,7 +450,7 @@ def _read_arguments(host: Host) -> dict:
              *host_tool_files(config.server)]
     try:
         spec = [{"dir": model.dir, "digest": load_manifest(model.repo, model.revision).digest}
-                for model in staged_models(config)]
+                for model in host_models(host)]
     except ModelError:
         spec = None  # the models step reads its own and says what is missing
     return {**common, **variants[stack.pythons[0]], "variants": variants, "user": LAYOUT.service_user,

@@ -161,6 +161,7 @@ def verdicts(host, step: BatchStep, results: list[dict], from_release: str | Non
             figures = {**figures, "baseline": result.get("baseline")} if result.get("baseline") else figures
         else:
             continue
+        line = f"{_who(step)}{line}"
         host.log(f"{step.label}: {line}", logger.info)
         summary.verdict(host.name, line)
         recording.emit(reason, host=host.name, from_release=from_release, to_release=result["release"],
