@@ -86,10 +86,11 @@ def gateway_args(config, workers: Iterable[str]) -> list[str]:
 
 
 def _listeners(config) -> list[tuple[int, str, str]]:
-    """``(port, listen_host, what)`` of each sglang service of a serving host's config."""
+    """``(port, listen_host, the port's name, the address's name)`` of each sglang service of a serving host."""
     if not config.services:
-        return [(config.launch.listen_port, config.launch.listen_host, "listen_port")]
-    return [(one.port, one.launch.listen_host, f"service {one.name}'s port") for one in config.services]
+        return [(config.launch.listen_port, config.launch.listen_host, "listen_port", "listen_host")]
+    return [(one.port, one.launch.listen_host, f"service {one.name}'s port", f"service {one.name}'s listen_host")
+            for one in config.services]
 
 
 def gateway_problems(hosts_with_groups: Mapping[str, Iterable[str]], data: Mapping[str, Mapping],
@@ -134,10 +135,10 @@ def gateway_problems(hosts_with_groups: Mapping[str, Iterable[str]], data: Mappi
     for host in workers:
         config = configs[host]
         # Each of a host's services is its own worker, on its own port.
-        for port, listen_host, what in _listeners(config):
-            wanted.setdefault((address(host, data[host]), port), []).append(f"{host}'s {what}")
+        for port, listen_host, port_key, host_key in _listeners(config):
+            wanted.setdefault((address(host, data[host]), port), []).append(f"{host}'s {port_key}")
             if listen_host in LOOPBACK:
-                problems.append(f"{host}: {what.replace('port', 'listen_host')} = {listen_host!r}: the gateways "
+                problems.append(f"{host}: {host_key} = {listen_host!r}: the gateways "
                                 f"({', '.join(gateways)}) cannot reach it; set listen_host = \"0.0.0.0\"")
     for (where, port), users in wanted.items():
         if len(users) > 1 and any("gateway" in user for user in users):

@@ -463,7 +463,7 @@ PORT_KEYS = ("listen_port", "share_port", "model_share_port", "compile_share_por
 def _port_problems(name: str, config: HostConfig) -> list[str]:
     """One line for each port two of a host's listeners would share."""
     # With services, each service's port is its own listener, and the host's listen_port none.
-    servers = ({f"services[{i}] {service.name}'s port": service.port for i, service in enumerate(config.services)}
+    servers = ({f"services[{i}] ({service.name})": service.port for i, service in enumerate(config.services)}
                if config.services else {"listen_port": config.launch.listen_port})
     ports = {**servers, **{key: getattr(config, key) for key in PORT_KEYS[1:]}}
     problems, seen = [], {}
