@@ -197,3 +197,19 @@ def test_the_standin_refuses_a_gpu_its_cuda_visible_devices_hide_as_torch_does()
     assert missing({"tp_size": 2, "dp_size": 2}, "0,1") == 2
     assert missing({"tp_size": 2, "dp_size": 2, "enable_dp_attention": True}, "0,1") is None
     assert missing({"tp_size": 1, "base_gpu_id": 1}, "3") == 1
+
+
+def test_the_gateways_route_to_each_service_of_a_host_as_its_own_worker():
+    from pyinfra.api import Inventory
+
+    from sglfleet.run import context
+
+    data = {**BASE, "listen_host": "0.0.0.0"}
+    inventory = Inventory(([("node1", {**data, "ssh_hostname": "10.0.0.1", "services": TWO}),
+                            ("node2", {**data, "ssh_hostname": "10.0.0.2"})], {}),
+                          gateways=(["gw"], {}))
+    for name in ("node1", "node2", "gw"):
+        context._configs.pop(name, None)
+        context._services.pop(name, None)
+    assert context.fleet_workers(inventory) == ["http://10.0.0.1:30000", "http://10.0.0.1:30001",
+                                                "http://10.0.0.2:30000"]

@@ -441,14 +441,13 @@ def validate_host_data(name: str, data: Mapping[str, Any], stacks_dir: Path = ST
     if values.get("services") is not None:
         from sglfleet.plan.services import parse_services  # it builds on this module's models
 
-        found, values["services"] = parse_services(name, values["services"], values["launch"],
-                                                   values.get("gpu_count"))
+        found, typed = parse_services(name, values["services"], values["launch"], values.get("gpu_count"))
         problems += found
+        values["services"] = None if found else typed  # their own lines say what is wrong with them
     try:
         config = HostConfig.model_validate(values)
     except ValidationError as error:
-        if not problems:  # the services' own lines already say what is wrong with them
-            problems += _pydantic_problems(name, error)
+        problems += _pydantic_problems(name, error)
     if not problems:
         problems += _port_problems(name, config)
     if problems:

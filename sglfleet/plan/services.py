@@ -108,7 +108,11 @@ def _one(host: str, index: int, raw: Any, launch: dict, gpu_count: int | None):
     except ValidationError as error:
         from sglfleet.plan.schema import _pydantic_problems
 
-        return _pydantic_problems(where, error), None
+        # A key the service takes from the host is the host's problem, said once, for the host.
+        own_errors = [item for item in error.errors() if item["loc"] and item["loc"][0] in own]
+        if not own_errors:
+            return [], None
+        return _pydantic_problems(where, ValidationError.from_exception_data(error.title, own_errors)), None
     needed = typed.tp_size * dp_size(typed.extra_flags)
     if needed != len(raw["gpus"]):
         times = f" times dp_size {dp_size(typed.extra_flags)}" if needed != typed.tp_size else ""
