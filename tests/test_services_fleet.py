@@ -8,10 +8,12 @@ again, verify the host's real state.
 """
 
 import json
+import time
 
 import pytest
 
-from deploying import SECRETS, deploy, server_pid, sglfleet
+from deploying import SECRETS, deploy, pyinfra, server_pid, sglfleet, sshd_commands, sshd_logs_sessions
+from test_gateway import GATEWAYS, listed
 from faulting import results
 
 pytestmark = pytest.mark.fleet
@@ -91,7 +93,11 @@ def test_each_service_serves_on_its_own_port_from_its_own_gpus(two_services):
 def test_a_second_converge_changes_and_restarts_nothing(two_services):
     fleet, _ = two_services
     before = {unit: run_of(fleet, unit) for unit in UNITS}
+    sshd_logs_sessions(fleet, [HOST])
+    since = time.time()
     again = deploy("--limit", HOST, "--data", services(3))
+    # One read of the host, every service's releases in it: one remote command.
+    assert sshd_commands(fleet, HOST, since) == 1
     assert again.returncode == 0, again.stdout[-3000:]
     totals = results(again.stdout)
     assert totals["success"] == 0 and totals["error"] == 0, again.stdout[-3000:]
@@ -127,3 +133,35 @@ def test_status_has_a_row_for_each_service(two_services):
         assert row["serving"] == row["current"] == row["declared"] and row["health"] == 200, row
     table = sglfleet("status", "inventory/dev.py", "--data", services(2)).stdout
     assert table.splitlines()[0].split()[:2] == ["host", "service"]
+
+
+@pytest.fixture(scope="module")
+def behind_gateway(two_services):
+    """Every serving host with services a and b, the last host the fleet's gateway (real smg)."""
+    fleet, _ = two_services
+    if len(fleet.hosts) < 3:
+        pytest.skip("needs a fleet of three hosts or more: two workers and a gateway")
+    gateway, workers = fleet.hosts[-1], fleet.hosts[:-1]
+    done = pyinfra("deploy.py", "-y", "--data", services(3), env=GATEWAYS)
+    assert done.returncode == 0, done.stdout[-3000:]
+    yield fleet, f"http://{fleet.address(gateway)}:30080", workers
+    for host in workers[1:]:  # node1's services go with the module's first fixture
+        fleet.inside(host, f"systemctl disable --now {' '.join(UNITS)} 2>/dev/null; rm -f "
+                           f"{' '.join(f'/etc/systemd/system/{u}' for u in UNITS)} /etc/sglfleet/sglang-a.env "
+                           "/etc/sglfleet/sglang-b.env; rm -rf /opt/sglfleet/services; systemctl daemon-reload")
+    fleet.inside(gateway, "systemctl disable --now sglang-gateway.service 2>/dev/null; rm -f /etc/systemd/system/"
+                          "sglang-gateway.service /etc/sglfleet/sglang-gateway.env; systemctl daemon-reload")
+
+
+def test_each_service_is_its_own_worker_of_the_gateway_and_only_the_changed_one_leaves_it(behind_gateway):
+    fleet, url, workers = behind_gateway
+    expected = [f"http://{fleet.address(host)}:{port}" for host in workers for port in (30001, 30002)]
+    assert {worker: w["is_healthy"] for worker, w in listed(url).items()} == dict.fromkeys(expected, True)
+    before = run_of(fleet, "sglang-a.service")
+    changed = pyinfra("deploy.py", "-y", "--data", services(2), env=GATEWAYS)
+    assert changed.returncode == 0, changed.stdout[-3000:]
+    assert "sglang-b.service: will switch" in changed.stdout
+    assert "sglang-a.service: will switch" not in changed.stdout
+    assert run_of(fleet, "sglang-a.service") == before  # a served through b's drain, switch and rejoin
+    # b rejoined once its gate passed: every worker is back, healthy.
+    assert {worker: w["is_healthy"] for worker, w in listed(url).items()} == dict.fromkeys(expected, True)
