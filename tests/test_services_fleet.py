@@ -135,6 +135,21 @@ def test_status_has_a_row_for_each_service(two_services):
     assert table.splitlines()[0].split()[:2] == ["host", "service"]
 
 
+def test_rollback_returns_the_changed_service_and_leaves_the_unchanged_one_serving(two_services):
+    fleet, _ = two_services
+    deploy("--limit", HOST, "--data", services(3))  # b as the module began, whatever ran before
+    changed = deploy("--limit", HOST, "--data", services(2))
+    assert changed.returncode == 0, changed.stdout[-3000:]
+    a_before, b = run_of(fleet, "sglang-a.service"), json.loads(
+        fleet.exec(HOST, "/opt/sglfleet/bin/sglfleet-release --service b state").stdout)
+    back = pyinfra("rollback.py", "-y", "--limit", HOST, "--data", services(2))
+    assert back.returncode == 0, back.stdout[-3000:]
+    assert "Rollout: 1 passed (node1)" in back.stdout  # a, with no previous release, does not fail the host
+    after = json.loads(fleet.exec(HOST, "/opt/sglfleet/bin/sglfleet-release --service b state").stdout)
+    assert after["current"] == after["serving"] == b["previous"] and after["health"] == 200
+    assert run_of(fleet, "sglang-a.service") == a_before
+
+
 @pytest.fixture(scope="module")
 def behind_gateway(two_services):
     """Every serving host with services a and b, the last host the fleet's gateway (real smg)."""

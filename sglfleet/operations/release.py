@@ -252,7 +252,8 @@ def rolled_back(step: BatchStep, then: tuple = ()):
     Switch the host back to its previous release behind the start-up gate.
 
     + step: the host's place in this wave
-    + then: the steps of the host's further services, rolled back in turn in this same operation
+    + then: the steps of the host's further services, rolled back in turn in this same operation;
+      a named service that has no previous release (it never changed) serves on as it is
 
     **Example:**
 
@@ -270,6 +271,10 @@ def _roll_back(step: BatchStep):
     found = host.get_fact(ReleaseState, service=step.service)
     if found is None:
         return  # the fact failed, and with it the host
+    if not found.previous and step.service != DEFAULT_SERVICE and found.current:
+        # One of several services that never changed: the others roll back; it serves on as it is.
+        host.noop(f"{label}: no previous release; serves {found.current} as it is")
+        return
     if not found.previous:
         yield FunctionCommand(fail, (f"{label}: no previous release to roll back to",), {})
         return
