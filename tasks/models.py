@@ -4,11 +4,11 @@ from pyinfra import host, inventory, state
 from pyinfra.api import deploy
 from pyinfra.api.exceptions import PyinfraError
 
-from sglfleet.artifacts.models import ModelError, load_manifest, staged_models
+from sglfleet.artifacts.models import ModelError, load_manifest
 from sglfleet.artifacts.temporaries import RUN_TOKEN
 from sglfleet.facts.host import READ
 from sglfleet.operations import models, sharing
-from sglfleet.run.context import fleet_shares, host_config, host_is_gateway, host_stack, host_state
+from sglfleet.run.context import fleet_shares, host_config, host_is_gateway, host_models, host_stack, host_state
 
 
 @deploy("Models")
@@ -16,7 +16,7 @@ def stage_models():
     if host_is_gateway(host):
         return  # a gateway loads no model
     config = host_config(host)
-    wanted = staged_models(config)
+    wanted = host_models(host)  # every service's, once
     if not wanted:
         return  # unpinned (allow_unpinned_models) or local paths: the server loads them itself
     try:
@@ -56,6 +56,6 @@ def collect_models():
     # After the releases are collected: what no kept release loads goes. A run that
     # stages no model (unpinned, development only) leaves the store to the next
     # run that does, and spends no remote command on it.
-    wanted = [] if host_is_gateway(host) else staged_models(host_config(host))
+    wanted = [] if host_is_gateway(host) else host_models(host)
     if wanted:
         models.collected(name="Collect unused model revisions", keep=[m.dir for m in wanted])

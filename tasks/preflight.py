@@ -1,4 +1,4 @@
-"""Preflight: does each host fit its stack (GPU, driver, architecture, python3 and glibc, disk)? A host that does not fails alone."""
+"""Preflight: does each host fit its stack (GPU, driver, architecture, python3 and glibc, disk), and its services their GPUs? A host that does not fails alone."""
 
 from pyinfra import host
 from pyinfra.api import deploy
@@ -8,7 +8,8 @@ from sglfleet.operations import stack as stack_ops
 from sglfleet.plan.measured import record
 from sglfleet.plan.preflight import Declared, check, fitting
 from sglfleet.artifacts.stacks import loadable
-from sglfleet.run.context import complete_stack, host_config, host_is_gateway, host_state
+from sglfleet.plan.services import gpu_problems
+from sglfleet.run.context import complete_stack, host_config, host_is_gateway, host_services, host_state
 
 
 @deploy("Preflight")
@@ -22,9 +23,13 @@ def preflight():
         stack_ops.fits(name=f"Preflight for stack {stack.name}", problems=problems)
         return
     record(host.name, found.gpus, found.os)  # the lint judges the next run's flags and stack by what was measured
-    declared = Declared(config.gpu_compute_cap, config.gpu_count, config.launch.tp_size)
+    services = host_services(host)
+    # With services, each one's tp_size was checked against its own GPUs; they must exist here.
+    declared = Declared(config.gpu_compute_cap, config.gpu_count, 1 if config.services else config.launch.tp_size)
     problems = check(host.name, stack, found.gpus, found.stack.disk_free, config.gpu_less, found.os,
                      built=found.stack.verified, declared=declared,
                      unpacked=0 if found.stack.verified else wheelhouse.unpacked_size(stack),
                      others=fitting(list(loadable()), found.os, config.gpu_less))
+    if found.gpus:  # a GPU-less host's services were checked against its gpu_count, if any
+        problems += gpu_problems(host.name, services, len(found.gpus))
     stack_ops.fits(name=f"Preflight for stack {stack.name}", problems=problems)

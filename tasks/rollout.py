@@ -1,5 +1,7 @@
 """Roll out, or back, batch by batch: canary first, each batch only when the ones before kept within the failure budget."""
 
+from dataclasses import replace
+
 from pyinfra import host, inventory, state
 from pyinfra.api import deploy
 
@@ -11,8 +13,8 @@ from sglfleet.run import summary
 from sglfleet.plan.gateway import worker_url
 from sglfleet.plan.secrets import load_secrets
 from sglfleet.run.compile_share import CacheShare, later_of
-from sglfleet.run.context import (fleet_gateways, fleet_rollout, host_config, host_is_gateway, host_release, host_stack,
-                                  host_state, peer_state)
+from sglfleet.run.context import (fleet_gateways, fleet_rollout, host_config, host_is_gateway, host_release,
+                                  host_services, host_stack, host_state, peer_state)
 from sglfleet.run.rollout import BatchStep
 
 
@@ -22,7 +24,6 @@ def _routers(config) -> dict:
     if not config.router_url and not gateways:
         return {}
     return {"router_url": config.router_url, "gateways": gateways,
-            "worker_url": worker_url(host.name, host.data.dict(), config.launch.listen_port),
             # smg's one API key is the workers' own (sglfleet.plan.secrets.gateway_secrets)
             "gateway_api_key": load_secrets(config.secrets_file).values.get("SGLANG_API_KEY") if gateways else None,
             "gateway_timeout_s": config.gateway_drain_timeout_s}
@@ -34,12 +35,34 @@ def _rebuilt(found) -> bool:
 
 
 def _restarts(one) -> bool:
-    """Whether this run restarts ``one``, as its rollout step will decide."""
+    """Whether this run restarts any service of ``one``, as its rollout steps will decide."""
     found = peer_state(one)
     if found is None or found.release is None:
         return False  # the read failed, and with it the host
-    action = release.decide(found.release, host_release(one).release_id, _rebuilt(found), host_config(one).gate_bake_s)
-    return action in ("switch", "restart", "wait")
+    return any(_action(one, found, service) in ("switch", "restart", "wait") for service in host_services(one))
+
+
+def _action(one, found, service) -> str | None:
+    """What the rollout step of ``service`` of host ``one`` will do (``release.decide``); None where unread."""
+    served = found.services.get(service.name)
+    if served is None:
+        return None
+    return release.decide(served, host_release(one, service).release_id, _rebuilt(found), host_config(one).gate_bake_s)
+
+
+def _of(services) -> str:
+    """`` of sglang-a.service, sglang-b.service`` in an operation's name, for a host of named services."""
+    return "" if not services[0].layout.name and len(services) == 1 else \
+        " of " + ", ".join(service.unit for service in services)
+
+
+def _service_steps(step, services, routed: bool):
+    """``(service, step)`` of each of the host's services in a batch: its own worker URL, one after another.
+    Only the host's one service takes and hands on compile caches (named services keep their own)."""
+    for service in services:
+        yield service, replace(
+            step, service=service.name, cache=step.cache if not service.layout.name else None,
+            worker_url=worker_url(host.name, host.data.dict(), service.port) if routed else None)
 
 
 def _key(one) -> str:
@@ -104,15 +127,22 @@ def _steps(config):
 def roll_out():
     if host_is_gateway(host):
         return  # in no batch: the gateways restart after the serving hosts (tasks/gateway.py)
-    release_id = host_release(host).release_id
     # As the host was read at the start: staging changes neither link nor process, and a
     # host another run holds is read again once its lock is free.
     found = host_state(host)
-    steps = list(_steps(host_config(host)))
+    config = host_config(host)
+    steps = list(_steps(config))
+    services = host_services(host)
+    routed = bool(_routers(config))
     for step in host.loop(steps):
-        if step:
-            release.activated(name=f"{step.label}: serve the staged release",
-                              release_id=release_id, step=step, found=found.release, rebuilt=_rebuilt(found))
+        if not step:
+            continue
+        # A host's services one after another in its batch, each behind its own gate: one operation.
+        turns = [(host_release(host, service).release_id, own, found.services.get(service.name))
+                 for service, own in _service_steps(step, services, routed)]
+        release.activated(name=f"{step.label}: serve the staged release{_of(services)}",
+                          release_id=turns[0][0], step=turns[0][1], found=turns[0][2], rebuilt=_rebuilt(found),
+                          then=tuple(turns[1:]))
     # After every batch: no later host fetches this host's compile caches any more.
     cache = next((step.cache for step in steps if step), None)
     serving = cache.unit if cache and cache.later and _restarts(host) else None
@@ -123,6 +153,12 @@ def roll_out():
 def roll_back():
     if host_is_gateway(host):
         return  # a gateway has no release to go back to
-    for step in host.loop(_steps(host_config(host))):
-        if step:
-            release.rolled_back(name=f"{step.label}: back to the previous release", step=step)
+    config = host_config(host)
+    routed = bool(_routers(config))
+    for step in host.loop(_steps(config)):
+        if not step:
+            continue
+        services = host_services(host)
+        owns = [own for _, own in _service_steps(step, services, routed)]
+        release.rolled_back(name=f"{step.label}: back to the previous release{_of(services)}", step=owns[0],
+                            then=tuple(owns[1:]))

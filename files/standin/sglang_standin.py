@@ -167,6 +167,28 @@ def hang(host: str, port: int) -> None:
         threading.Event().wait()
 
 
+def missing_gpu(args: dict, visible: str | None) -> int | None:
+    """
+    The first GPU ordinal a scheduler would set that ``CUDA_VISIBLE_DEVICES`` hides, else None.
+
+    As 0.5.9 places its schedulers (``srt/entrypoints/engine.py`` ``_launch_subprocesses``,
+    ``srt/managers/data_parallel_controller.py``): tp rank r of dp rank d takes GPU
+    ``base_gpu_id + (d * tp_size + r) * gpu_id_step`` (with dp attention the dp ranks share the
+    tp GPUs), and torch numbers the visible GPUs from 0. The stand-in has no GPU, so with
+    ``CUDA_VISIBLE_DEVICES`` unset it checks nothing.
+
+    + args: the resolved server arguments
+    + visible: ``CUDA_VISIBLE_DEVICES``, or None when unset
+    """
+    if visible is None:
+        return None
+    count = len([one for one in visible.split(",") if one.strip()])
+    tp, dp = int(args.get("tp_size") or 1), int(args.get("dp_size") or 1)
+    ranks = tp if args.get("enable_dp_attention") else tp * dp
+    base, step = int(args.get("base_gpu_id") or 0), int(args.get("gpu_id_step") or 1)
+    return next((base + rank * step for rank in range(ranks) if base + rank * step >= count), None)
+
+
 def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, datefmt="%Y-%m-%d %H:%M:%S",
                         stream=sys.stderr)
@@ -198,6 +220,16 @@ def main(argv: list[str]) -> int:
                      '  File "sglang/srt/model_executor/model_runner.py", in load_model\n'
                      "torch.AcceleratorError: CUDA error: an illegal memory access was "
                      "encountered\n(stand-in fault mode: crash)")
+        return 1
+    if (missing := missing_gpu(args, os.environ.get("CUDA_VISIBLE_DEVICES"))) is not None:
+        # Each scheduler sets its device before it loads anything; torch then refuses an ordinal it cannot see.
+        time.sleep(0.3)
+        logger.error("Scheduler hit an exception: Traceback (most recent call last):\n"
+                     '  File "sglang/srt/managers/scheduler.py", in run_scheduler_process\n'
+                     '  File "sglang/srt/model_executor/model_runner.py", in init_torch_distributed\n'
+                     "    torch.get_device_module(self.device).set_device(self.gpu_id)\n"
+                     f"torch.AcceleratorError: CUDA error: invalid device ordinal (GPU {missing}; "
+                     f"CUDA_VISIBLE_DEVICES={os.environ['CUDA_VISIBLE_DEVICES']})")
         return 1
     registry = Registry() if args.get("enable_metrics") else None
     if registry is not None:  # the tokenizer's and the detokenizer's, started before the model loads

@@ -8,6 +8,8 @@ server = "sglang"                 # "sglang", or "standin" on GPU-less local-fle
 gpu_less = False                  # True only for local-fleet hosts without GPUs
 gpu_compute_cap = None            # e.g. "12.0" (RTX PRO 6000), "10.0" (B200): enables SM rules in lint
 gpu_count = None                  # GPUs per host, e.g. 8: lint checks tp_size against it
+services = None                   # several sglang services on a host, e.g. [{"name": "big", "gpus": [0, 1, 2, 3],
+                                  # "port": 30000, "tp_size": 4}, ...]; None: one service, sglang.service
 
 # --- SGLang launch flags (named after sglang's own flags) ---
 speculative_algorithm = "EAGLE3"          # the fleet's purpose; None turns speculative decoding off

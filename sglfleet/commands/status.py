@@ -73,7 +73,10 @@ def status(inventory, as_json, ssh_user, sudo, data):
         return
     serving = [row for row in rows if "gateway" not in row]
     gateways = [row for row in rows if "gateway" in row]
-    _table(COLUMNS, [tuple(_cell(row, c) for c in COLUMNS) for row in serving])
+    # A service column where a host runs several: each of its services is a row.
+    columns = COLUMNS if all(row.get("service", "sglang") == "sglang" for row in serving) else (
+        COLUMNS[:1] + ("service",) + COLUMNS[1:])
+    _table(columns, [tuple(_cell(row, c) for c in columns) for row in serving])
     click.echo(progress(rows))
     if gateways:
         click.echo("")

@@ -23,6 +23,9 @@ trip.
                           user="sglang", paths=[LAYOUT.unit_file], patch_path=kimi, patch_known=[digest],
                           release_id="3f2a9c1d0b7e6a55")
     found.stack.verified, found.release.current, found.files["files"][LAYOUT.unit_file]
+
+A host with several ``services`` (``service_releases``) reads each one's releases in
+the same command: ``found.services["small"].current``.
 """
 
 from __future__ import annotations
@@ -41,11 +44,19 @@ from sglfleet.facts.release import ReleaseHostState, ReleaseState
 from sglfleet.facts.stack import StackHostState, StackState
 from sglfleet.facts.sudo import SudoAccess
 from sglfleet.facts.users import PasswdEntry
+from sglfleet.host.layout import DEFAULT_SERVICE, LAYOUT
 
 MARK = "#sglfleet-read "
 END = f"{MARK}end"
-# The parts that depend on the host's Python: the stack's id and venv, the patch target in it, the release.
+# The parts that depend on the host's Python: the stack's id and venv, the patch target in it, the release
+# (and each service's, ``release:<name>``).
 PER_PYTHON = ("stack", "patch", "release")
+SERVICE_PART = "release:"
+USER_PART = "user:"  # each service's own user
+
+
+def _per_python(name: str) -> bool:
+    return name in PER_PYTHON or name.startswith(SERVICE_PART)
 
 
 @dataclass
@@ -63,6 +74,8 @@ class HostState:
     + release: ``ReleaseState``'s, with the staged files of the release this run serves
     + models: ``ModelState``'s answers, or None when the host pins no model
     + gateway: ``GatewayService``'s, on a gateway host (which reads no GPU, patch, release or model)
+    + services: ``ReleaseState``'s for each service, by name: ``{"sglang": release}`` on a host of one service
+    + users: ``PasswdEntry``'s for each service's user, by service name: ``{"sglang": user}`` likewise
     """
 
     sudo: dict | None = None
@@ -75,6 +88,8 @@ class HostState:
     release: ReleaseHostState | None = None
     models: list | None = None
     gateway: dict | None = None
+    services: dict = field(default_factory=dict)
+    users: dict = field(default_factory=dict)
 
 
 class HostRead(FactBase[HostState]):
@@ -87,7 +102,7 @@ class HostRead(FactBase[HostState]):
         return HostState()
 
     def _parts(self, stack_id, python, uv_version, user, paths, patch_path, patch_known, release_id,
-               model_spec, full, gateway_unit=None, gateway_runtime_dir=None):
+               model_spec, full, gateway_unit=None, gateway_runtime_dir=None, service_releases=None):
         if gateway_unit:  # a gateway host: its stack, its files and its gateway, nothing of sglang
             return {
                 "stack": (StackState(), StackState().command(stack_id, python, uv_version, hash_wheels=False,
@@ -103,8 +118,14 @@ class HostRead(FactBase[HostState]):
             "user": (PasswdEntry(), PasswdEntry().command(user)),
             "files": (FileDigests(), FileDigests().command(paths)),
             "patch": (FileBytesUnlessKnown(), FileBytesUnlessKnown().command(patch_path, patch_known)),
-            "release": (ReleaseState(), ReleaseState().command(release_id)),
         }
+        if service_releases:  # several services: each one's releases, none at the host's root
+            parts.update({f"{SERVICE_PART}{name}": (ReleaseState(), ReleaseState().command(one, service=name))
+                          for name, one in service_releases.items()})
+            parts.update({f"{USER_PART}{name}": (PasswdEntry(), PasswdEntry().command(
+                LAYOUT.for_service(name).service_user)) for name in service_releases})
+        else:
+            parts["release"] = (ReleaseState(), ReleaseState().command(release_id))
         if model_spec:
             parts["models"] = (ModelState(), ModelState().command(model_spec))
         return parts
@@ -119,30 +140,33 @@ class HostRead(FactBase[HostState]):
                 patch_path: str | None, patch_known: list[str], release_id: str | None,
                 model_spec: list | None = None, full: bool = False, sudo_check: bool = False,
                 variants: dict[str, dict] | None = None, gateway_unit: str | None = None,
-                gateway_runtime_dir: str | None = None) -> str:
+                gateway_runtime_dir: str | None = None, service_releases: dict[str, str] | None = None) -> str:
         """
         + variants: ``{python: {"stack_id": ..., "patch_path": ..., "patch_known": ..., "release_id": ...}}``
           for each Python the stack serves; the host's ``python3`` picks one. The arguments
-          given besides are read on a host of any other Python (one preflight refuses).
+          given besides are read on a host of any other Python (one preflight refuses). A variant may
+          give ``service_releases`` too
         + gateway_unit, gateway_runtime_dir: on a gateway host, its unit and runtime folder: the read
           then holds its stack, its files and its gateway, nothing of sglang
         """
         common = dict(stack_id=stack_id, python=python, uv_version=uv_version, user=user, paths=paths,
                       patch_path=patch_path, patch_known=patch_known, release_id=release_id,
                       model_spec=model_spec, full=full, gateway_unit=gateway_unit,
-                      gateway_runtime_dir=gateway_runtime_dir)
+                      gateway_runtime_dir=gateway_runtime_dir, service_releases=service_releases)
         parts = self._parts(**common)
         body = (f"echo {shlex.quote(MARK + 'os')}; ( {HostOs().command()}\n); "
-                + self._joined(parts, [name for name in parts if name not in PER_PYTHON]))
+                + self._joined(parts, [name for name in parts if not _per_python(name)]))
         if variants:
             # "Python 3.13.5": the trailing dot keeps 3.1 from matching 3.13.
             branches = "".join(
                 f"{shlex.quote(f'Python {version}.')}*) "
-                f"{self._joined(self._parts(**{**common, 'python': version, **given}), PER_PYTHON)};; "
-                for version, given in variants.items())
-            body += f'; case "$(python3 -V 2>&1)" in {branches}*) {self._joined(parts, PER_PYTHON)};; esac'
+                f"{self._joined(branch, [name for name in branch if _per_python(name)])};; "
+                for version, given in variants.items()
+                for branch in [self._parts(**{**common, 'python': version, **given})])
+            body += (f'; case "$(python3 -V 2>&1)" in {branches}*) '
+                     f'{self._joined(parts, [name for name in parts if _per_python(name)])};; esac')
         else:
-            body += "; " + self._joined(parts, PER_PYTHON)
+            body += "; " + self._joined(parts, [name for name in parts if _per_python(name)])
         body += f"; echo {shlex.quote(END)}"
         if not sudo_check:
             return body
@@ -170,6 +194,16 @@ class HostRead(FactBase[HostState]):
         for name, fact in readers.items():
             if name in sections:
                 setattr(found, name, fact.process(sections[name]) if sections[name] else fact.default())
+        found.services = {name[len(SERVICE_PART):]: ReleaseState().process(lines) if lines else None
+                          for name, lines in sections.items() if name.startswith(SERVICE_PART)}
+        found.users = {name[len(USER_PART):]: PasswdEntry().process(lines) if lines else None
+                       for name, lines in sections.items() if name.startswith(USER_PART)}
+        if "user" in sections and not found.users:
+            found.users = {DEFAULT_SERVICE: found.user}
+        if "release" in sections:
+            found.services = {DEFAULT_SERVICE: found.release}
+        elif found.services:  # "the release" of a host of services: its first, for checks that a read answered
+            found.release = next(iter(found.services.values()))
         return found
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pyinfra.api import FactBase
 
 from sglfleet.host.drift import FILE as DRIFT_FILE
-from sglfleet.host.layout import LAYOUT
+from sglfleet.host.layout import DEFAULT_SERVICE, LAYOUT
 
 
 @dataclass
@@ -59,6 +59,7 @@ class ReleaseState(FactBase["ReleaseHostState | None"]):
     .. code:: python
 
         state = host.get_fact(ReleaseState, release_id="3f2a9c1d0b7e6a55")
+        state = host.get_fact(ReleaseState, service="small")   # one of the host's services
     """
 
     @staticmethod
@@ -66,24 +67,27 @@ class ReleaseState(FactBase["ReleaseHostState | None"]):
         """None when the fact failed (the host is failed with it, unless errors are ignored)."""
         return None
 
-    def command(self, release_id: str | None = None, wait_lock_s: float = 0) -> str:
-        lock = shlex.quote(LAYOUT.lock)
+    def command(self, release_id: str | None = None, wait_lock_s: float = 0, service: str = DEFAULT_SERVICE) -> str:
+        """+ service: which of the host's services (``Layout.for_service``); ``sglang`` for its one service"""
+        layout = LAYOUT.for_service(service)
+        lock = shlex.quote(layout.lock)
         # Another run's switch holds the lock through its gate: wait that long at most.
         wait = f"[ ! -e {lock} ] || flock -w {wait_lock_s:g} {lock} true; " if wait_lock_s else ""
         files = ""
         if release_id:
-            folder = shlex.quote(LAYOUT.release(release_id))
+            folder = shlex.quote(layout.release(release_id))
             files = (f"if [ -d {folder} ]; then echo staged=1; "
                      f"(cd {folder} && sha256sum -- * 2>/dev/null | sed 's/^/file /'); fi; ")
         # Few processes: this runs on every host at every converge.
         return wait + files + (
-            f"echo current=$(readlink {shlex.quote(LAYOUT.current)} 2>/dev/null); "
-            f"echo previous=$(readlink {shlex.quote(LAYOUT.previous)} 2>/dev/null); "
-            f"echo releases=$(ls {shlex.quote(LAYOUT.releases)} 2>/dev/null); "  # no staging dot-folders
+            f"echo current=$(readlink {shlex.quote(layout.current)} 2>/dev/null); "
+            f"echo previous=$(readlink {shlex.quote(layout.previous)} 2>/dev/null); "
+            f"echo releases=$(ls {shlex.quote(layout.releases)} 2>/dev/null); "  # no staging dot-folders
             f"if [ -e {lock} ] && ! flock -n {lock} true; then echo busy=1; fi; "
-            f"echo verdict=$(tr -d '\\n' < {shlex.quote(LAYOUT.current)}/verdict.json 2>/dev/null); "
+            f"echo verdict=$(tr -d '\\n' < {shlex.quote(layout.current)}/verdict.json 2>/dev/null); "
+            # The drift marks are the host's, whichever service reads them.
             f"echo drift=$(tr -d '\\n' < {shlex.quote(posixpath.join(LAYOUT.root, DRIFT_FILE))} 2>/dev/null); "
-            f"s=$(systemctl show {shlex.quote(LAYOUT.unit)} -p ActiveState -p ActiveEnterTimestamp -p NRestarts "
+            f"s=$(systemctl show {shlex.quote(layout.unit)} -p ActiveState -p ActiveEnterTimestamp -p NRestarts "
             "-p MainPID 2>/dev/null); echo \"$s\"; "
             # What the process was started from, read back from its environment (launch.sh exports it).
             "p=$(echo \"$s\" | sed -n 's/^MainPID=//p'); "

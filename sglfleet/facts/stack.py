@@ -79,7 +79,9 @@ class StackState(FactBase[StackHostState]):
         records = (f"echo '## records'; [ -x {venv_python} ] && {venv_python} "
                    f"{shlex.quote(LAYOUT.stack(stack_id, 'verify_stack.py'))} "
                    f"--records {shlex.quote(PATCHED)} 2>&1 | head -n 50" if full else "true")
-        releases = f"{shlex.quote(LAYOUT.current)} {shlex.quote(LAYOUT.previous)}"
+        # The host's one service's, and each named service's (services/<name>/current): a stack any uses stays.
+        releases = (f"{shlex.quote(LAYOUT.current)} {shlex.quote(LAYOUT.previous)} "
+                    f"{shlex.quote(LAYOUT.services)}/*/current {shlex.quote(LAYOUT.services)}/*/previous")
         return "\n".join([
             f"echo '## id'; echo {shlex.quote(stack_id)}",
             f"echo '## marker'; cat {marker} 2>/dev/null; echo",
@@ -129,6 +131,15 @@ class StackState(FactBase[StackHostState]):
         state.stale = [line.strip() for line in sections.get("stale", []) if line.strip()]
         for line in sections.get("releases", []):
             path, _, text = line.partition("\t")
+            if "*" in path:
+                continue  # no named service: the glob matched nothing
+            if "/services/" in path:  # services/<name>/current
+                key = "/".join(path.split("/")[-3:])
+                try:
+                    state.releases[key] = json.loads(text).get("stack") if text else None
+                except ValueError:
+                    state.releases[key] = None
+                continue
             try:
                 state.releases[path.rsplit("/", 1)[-1]] = json.loads(text).get("stack") if text else None
             except ValueError:

@@ -17,6 +17,8 @@ rollback happen under one lock, and the tool ignores SIGHUP.
     sglfleet-release models ...         check, stage and collect pinned models (``models.py``)
     sglfleet-release cache ...          pack, fetch and drop shared compile caches (``compile_cache.py``)
     sglfleet-release drift found|clear  what a converge found changed by hand, for sglfleet.prom (``drift.py``)
+    sglfleet-release --service NAME ... any of these for the host's service NAME (sglang-NAME.service,
+                                        its releases under /opt/sglfleet/services/NAME/)
 
 Thresholds come from the release's ``gate.json``. Exit status: 0 passed;
 1 failed, the host serves its earlier release again; 2 usage or layout error;
@@ -247,6 +249,8 @@ def state(layout: Layout) -> int:
 
 def main(argv=None, layout: Layout = LAYOUT) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--service"] and len(argv) > 1:  # one of the host's services: its own releases, unit and lock
+        layout, argv = layout.for_service(argv[1]), argv[2:]
     if argv[:1] == ["models"]:  # its own subcommands; it takes no host lock (one per revision)
         return models.main(argv[1:], layout)
     if argv[:1] == ["cache"]:  # nor does this: caches are added to, never switched

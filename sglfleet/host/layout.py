@@ -9,10 +9,13 @@ library only: it runs on the hosts' own python3 (3.9 or newer).
     /opt/sglfleet/wheelhouse/                   the wheels stacks are built from
     /opt/sglfleet/releases/<release-id>/        launch, launch.args, release.json, gate.json
     /opt/sglfleet/current, previous             links to releases, switched with rename(2)
+    /opt/sglfleet/services/<name>/              a named service's own releases/, current, previous, .lock
     /opt/sglfleet/models/<org>/<name>/<rev>/    staged, verified model revisions (or models_dir)
     /opt/sglfleet/bin/sglfleet-release          the host tool; its modules in lib/
     /etc/systemd/system/sglang.service          runs current/launch
     /etc/sglfleet/sglang.env                    secrets, root-only
+    /etc/systemd/system/sglang-<name>.service   a named service's unit (``LAYOUT.for_service(name)``),
+    /etc/sglfleet/sglang-<name>.env             its env file, its user, state, cache and runtime folders
     /etc/systemd/system/sglang-gateway.service  a gateway host's one service (``GATEWAY``)
     /etc/sglfleet/sglang-gateway.env            its secrets, root-only
     /opt/sglfleet/bin/sglfleet-gateway          its launcher, run by the gateway stack's python
@@ -27,10 +30,12 @@ library only: it runs on the hosts' own python3 (3.9 or newer).
     LAYOUT.release("3f2a9c1d0b7e6a55")   # "/opt/sglfleet/releases/3f2a9c1d0b7e6a55"
     LAYOUT.venv("dev-0a24832cc36f")      # "/opt/sglfleet/stacks/dev-0a24832cc36f/venv"
     LAYOUT.model("org/name", "4d01...")  # "/opt/sglfleet/models/org/name/4d01..."
+    LAYOUT.for_service("small").current  # "/opt/sglfleet/services/small/current"
 """
 
 from __future__ import annotations
 
+import os
 import posixpath
 from dataclasses import dataclass
 
@@ -38,6 +43,8 @@ from dataclasses import dataclass
 # run takes an hour between writing it and renaming it into place. The controller
 # and the host tool both collect by it.
 STALE_MINUTES = 60
+# The service of a host without ``services``, and the name that keeps today's paths in a list of them.
+DEFAULT_SERVICE = "sglang"
 
 
 @dataclass(frozen=True)
@@ -48,11 +55,41 @@ class Layout:
     + root: everything sglfleet owns but the unit and the env file
     + service: the systemd service's name, without ``.service``
     + etc: the folder of the env file (and the stand-in's fault file)
+    + name: the service's name among a host's ``services``; "" for the host's one service
+      (``sglang``), whose releases sit at the root as they always have
     """
 
     root: str = "/opt/sglfleet"
     service: str = "sglang"
     etc: str = "/etc/sglfleet"
+    name: str = ""
+
+    def for_service(self, name: str) -> "Layout":
+        """
+        The layout of the host's service ``name``: its own unit, user, env file and
+        releases; stacks, models and tools stay the host's. ``"sglang"`` is the host's
+        one service, at today's paths.
+
+        + name: a service's name from the inventory's ``services``
+        """
+        if name == DEFAULT_SERVICE:
+            return self
+        return Layout(root=self.root, service=f"{self.service}-{name}", etc=self.etc, name=name)
+
+    @property
+    def service_name(self) -> str:
+        """The service's name as the inventory and ``sglfleet status`` say it: ``sglang`` or its own."""
+        return self.name or DEFAULT_SERVICE
+
+    @property
+    def services(self) -> str:
+        """Where named services keep their releases and links."""
+        return posixpath.join(self.root, "services")
+
+    @property
+    def service_root(self) -> str:
+        """The folder of this service's releases, links and lock: the root for the host's one service."""
+        return posixpath.join(self.services, self.name) if self.name else self.root
 
     # The service
 
@@ -93,21 +130,21 @@ class Layout:
     @property
     def lock(self) -> str:
         """Held by the host tool for a whole switch, gate and rollback."""
-        return posixpath.join(self.root, ".lock")
+        return posixpath.join(self.service_root, ".lock")
 
     @property
     def current(self) -> str:
-        return posixpath.join(self.root, "current")
+        return posixpath.join(self.service_root, "current")
 
     @property
     def previous(self) -> str:
-        return posixpath.join(self.root, "previous")
+        return posixpath.join(self.service_root, "previous")
 
     # Releases
 
     @property
     def releases(self) -> str:
-        return posixpath.join(self.root, "releases")
+        return posixpath.join(self.service_root, "releases")
 
     def release(self, release_id: str, name: str = "") -> str:
         """A release's folder, or a file in it."""
@@ -198,6 +235,17 @@ class Layout:
     def fault_file(self) -> str:
         """The stand-in's fault file (local fleet only)."""
         return posixpath.join(self.etc, "standin-fault")
+
+
+def on_host(layout: "Layout") -> list["Layout"]:
+    """
+    The layouts of every service this host holds releases of: its one service, and each
+    named one under ``services/`` (read from the disk: the host tool's view, not the inventory's).
+
+    + layout: the host's layout (``LAYOUT``)
+    """
+    names = sorted(os.listdir(layout.services)) if os.path.isdir(layout.services) else []
+    return [layout, *(layout.for_service(name) for name in names if not name.startswith("."))]
 
 
 LAYOUT = Layout()

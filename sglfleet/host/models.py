@@ -52,7 +52,7 @@ import sys
 import time
 
 from .aria2 import aria2_command, aria2_input
-from .layout import LAYOUT, STALE_MINUTES, Layout
+from .layout import LAYOUT, STALE_MINUTES, Layout, on_host
 
 MARKER = ".sglfleet-verified.json"
 CHUNK = 8 << 20
@@ -439,11 +439,12 @@ def store_of(folder: str) -> str | None:
 
 
 def referenced(layout: Layout) -> set:
-    """Model folders that any staged release loads (current and previous among them)."""
+    """Model folders that any staged release of any of the host's services loads (current and previous among them)."""
     found = set()
-    for release in os.listdir(layout.releases) if os.path.isdir(layout.releases) else []:
-        meta = read_json(layout.release(release, "release.json"), {}) or {}
-        found.update(model_dirs(meta.get("args") or []))
+    for service in on_host(layout):
+        for release in os.listdir(service.releases) if os.path.isdir(service.releases) else []:
+            meta = read_json(service.release(release, "release.json"), {}) or {}
+            found.update(model_dirs(meta.get("args") or []))
     return found
 
 

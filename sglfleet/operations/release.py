@@ -25,7 +25,7 @@ from sglfleet.artifacts.temporaries import RUN_TOKEN, temporary_beside
 from sglfleet.facts.files import FileBytes
 from sglfleet.facts.host import READ
 from sglfleet.facts.release import ReleaseHostState, ReleaseState
-from sglfleet.host.layout import LAYOUT, STALE_MINUTES
+from sglfleet.host.layout import DEFAULT_SERVICE, LAYOUT, STALE_MINUTES, Layout
 from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR
 from sglfleet.operations.drift import marked
 from sglfleet.operations.remote import HostFunctionCommand
@@ -38,7 +38,8 @@ def _sha256(text: str) -> str:
 
 
 @operation()
-def staged(release: Release, diff_against: str = "launch.args", found=READ, textfile_dir: str = TEXTFILE_DIR):
+def staged(release: Release, diff_against: str = "launch.args", found=READ, layout: Layout = LAYOUT,
+           textfile_dir: str = TEXTFILE_DIR):
     """
     Stage a release: its files into a temporary folder, renamed into
     ``releases/<release_id>``; or, when it is staged, put back any file that
@@ -47,6 +48,7 @@ def staged(release: Release, diff_against: str = "launch.args", found=READ, text
     + release: the rendered release (``sglfleet.plan.release.render_release``)
     + diff_against: the file whose change from the serving release ``--diff`` shows
     + found: ``ReleaseState``'s answer with this release's files, already read; by default the operation reads it
+    + layout: the service's layout (``Layout.for_service``): where its releases live
     + textfile_dir: node_exporter's textfile folder, where a drift found is marked (``sglfleet_drift``)
 
     **Example:**
@@ -56,21 +58,22 @@ def staged(release: Release, diff_against: str = "launch.args", found=READ, text
         staged(name="Stage the release", release=render_release(config, stack_id, patch))
     """
     if found is READ:
-        found = host.get_fact(ReleaseState, release_id=release.release_id)
+        found = host.get_fact(ReleaseState, release_id=release.release_id, service=layout.service_name)
     if found is None:
         return  # the fact failed, and with it the host
     current = found.current
     if wants_diff() and current != release.release_id:
         old, stack = b"", ""
         if current:
-            old = host.get_fact(FileBytes, path=LAYOUT.release(current, diff_against)) or b""
-            stack = _stack_change(current, release.stack_id)
-        show_diff(f"Release {release.release_id} differs from the serving {current or 'none'}{stack}:",
+            old = host.get_fact(FileBytes, path=layout.release(current, diff_against)) or b""
+            stack = _stack_change(current, release.stack_id, layout)
+        of = f" of {layout.unit}" if layout.name else ""
+        show_diff(f"Release {release.release_id}{of} differs from the serving {current or 'none'}{stack}:",
                   old.decode(errors="replace"), release.files[diff_against][0])
 
-    final = LAYOUT.release(release.release_id)
+    final = layout.release(release.release_id)
     if found.files is None:
-        yield from _stage(release, final)
+        yield from _stage(release, final, layout)
         return
 
     drifted = sorted(name for name, (text, _) in release.files.items() if found.files.get(name) != _sha256(text))
@@ -91,11 +94,11 @@ def staged(release: Release, diff_against: str = "launch.args", found=READ, text
         yield from _write(f"{final}/{name}", text, mode)
 
 
-def _stack_change(current: str, stack_id: str) -> str:
+def _stack_change(current: str, stack_id: str, layout: Layout) -> str:
     """`` (stack A -> B)`` when the serving release runs another stack than ``stack_id``, else "".
     An upgrade changes no launch flag by itself: the diff of the flags would not show it."""
     try:
-        old = json.loads(host.get_fact(FileBytes, path=LAYOUT.release(current, "release.json")) or b"{}").get("stack")
+        old = json.loads(host.get_fact(FileBytes, path=layout.release(current, "release.json")) or b"{}").get("stack")
     except ValueError:
         return ""
     return f" (stack {old} -> {stack_id})" if old and old != stack_id else ""
@@ -107,11 +110,11 @@ def _write(path: str, text: str, mode: int):
     yield f"chmod {mode:o} {shlex.quote(temporary)} && mv -f {shlex.quote(temporary)} {shlex.quote(path)}"
 
 
-def _stage(release: Release, final: str):
+def _stage(release: Release, final: str, layout: Layout):
     # One folder per run: two runs staging the same release at once never share it.
-    temporary = f"{LAYOUT.releases}/.{release.release_id}.partial-{RUN_TOKEN}"
+    temporary = f"{layout.releases}/.{release.release_id}.partial-{RUN_TOKEN}"
     # Runs killed while staging leave their folders; clear those over an hour old.
-    yield (f"find {shlex.quote(LAYOUT.releases)} -maxdepth 1 -name '.*.partial-*' -mmin +{STALE_MINUTES} "
+    yield (f"find {shlex.quote(layout.releases)} -maxdepth 1 -name '.*.partial-*' -mmin +{STALE_MINUTES} "
            f"-exec rm -rf {{}} + 2>/dev/null; mkdir -p {shlex.quote(temporary)}")
     for name, (text, mode) in sorted({**release.files, **release.settings}.items()):
         yield FileUploadCommand(StringIO(text), f"{temporary}/{name}")
@@ -126,7 +129,7 @@ def _baked(verdict: dict) -> bool:
 
 
 @operation(is_idempotent=False)
-def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = False):
+def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = False, then: tuple = ()):
     """
     Make the host serve ``release_id`` behind its start-up gate and bake, unless it does.
 
@@ -142,6 +145,8 @@ def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = Fals
       another run holds is read again, after waiting for its lock
     + rebuilt: this run builds the host's stack again (it drifted): the process loaded the drifted
       files at start, so it restarts behind its gate even where it serves ``release_id``
+    + then: ``(release_id, step, found)`` of each further service of the host, switched in turn in this
+      same operation (its batch's), each behind its own gate, once the one before passed
 
     **Example:**
 
@@ -153,8 +158,18 @@ def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = Fals
             step=BatchStep("wave1", (("canary", ("node1",)),), bake_s=600),
         )
     """
+    # One operation a batch for all of a host's services: pyinfra runs a host's operations in
+    # step with the other hosts' by position, so a second one would run beside a later batch.
+    for one_release, one_step, one_found in ((release_id, step, found), *then):
+        yield from _activate(one_release, one_step, one_found, rebuilt)
+
+
+def _activate(release_id: str, step: BatchStep, found, rebuilt: bool):
+    """``activated``'s decision for one service, as commands."""
+    layout = LAYOUT.for_service(step.service)
+    label = f"{step.label} {layout.unit}" if layout.name else step.label  # in messages only
     if found is READ:
-        found = host.get_fact(ReleaseState)
+        found = host.get_fact(ReleaseState, service=step.service)
     if found is None:
         return  # the fact failed, and with it the host
     restart = rebuilt
@@ -162,27 +177,28 @@ def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = Fals
         # Another run (or one whose controller died) is switching, gating or baking
         # this host: what it serves is not known until that ends. Wait for it,
         # then decide on what it left.
-        host.log(f"{step.label}: another sglfleet run holds this host's lock; waiting for it", logger.warning)
+        host.log(f"{label}: another sglfleet run holds this host's lock; waiting for it", logger.warning)
         timeout = math.ceil(step.timeout_s) if step.timeout_s else None  # a link that never comes back
-        found = host.get_fact(ReleaseState, wait_lock_s=step.lock_wait_s, _timeout=timeout, _ignore_errors=True)
+        found = host.get_fact(ReleaseState, wait_lock_s=step.lock_wait_s, service=step.service, _timeout=timeout,
+                              _ignore_errors=True)
         if found is None:
-            yield FunctionCommand(fail, (f"{step.label}: no answer within {timeout} s while waiting for "
+            yield FunctionCommand(fail, (f"{label}: no answer within {timeout} s while waiting for "
                                                f"another run's lock; check {host.name}, then run again",), {})
             return
     action = decide(found, release_id, restart, step.bake_s)
     if action == "relink":
         # A hand moved current; the process still serves what was declared: put the link back.
-        report_drift("current", f"{LAYOUT.current}", [f"points at {found.current or 'nothing'}, the process serves "
+        report_drift("current", f"{layout.current}", [f"points at {found.current or 'nothing'}, the process serves "
                                                       f"{release_id}"], "will point it back (no restart)")
         yield marked("current", step.textfile_dir)
         yield HostFunctionCommand(relink, (step, release_id), {})
         return
     if action == "noop":
-        host.noop(f"{step.label}: already serving release {release_id}")
+        host.noop(f"{label}: already serving release {release_id}")
         return
     if action == "bake":
         # A run ended (or was cut) between the gate and the end of the bake.
-        host.log(f"{step.label}: serves {release_id}, which has not passed its bake yet: will bake it",
+        host.log(f"{label}: serves {release_id}, which has not passed its bake yet: will bake it",
                  logger.info)
         yield HostFunctionCommand(bake, (step, release_id), {})
         return
@@ -190,16 +206,17 @@ def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = Fals
     if action == "wait":
         # Only planning, or the lock is still held: the host tool waits for it
         # in turn, then switches only if still needed.
-        host.log(f"{step.label}: another sglfleet run holds this host's lock; will wait for it, "
+        host.log(f"{label}: another sglfleet run holds this host's lock; will wait for it, "
                  f"then serve {release_id}", logger.warning)
     elif action == "restart":
-        host.log(f"{step.label}: serves {release_id} from a stack this run rebuilt: will restart it behind "
+        host.log(f"{label}: serves {release_id} from a stack this run rebuilt: will restart it behind "
                  f"its gate{baking}", logger.warning)
     else:
         if found.current == release_id and found.serving != release_id:
-            report_drift("service", "the service", [f"current is {release_id}, the process serves "
-                                                     f"{found.serving or 'nothing'}"], "will switch it behind the gate")
-        host.log(f"{step.label}: will switch {found.serving or found.current or 'nothing'} -> {release_id}, "
+            report_drift("service", f"{layout.unit}" if layout.name else "the service",
+                         [f"current is {release_id}, the process serves {found.serving or 'nothing'}"],
+                         "will switch it behind the gate")
+        host.log(f"{label}: will switch {found.serving or found.current or 'nothing'} -> {release_id}, "
                  f"gate{baking}", logger.info)
         if found.current == release_id and found.serving != release_id:
             yield marked("service", step.textfile_dir)  # everything said first: planning stops at a command
@@ -240,11 +257,13 @@ def decide(found: ReleaseHostState, release_id: str, rebuilt: bool, bake_s: floa
 
 
 @operation(is_idempotent=False)
-def rolled_back(step: BatchStep):
+def rolled_back(step: BatchStep, then: tuple = ()):
     """
     Switch the host back to its previous release behind the start-up gate.
 
     + step: the host's place in this wave
+    + then: the steps of the host's further services, rolled back in turn in this same operation;
+      a named service that has no previous release (it never changed) serves on as it is
 
     **Example:**
 
@@ -252,11 +271,22 @@ def rolled_back(step: BatchStep):
 
         rolled_back(name="Back to the previous release", step=BatchStep("canary"))
     """
-    found = host.get_fact(ReleaseState)
+    for one in (step, *then):
+        yield from _roll_back(one)
+
+
+def _roll_back(step: BatchStep):
+    """``rolled_back`` for one service, as commands."""
+    label = f"{step.label} {step.unit}" if step.service != DEFAULT_SERVICE else step.label
+    found = host.get_fact(ReleaseState, service=step.service)
     if found is None:
         return  # the fact failed, and with it the host
-    if not found.previous:
-        yield FunctionCommand(fail, (f"{step.label}: no previous release to roll back to",), {})
+    if not found.previous and step.service != DEFAULT_SERVICE and found.current:
+        # One of several services that never changed: the others roll back; it serves on as it is.
+        host.noop(f"{label}: no previous release; serves {found.current} as it is")
         return
-    host.log(f"{step.label}: will switch {found.current} -> {found.previous} and gate", logger.info)
+    if not found.previous:
+        yield FunctionCommand(fail, (f"{label}: no previous release to roll back to",), {})
+        return
+    host.log(f"{label}: will switch {found.current} -> {found.previous} and gate", logger.info)
     yield HostFunctionCommand(roll_back, (step,), {})

@@ -284,7 +284,7 @@ def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
 
 def collected(stack: Stack, state: StackHostState, keep: int) -> list[str]:
     """Entries of /opt/sglfleet/stacks to remove (see ``collect_commands``)."""
-    in_use = {stack.id, state.releases.get("current"), state.releases.get("previous")}
+    in_use = {stack.id, *state.releases.values()}  # every service's current and previous
     others = [s for s in state.stacks if not s.startswith(".") and s not in in_use]
     return others[keep:] + [s for s in state.stale if not s.endswith(stack.id)]
 

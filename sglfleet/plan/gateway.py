@@ -3,7 +3,8 @@
 Hosts in the inventory group ``gateways`` run SGLang's gateway (smg) and nothing
 else: no GPU preflight, no sglang stack, no release, no wave. Every other host
 is a worker of every gateway, under the URL the rollout drains and rejoins it by
-(``http://<ssh_hostname or name>:<listen_port>``). Bad input is one line per
+(``http://<ssh_hostname or name>:<listen_port>``), and each of a host's ``services``
+under its own port. Bad input is one line per
 problem before anything connects: a gateway that is also in a wave, gateways
 without workers, a worker the gateways cannot reach, a port that two things want.
 
@@ -84,6 +85,14 @@ def gateway_args(config, workers: Iterable[str]) -> list[str]:
     ]
 
 
+def _listeners(config) -> list[tuple[int, str, str]]:
+    """``(port, listen_host, the port's name, the address's name)`` of each sglang service of a serving host."""
+    if not config.services:
+        return [(config.launch.listen_port, config.launch.listen_host, "listen_port", "listen_host")]
+    return [(one.port, one.launch.listen_host, f"service {one.name}'s port", f"service {one.name}'s listen_host")
+            for one in config.services]
+
+
 def gateway_problems(hosts_with_groups: Mapping[str, Iterable[str]], data: Mapping[str, Mapping],
                      configs: Mapping, wave_names: Iterable[str]) -> list[str]:
     """
@@ -131,10 +140,12 @@ def gateway_problems(hosts_with_groups: Mapping[str, Iterable[str]], data: Mappi
             wanted.setdefault((where, port), []).append(f"{host}'s {what}")
     for host in workers:
         config = configs[host]
-        wanted.setdefault((address(host, data[host]), config.launch.listen_port), []).append(f"{host}'s listen_port")
-        if config.launch.listen_host in LOOPBACK:
-            problems.append(f"{host}: listen_host = {config.launch.listen_host!r}: the gateways "
-                            f"({', '.join(gateways)}) cannot reach it; set listen_host = \"0.0.0.0\"")
+        # Each of a host's services is its own worker, on its own port.
+        for port, listen_host, port_key, host_key in _listeners(config):
+            wanted.setdefault((address(host, data[host]), port), []).append(f"{host}'s {port_key}")
+            if listen_host in LOOPBACK:
+                problems.append(f"{host}: {host_key} = {listen_host!r}: the gateways "
+                                f"({', '.join(gateways)}) cannot reach it; set listen_host = \"0.0.0.0\"")
     for (where, port), users in wanted.items():
         if len(users) > 1 and any("gateway" in user for user in users):
             problems.append(f"{where}:{port}: port collision between {' and '.join(users)}; give each its own port")

@@ -137,7 +137,7 @@ class Release:
 
 def render_release(
     config, stack_id: str, patch_digest: str, templates: Path = TEMPLATES, service_digest: str = "",
-    layout: Layout = LAYOUT,
+    layout: Layout = LAYOUT, gpus: tuple[int, ...] | None = None,
 ) -> Release:
     """
     Render a host's release and compute its id.
@@ -150,6 +150,8 @@ def render_release(
       either (a new hardening, a rotated key) restarts hosts wave by wave behind
       the gate; "" for none
     + layout: where things are on the host (the stack's python, the stand-in, the unit's runtime directory)
+    + gpus: the GPU indices the service owns (one of a host's ``services``): its ``CUDA_VISIBLE_DEVICES``;
+      None for a host's one service, which sees every GPU
 
     **Example:**
 
@@ -174,6 +176,9 @@ def render_release(
     else:
         command = f"{python} -m sglang.launch_server"
         environment = []
+    if gpus is not None:
+        # torch numbers the visible GPUs from 0: sglang's tp ranks land on exactly these.
+        environment.append(("CUDA_VISIBLE_DEVICES", ",".join(str(gpu) for gpu in gpus)))
     environment += compile_cache_environment(stack_id, layout)
     if offline(config):
         # Every model is staged and verified: a start never reaches the network.
@@ -189,6 +194,7 @@ def render_release(
         command=command,
         unit=layout.unit,
         root=layout.root,
+        current=layout.current,
         runtime_dir=layout.runtime_dir,
     )
     meta = {
@@ -198,6 +204,7 @@ def render_release(
         "server": config.server,
         "launch": config.launch.model_dump(),
         "args": args,
+        **({"service_name": layout.service_name, "gpus": list(gpus)} if gpus is not None else {}),
     }
     args_text = "".join(line + "\n" for line in arg_lines(args))
     release_id = content_id({"launch": script.encode(), "launch.args": args_text.encode(),

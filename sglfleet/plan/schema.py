@@ -198,6 +198,24 @@ class LaunchSettings(BaseModel):
 LAUNCH_KEYS = tuple(key for key in LaunchSettings.model_fields if LaunchSettings.flag(key))
 
 
+class ServiceSettings(BaseModel):
+    """
+    One of a host's ``services``: its name, the GPUs it owns, its port, and its
+    whole launch (the host's launch keys with the service's own on top).
+    Checked by ``sglfleet.plan.services.parse_services``, which says what is wrong.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    name: str
+    gpus: list[int]
+    port: int
+    launch: LaunchSettings
+    # The service's own pins, where it loads another model than the host's (None: the host's, for the host's model).
+    model_revision: Optional[str] = None
+    speculative_draft_model_revision: Optional[str] = None
+
+
 class HostConfig(BaseModel):
     """One host's validated sglfleet data: what runs, how it is launched, how it rolls out."""
 
@@ -212,6 +230,9 @@ class HostConfig(BaseModel):
 
     # sglang launch flags, given flat in inventory data
     launch: LaunchSettings
+    # several sglang services on the host, each its own unit, GPUs, port and releases (sglfleet.plan.services)
+    services: Optional[list[ServiceSettings]] = Field(
+        description='a list of services, e.g. [{"name": "big", "gpus": [0, 1, 2, 3], "port": 30000, "tp_size": 4}]')
 
     # models: pinned to a commit, staged and verified in phase A (sglfleet.artifacts.models)
     model_revision: Optional[Text] = Field(description='the model\'s 40-hex commit, e.g. "4d01dfe0332d63057c186e0b262165819efb6611"')
@@ -417,6 +438,12 @@ def validate_host_data(name: str, data: Mapping[str, Any], stacks_dir: Path = ST
     problems += stack_problems(name, values.get("stack"), stacks_dir)
     problems += _secrets_file_problems(name, values.get("secrets_file"))
     values["launch"] = {key: values.pop(key) for key in LaunchSettings.model_fields if key in values}
+    if values.get("services") is not None:
+        from sglfleet.plan.services import parse_services  # it builds on this module's models
+
+        found, typed = parse_services(name, values["services"], values["launch"], values.get("gpu_count"))
+        problems += found
+        values["services"] = None if found else typed  # their own lines say what is wrong with them
     try:
         config = HostConfig.model_validate(values)
     except ValidationError as error:
@@ -434,8 +461,10 @@ PORT_KEYS = ("listen_port", "share_port", "model_share_port", "compile_share_por
 
 def _port_problems(name: str, config: HostConfig) -> list[str]:
     """One line for each port two of a host's listeners would share."""
-    ports = {"listen_port": config.launch.listen_port,
-             **{key: getattr(config, key) for key in PORT_KEYS[1:]}}
+    # With services, each service's port is its own listener, and the host's listen_port none.
+    servers = ({f"services[{i}] ({service.name})": service.port for i, service in enumerate(config.services)}
+               if config.services else {"listen_port": config.launch.listen_port})
+    ports = {**servers, **{key: getattr(config, key) for key in PORT_KEYS[1:]}}
     problems, seen = [], {}
     for key, port in ports.items():
         if port in seen:

@@ -98,6 +98,7 @@ def render_unit(config, templates: Path = TEMPLATES, layout: Layout = LAYOUT) ->
         service=layout.service,
         user=layout.service_user,
         root=layout.root,
+        current=layout.current,
         env_file=layout.env_file,
         state_dir=layout.state_dir,
         cache_dir=layout.cache_dir,

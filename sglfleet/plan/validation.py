@@ -183,6 +183,7 @@ def check_inventory(inventory, templates: Path = TEMPLATES, measured_os_severity
     from sglfleet.plan.lint import Finding, lint, model_findings
     from sglfleet.plan.release import render_release
     from sglfleet.plan.secrets import SecretsError, load_secrets, render_env
+    from sglfleet.plan.services import host_services
     from sglfleet.artifacts.stacks import StackError, load_stack
     from sglfleet.plan.templates import TemplateRenderError, render_unit
 
@@ -196,7 +197,9 @@ def check_inventory(inventory, templates: Path = TEMPLATES, measured_os_severity
             except StackError as error:
                 findings.append(Finding("error", name, "gateway_stack", str(error)))
             continue
-        findings += model_findings(name, config)
+        services = host_services(config)
+        for service in services:
+            findings += model_findings(name, service.config)
         try:
             stack = load_stack(config.stack, allow_unhashed=config.allow_unhashed_lock)
             stack.require_complete()
@@ -206,8 +209,9 @@ def check_inventory(inventory, templates: Path = TEMPLATES, measured_os_severity
         try:
             secrets = load_secrets(config.secrets_file)
             render_env(secrets, redacted=True, templates=templates)
-            render_unit(config, templates)
-            render_release(config, stack.id, "", templates)
+            for service in services:
+                render_unit(service.config, templates, layout=service.layout)
+                render_release(service.config, stack.id, "", templates, layout=service.layout, gpus=service.gpus)
         except SecretsError as error:
             findings.append(Finding("error", name, "secrets_file", str(error)))
         except TemplateRenderError as error:
@@ -218,8 +222,12 @@ def check_inventory(inventory, templates: Path = TEMPLATES, measured_os_severity
                                     f"flags were not checked"))
         findings += _interpreter_findings(name, config, stack, measured_os_severity)
         caps, source = _compute_caps(name, config)
-        findings += lint(name, config, flagset_for(version) if version else None, caps, version or "unknown",
-                         caps_source=source)
+        for service in services:
+            # A service sees its own GPUs only (CUDA_VISIBLE_DEVICES).
+            seen = caps if caps is None or service.gpus is None else [caps[0]] * len(service.gpus)
+            findings += lint(name, service.config, flagset_for(version) if version else None, seen,
+                             version or "unknown", caps_source=source)
+    findings = list(dict.fromkeys(findings))  # services that share a launch share its findings: once each
     findings.sort(key=lambda finding: finding.severity != "error")
     return collapse([str(finding) for finding in findings], configs)
 

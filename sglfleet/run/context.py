@@ -28,6 +28,7 @@ from sglfleet.plan.gateway import gateway_args, gateway_url, is_gateway, serving
 from sglfleet.plan.release import Release, render_release
 from sglfleet.plan.schema import HostConfig, validate_host_data
 from sglfleet.plan.secrets import gateway_secrets, load_secrets, render_env
+from sglfleet.plan.services import Service, host_services as _host_services
 from sglfleet.plan.templates import render, render_gateway_unit, render_unit
 from sglfleet.plan.waves import Batch, Wave, fleet_setting, limit_waves, plan_batches, plan_waves, until
 
@@ -45,6 +46,35 @@ def host_config(host: Host) -> HostConfig:
     if host.name not in _configs:
         _configs[host.name] = validate_host_data(host.name, host.data.dict())
     return _configs[host.name]
+
+
+_services: dict[str, list[Service]] = {}
+
+
+def host_services(host: Host) -> list[Service]:
+    """
+    The host's sglang services in inventory order (``sglfleet.plan.services.Service``), once per run:
+    its ``services``, else the one ``sglang`` service at the paths it always had.
+
+    + host: ``pyinfra.host``
+    """
+    if host.name not in _services:
+        _services[host.name] = _host_services(host_config(host), LAYOUT)
+    return _services[host.name]
+
+
+def host_models(host: Host) -> list:
+    """
+    The pinned models every service of the host loads (``staged_models``), each once: the store is the host's.
+
+    + host: ``pyinfra.host``
+    """
+    found = {model.dir: model for service in host_services(host) for model in staged_models(service.config)}
+    return list(found.values())
+
+
+def _service(host: Host, service: Service | None) -> Service:
+    return service or host_services(host)[0]
 
 
 @cache
@@ -152,25 +182,27 @@ class ServiceFiles:
         return hashlib.sha256(f"{self.unit}\0{self.env}".encode()).hexdigest()[:16]
 
 
-_service_files: dict[str, ServiceFiles] = {}
+_service_files: dict[tuple[str, str], ServiceFiles] = {}
 _releases: dict[str, Release] = {}
 
 
-def host_service_files(host: Host) -> ServiceFiles:
+def host_service_files(host: Host, service: Service | None = None) -> ServiceFiles:
     """
-    The host's rendered unit and env file, once per run.
+    A service's rendered unit and env file, once per run.
 
     + host: ``pyinfra.host``
+    + service: one of ``host_services(host)``; by default the first (a host's one service)
     """
-    if host.name not in _service_files:
-        config = host_config(host)
-        secrets = load_secrets(config.secrets_file)
-        _service_files[host.name] = ServiceFiles(
-            unit=render_unit(config),
+    service = _service(host, service)
+    key = (host.name, service.name)
+    if key not in _service_files:
+        secrets = load_secrets(service.config.secrets_file)
+        _service_files[key] = ServiceFiles(
+            unit=render_unit(service.config, layout=service.layout),
             env=render_env(secrets),
             env_redacted=render_env(secrets, redacted=True),
         )
-    return _service_files[host.name]
+    return _service_files[key]
 
 
 @dataclass(frozen=True)
@@ -193,12 +225,13 @@ GATEWAY_LAUNCHER = FILES / "gateway" / "sglfleet-gateway.py"
 
 def fleet_workers(inventory: Inventory) -> list[str]:
     """
-    Every serving host's URL as the gateways know it, in inventory order: each gateway's workers.
+    Every serving host's URL as the gateways know it (one for each of its services), in inventory
+    order: each gateway's workers.
 
     + inventory: ``pyinfra.inventory``
     """
-    return [worker_url(h.name, h.data.dict(), host_config(h).launch.listen_port)
-            for h in inventory if not host_is_gateway(h)]
+    return [worker_url(h.name, h.data.dict(), service.port)
+            for h in inventory if not host_is_gateway(h) for service in host_services(h)]
 
 
 def fleet_gateways(inventory: Inventory) -> list[tuple[str, str]]:
@@ -262,30 +295,34 @@ def host_tool_files(server: str) -> dict[str, tuple[bytes, str]]:
     return tools
 
 
-def release_for(host: Host, stack: Stack) -> Release:
+def release_for(host: Host, stack: Stack, service: Service | None = None) -> Release:
     """
-    The release this host serves from ``stack`` (one of its stack's Pythons), once per run:
+    The release a service of this host serves from ``stack`` (one of its stack's Pythons), once per run:
     the stack, the patch, the launch configuration and the service files, under one content hash.
 
     + host: ``pyinfra.host``
     + stack: the host's stack for one Python (``Stack.for_python``)
+    + service: one of ``host_services(host)``; by default the first (a host's one service)
     """
-    key = f"{host.name}\0{stack.id}"
+    service = _service(host, service)
+    key = f"{host.name}\0{service.name}\0{stack.id}"
     if key not in _releases:
         _releases[key] = render_release(
-            host_config(host), stack.id, patch_digest(),
-            service_digest=host_service_files(host).digest,
+            service.config, stack.id, patch_digest(),
+            service_digest=host_service_files(host, service).digest,
+            layout=service.layout, gpus=service.gpus,
         )
     return _releases[key]
 
 
-def host_release(host: Host) -> Release:
+def host_release(host: Host, service: Service | None = None) -> Release:
     """
-    The release this host should serve: the one of its stack for its own ``python3``.
+    The release a service of this host should serve: the one of its stack for its own ``python3``.
 
     + host: ``pyinfra.host``
+    + service: one of ``host_services(host)``; by default the first (a host's one service)
     """
-    return release_for(host, host_stack(host))
+    return release_for(host, host_stack(host), service)
 
 
 def fleet_waves(inventory: Inventory, targets: list[str]) -> list[Wave]:
@@ -406,10 +443,14 @@ def _read_arguments(host: Host) -> dict:
         variants[python] = {"stack_id": built.id, "patch_path": f"{built.venv}/{patched(python)}",
                             "patch_known": sorted(patched_digests(built)),
                             "release_id": release_for(host, built).release_id}
-    paths = [LAYOUT.env_file, LAYOUT.unit_file, *host_tool_files(config.server)]
+        if config.services:  # each service's releases, read in the same command
+            variants[python]["service_releases"] = {
+                service.name: release_for(host, built, service).release_id for service in host_services(host)}
+    paths = [*(path for service in host_services(host) for path in (service.layout.env_file, service.layout.unit_file)),
+             *host_tool_files(config.server)]
     try:
         spec = [{"dir": model.dir, "digest": load_manifest(model.repo, model.revision).digest}
-                for model in staged_models(config)]
+                for model in host_models(host)]
     except ModelError:
         spec = None  # the models step reads its own and says what is missing
     return {**common, **variants[stack.pythons[0]], "variants": variants, "user": LAYOUT.service_user,

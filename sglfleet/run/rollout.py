@@ -25,7 +25,7 @@ from pyinfra import logger
 from pyinfra.api import StringCommand
 
 from sglfleet.host.bake import describe
-from sglfleet.host.layout import LAYOUT
+from sglfleet.host.layout import DEFAULT_SERVICE, LAYOUT
 from sglfleet.host.protocol import BAKE_FAILED, DOWN, PASSED, ROLLED_BACK, results as tool_results
 from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR
 from sglfleet.run import compile_share, recording, router, summary
@@ -55,6 +55,8 @@ class BatchStep:
     + releases_keep: once switched, old releases kept besides the current and the previous
     + textfile_dir: where the host tool writes ``sglfleet.prom`` for node_exporter
     + cache: how the host takes and hands on compile caches (``compile_share``), or None
+    + service: which of the host's services this step switches (``sglang``: its one service); each
+      service of a host has its own step, with its own ``worker_url``, one after another in the batch
     """
 
     label: str
@@ -72,6 +74,17 @@ class BatchStep:
     releases_keep: int = 3
     textfile_dir: str = TEXTFILE_DIR
     cache: CacheShare | None = None
+    service: str = DEFAULT_SERVICE
+
+    @property
+    def unit(self) -> str:
+        """The service's unit, for messages: ``sglang-<name>.service``, or ``sglang.service``."""
+        return LAYOUT.for_service(self.service).unit
+
+
+def _who(step: BatchStep) -> str:
+    """``"sglang-<name>.service "`` for one of a host's services, in what the run says; "" for its one service."""
+    return f"{step.unit} " if step.service != DEFAULT_SERVICE else ""
 
 
 class Lost(Exception):
@@ -84,7 +97,8 @@ def call_tool(host, connector_arguments, step: BatchStep, *args: str, extra_time
     (``sglfleet.host.protocol``; None when unknown), its result records and its error lines.
     """
     # The tool's exit status tells a rolled-back host (1, serving) from a down one.
-    command = StringCommand(shlex.join([LAYOUT.tool, "--wait-lock", f"{step.lock_wait_s:g}",
+    service = ["--service", step.service] if step.service != DEFAULT_SERVICE else []
+    command = StringCommand(shlex.join([LAYOUT.tool, *service, "--wait-lock", f"{step.lock_wait_s:g}",
                                         "--keep", str(step.releases_keep), "--textfile-dir", step.textfile_dir,
                                         *args]) + "; echo sglfleet-exit=$? >&2")
     timeout = step.timeout_s + extra_timeout_s if step.timeout_s else None
@@ -147,6 +161,7 @@ def verdicts(host, step: BatchStep, results: list[dict], from_release: str | Non
             figures = {**figures, "baseline": result.get("baseline")} if result.get("baseline") else figures
         else:
             continue
+        line = f"{_who(step)}{line}"
         host.log(f"{step.label}: {line}", logger.info)
         summary.verdict(host.name, line)
         recording.emit(reason, host=host.name, from_release=from_release, to_release=result["release"],
@@ -218,7 +233,7 @@ def switch(state, host, connector_arguments, step: BatchStep, release_id: str, r
     passed = status == PASSED
     if any(result.get("stage") == "startup" and not result.get("already") for result in results):
         recording.emit("HostSwitched", host=host.name, from_release=from_release, to_release=release_id,
-                       message=f"{step.label}: switched {from_release or 'nothing'} -> {release_id}, restarted")
+                       message=f"{step.label}: {_who(step)}switched {from_release or 'nothing'} -> {release_id}, restarted")
     verdicts(host, step, results, from_release)
     if passed:  # still out of the router: nothing compiles while it packs
         compile_share.hand_on(host, connector_arguments, step.label, step.cache, any(took), step.timeout_s)
@@ -235,7 +250,7 @@ def switch(state, host, connector_arguments, step: BatchStep, release_id: str, r
         return False
     if step.bake_s:
         return bake(state, host, connector_arguments, step, release_id)
-    summary.passed(host.name, f"serves {release_id}")
+    summary.passed(host.name, f"{_who(step)}serves {release_id}")
     return True
 
 
@@ -247,7 +262,7 @@ def bake(state, host, connector_arguments, step: BatchStep, release_id: str):
     status, results, messages = said
     verdicts(host, step, results)
     if status == PASSED:
-        summary.passed(host.name, f"serves {release_id}, baked")
+        summary.passed(host.name, f"{_who(step)}serves {release_id}, baked")
         return True
     for line in messages:
         fail(state, host, line)
@@ -293,7 +308,7 @@ def roll_back(state, host, connector_arguments, step: BatchStep):
         return fail(state, host, error)
     if status == PASSED:
         back = results[-1]["release"] if results else None
-        summary.passed(host.name, f"rolled back to {back or 'its previous release'}")
+        summary.passed(host.name, f"{_who(step)}rolled back to {back or 'its previous release'}")
         recording.emit("HostRolledBack", host=host.name, to_release=back,
                        message=f"{step.label}: rolled back to {back or 'its previous release'}")
     return status == PASSED

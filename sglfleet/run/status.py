@@ -1,5 +1,5 @@
 """
-The fleet's release state, one row a host, read from the hosts themselves
+The fleet's release state, one row a host (a row for each of a host's ``services``), read from the hosts themselves
 (what ``sglfleet status`` tabulates).
 
 Each host answers with one command: its OS, glibc and ``python3`` (``HostOs``),
@@ -22,6 +22,7 @@ unit's state, and its gateway with its workers and their health (``GET
 from __future__ import annotations
 
 import json
+import shlex
 
 from pyinfra.api import Config, State
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS, pop_global_arguments
@@ -34,7 +35,7 @@ from sglfleet.plan.gateway import gateway_url
 from sglfleet.plan.secrets import load_secrets
 from sglfleet.plan.validation import load_inventory
 from sglfleet.run import router
-from sglfleet.run.context import defined_stack, fleet_waves, host_config, host_is_gateway, release_for
+from sglfleet.run.context import defined_stack, fleet_waves, host_config, host_is_gateway, host_services, release_for
 
 
 def fleet_status(inventory_path: str, data: dict | None = None) -> list[dict]:
@@ -65,18 +66,21 @@ def fleet_status(inventory_path: str, data: dict | None = None) -> list[dict]:
         if host_is_gateway(host):
             rows.append(_gateway_row(state, host))
             continue
-        row = {"host": host.name, "wave": wave_of.get(host.name), "os": None, "python": None, "declared": None}
+        services = host_services(host)
+        base = {"host": host.name, "wave": wave_of.get(host.name), "os": None, "python": None, "declared": None}
         if not host.connected:
-            row["error"] = "unreachable"
-        else:
-            found, answer = _host_state(state, host)
-            row.update(os=found.name if found.pretty else None, python=found.python, **answer)
-            # What this inventory declares the host should serve, as a converge would render it
+            rows += [{**base, "service": service.name, "error": "unreachable"} for service in services]
+            continue
+        found, answers = _host_state(state, host, services)
+        stack = defined_stack(host)
+        for service in services:  # one row a service: its own releases, unit and health
+            row = {**base, "service": service.name, "os": found.name if found.pretty else None,
+                   "python": found.python, **answers[service.name]}
+            # What this inventory declares the service should serve, as a converge would render it
             # for the host's own python3 (none for a Python its stack does not serve).
-            stack = defined_stack(host)
             if stack.serves(found.python):
-                row["declared"] = release_for(host, stack.for_python(found.python_minor)).release_id
-        rows.append(row)
+                row["declared"] = release_for(host, stack.for_python(found.python_minor), service).release_id
+            rows.append(row)
     return rows
 
 
@@ -107,22 +111,31 @@ def _gateway_row(state: State, host) -> dict:
     return row
 
 
-def _host_state(state: State, host) -> tuple[OsInfo, dict]:
-    """The host's OS, and what ``sglfleet-release state`` says on it (or ``{"error": ...}``)."""
+def _host_state(state: State, host, services) -> tuple[OsInfo, dict[str, dict]]:
+    """The host's OS, and what ``sglfleet-release state`` says of each service (or ``{"error": ...}``), in one command."""
     connector = _connector(state, host)
     if connector.get("_sudo") and not connector.get("_sudo_password"):
         # Asked first, without sudo: a sudo that wants a password would make pyinfra prompt.
         ok, output = host.run_shell_command(SudoAccess().command())
         access = SudoAccess().process(output.stdout_lines)
         if access["status"] != "ok":
-            return OsInfo(), {"error": f"sudo: {access['message']}"}
-    ok, output = host.run_shell_command(f"{HostOs().command()}; echo '## state'; {LAYOUT.tool} state", **connector)
+            return OsInfo(), {service.name: {"error": f"sudo: {access['message']}"} for service in services}
+    asks = " && ".join(f"echo '## state {service.name}' && "
+                       + shlex.join([LAYOUT.tool, *(["--service", service.name] if service.layout.name else []),
+                                     "state"]) for service in services)
+    ok, output = host.run_shell_command(f"{HostOs().command()}; {asks}", **connector)
     lines = output.stdout_lines
-    cut = lines.index("## state") if "## state" in lines else len(lines)
-    found = HostOs().process(lines[:cut])
-    if not ok:
-        return found, {"error": output.stderr or "sglfleet-release is not installed"}
-    return found, json.loads("\n".join(lines[cut + 1:]))
+    marks = [i for i, line in enumerate(lines) if line.startswith("## state ")]
+    found = HostOs().process(lines[:marks[0] if marks else len(lines)])
+    answers = {}
+    for number, mark in enumerate(marks):
+        end = marks[number + 1] if number + 1 < len(marks) else len(lines)
+        try:
+            answers[lines[mark][len("## state "):]] = json.loads("\n".join(lines[mark + 1:end]))
+        except ValueError:
+            pass  # cut short: its error below
+    why = output.stderr or "sglfleet-release is not installed"
+    return found, {service.name: answers.get(service.name) or {"error": why} for service in services}
 
 
 def progress(rows: list[dict]) -> str:
@@ -143,4 +156,5 @@ def progress(rows: list[dict]) -> str:
         waves.setdefault(row.get("wave") or "-", []).append(done)
     done = sum(sum(hosts) for hosts in waves.values())
     per_wave = ", ".join(f"{wave} {sum(hosts)}/{len(hosts)}" for wave, hosts in waves.items())
-    return f"rollout: {done} of {len(rows)} hosts serve their declared release ({per_wave})"
+    what = "services" if len(rows) != len({row["host"] for row in rows}) else "hosts"
+    return f"rollout: {done} of {len(rows)} {what} serve their declared release ({per_wave})"

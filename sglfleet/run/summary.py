@@ -27,8 +27,8 @@ _verdicts: dict[str, list[str]] = {}
 
 
 def passed(host_name: str, outcome: str) -> None:
-    """Record a host that passed its switch (or roll back), and what it serves now."""
-    _passed[host_name] = outcome
+    """Record a host that passed its switch (or roll back), and what it serves now (each service's, in turn)."""
+    _passed[host_name] = f"{_passed[host_name]}; {outcome}" if host_name in _passed else outcome
 
 
 def failed(host_name: str, message: str) -> None:

@@ -1,0 +1,182 @@
+"""
+Two sglang services on one dev host, with the real deploy over SSH (as ``deploy``
+with sudo): each serves on its own port from its own GPUs (CUDA_VISIBLE_DEVICES
+in the server process's environment, as torch reads it), a change to one
+restarts only it, a second converge changes and restarts nothing, and
+``sglfleet status`` has a row for each. Molecule's sequence: converge, converge
+again, verify the host's real state.
+"""
+
+import json
+import time
+
+import pytest
+
+from deploying import SECRETS, deploy, pyinfra, server_pid, sglfleet, sshd_commands, sshd_logs_sessions
+from test_gateway import GATEWAYS, listed
+from faulting import results
+
+pytestmark = pytest.mark.fleet
+
+HOST = "node1"
+UNITS = ("sglang-a.service", "sglang-b.service")
+
+
+def services(b_steps: int) -> str:
+    """``services=`` for --data: a on GPU 0 (tp 1), b on GPUs 1 and 2 (tp 2) with ``b_steps`` EAGLE-3 steps."""
+    return "services=" + json.dumps([
+        {"name": "a", "gpus": [0], "port": 30001},
+        {"name": "b", "gpus": [1, 2], "port": 30002, "tp_size": 2, "speculative_num_steps": b_steps,
+         "speculative_eagle_topk": 1, "speculative_num_draft_tokens": b_steps + 1},
+    ])
+
+
+def run_of(fleet, unit: str) -> dict:
+    """What a restart changes: the unit's main pid and start time, and its server process's pid."""
+    shown = fleet.exec(HOST, f"systemctl show {unit} -p MainPID -p ActiveEnterTimestampMonotonic "
+                             "-p ActiveState").stdout
+    found = dict(line.split("=", 1) for line in shown.split())
+    return {**found, "server": server_pid(fleet, HOST, unit)}
+
+
+def environment(fleet, pid: str) -> dict:
+    text = fleet.exec(HOST, f"tr '\\0' '\\n' < /proc/{pid}/environ").stdout
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def health(fleet, port: int) -> int:
+    said = fleet.exec(HOST, "python3 -c \"import urllib.request as u; "
+                            f"print(u.urlopen('http://127.0.0.1:{port}/health', timeout=25).status)\"", check=False)
+    return int(said.stdout.strip() or 0)
+
+
+@pytest.fixture(scope="module")
+def two_services(fleet):
+    for host in fleet.hosts:
+        fleet.fault(host, "clear")
+    done = deploy("--limit", HOST, "--data", services(3))
+    assert done.returncode == 0, done.stdout[-3000:]
+    yield fleet, done
+    # Leave the host as other modules expect it: its one sglang service only.
+    fleet.exec(HOST, f"systemctl disable --now {' '.join(UNITS)} 2>/dev/null; "
+                     f"rm -f {' '.join(f'/etc/systemd/system/{u}' for u in UNITS)} "
+                     "/etc/sglfleet/sglang-a.env /etc/sglfleet/sglang-b.env; rm -rf /opt/sglfleet/services; "
+                     "systemctl daemon-reload", check=False)
+
+
+def test_each_service_serves_on_its_own_port_from_its_own_gpus(two_services):
+    fleet, done = two_services
+    assert "Stage release" in done.stdout and "of sglang-b.service" in done.stdout
+    for unit, port, gpus, user in (("sglang-a.service", 30001, "0", "sglang-a"),
+                                   ("sglang-b.service", 30002, "1,2", "sglang-b")):
+        run = run_of(fleet, unit)
+        assert run["ActiveState"] == "active", unit
+        assert health(fleet, port) == 200, unit
+        # The server process itself (the stand-in, as sglang would) sees only the service's GPUs.
+        assert environment(fleet, run["server"])["CUDA_VISIBLE_DEVICES"] == gpus, unit
+        args = fleet.exec(HOST, f"tr '\\0' ' ' < /proc/{run['server']}/cmdline").stdout
+        assert f"--port {port}" in args, (unit, args)
+        owner = fleet.exec(HOST, f"ps -o user= -p {run['server']}").stdout.strip()
+        assert owner == user, unit
+    name = "a"
+    current = fleet.exec(HOST, f"readlink -f /opt/sglfleet/services/{name}/current").stdout.strip()
+    assert current.startswith(f"/opt/sglfleet/services/{name}/releases/")
+    # One stack for both: the two servers run the same venv's python.
+    pythons = {fleet.exec(HOST, f"readlink /proc/{run_of(fleet, unit)['server']}/exe").stdout.strip() for unit in UNITS}
+    assert len(pythons) == 1, pythons
+    env = fleet.exec(HOST, "stat -c '%U %G %a' /etc/sglfleet/sglang-a.env /etc/sglfleet/sglang-b.env").stdout
+    assert env.split("\n")[:2] == ["root root 600", "root root 600"]
+    for value in SECRETS.values():
+        assert value not in fleet.exec(HOST, f"cat /etc/systemd/system/{UNITS[0]}").stdout
+
+
+def test_a_second_converge_changes_and_restarts_nothing(two_services):
+    fleet, _ = two_services
+    before = {unit: run_of(fleet, unit) for unit in UNITS}
+    sshd_logs_sessions(fleet, [HOST])
+    since = time.time()
+    again = deploy("--limit", HOST, "--data", services(3))
+    # One read of the host, every service's releases in it: one remote command.
+    assert sshd_commands(fleet, HOST, since) == 1
+    assert again.returncode == 0, again.stdout[-3000:]
+    totals = results(again.stdout)
+    assert totals["success"] == 0 and totals["error"] == 0, again.stdout[-3000:]
+    assert {unit: run_of(fleet, unit) for unit in UNITS} == before
+
+
+def test_a_change_to_one_service_restarts_only_it(two_services):
+    fleet, _ = two_services
+    before = {unit: run_of(fleet, unit) for unit in UNITS}
+    changed = deploy("--limit", HOST, "--data", services(2))
+    assert changed.returncode == 0, changed.stdout[-3000:]
+    assert "sglang-b.service: will switch" in changed.stdout
+    assert "sglang-a.service: will switch" not in changed.stdout
+    after = {unit: run_of(fleet, unit) for unit in UNITS}
+    assert after["sglang-a.service"] == before["sglang-a.service"]  # same process, never restarted
+    assert after["sglang-b.service"]["server"] != before["sglang-b.service"]["server"]
+    assert after["sglang-b.service"]["ActiveEnterTimestampMonotonic"] != \
+        before["sglang-b.service"]["ActiveEnterTimestampMonotonic"]
+    assert after["sglang-b.service"]["ActiveState"] == "active" and health(fleet, 30002) == 200
+    args = fleet.exec(HOST, f"tr '\\0' ' ' < /proc/{after['sglang-b.service']['server']}/cmdline").stdout
+    assert "--speculative-num-steps 2" in args
+    # b keeps what served before as its previous: its own rollback target; a has none.
+    state = json.loads(fleet.exec(HOST, "/opt/sglfleet/bin/sglfleet-release --service b state").stdout)
+    assert state["previous"] and state["previous"] != state["current"] == state["serving"]
+    assert json.loads(fleet.exec(HOST, "/opt/sglfleet/bin/sglfleet-release --service a state").stdout)["previous"] is None
+
+
+def test_status_has_a_row_for_each_service(two_services):
+    said = sglfleet("status", "inventory/dev.py", "--json", "--data", services(2))
+    rows = [row for row in json.loads(said.stdout) if row["host"] == HOST]
+    assert [row["service"] for row in rows] == ["a", "b"], said.stdout[-2000:]
+    for row in rows:
+        assert row["serving"] == row["current"] == row["declared"] and row["health"] == 200, row
+    table = sglfleet("status", "inventory/dev.py", "--data", services(2)).stdout
+    assert table.splitlines()[0].split()[:2] == ["host", "service"]
+
+
+def test_rollback_returns_the_changed_service_and_leaves_the_unchanged_one_serving(two_services):
+    fleet, _ = two_services
+    deploy("--limit", HOST, "--data", services(3))  # b as the module began, whatever ran before
+    changed = deploy("--limit", HOST, "--data", services(2))
+    assert changed.returncode == 0, changed.stdout[-3000:]
+    a_before, b = run_of(fleet, "sglang-a.service"), json.loads(
+        fleet.exec(HOST, "/opt/sglfleet/bin/sglfleet-release --service b state").stdout)
+    back = pyinfra("rollback.py", "-y", "--limit", HOST, "--data", services(2))
+    assert back.returncode == 0, back.stdout[-3000:]
+    assert "Rollout: 1 passed (node1)" in back.stdout  # a, with no previous release, does not fail the host
+    after = json.loads(fleet.exec(HOST, "/opt/sglfleet/bin/sglfleet-release --service b state").stdout)
+    assert after["current"] == after["serving"] == b["previous"] and after["health"] == 200
+    assert run_of(fleet, "sglang-a.service") == a_before
+
+
+@pytest.fixture(scope="module")
+def behind_gateway(two_services):
+    """Every serving host with services a and b, the last host the fleet's gateway (real smg)."""
+    fleet, _ = two_services
+    if len(fleet.hosts) < 3:
+        pytest.skip("needs a fleet of three hosts or more: two workers and a gateway")
+    gateway, workers = fleet.hosts[-1], fleet.hosts[:-1]
+    done = pyinfra("deploy.py", "-y", "--data", services(3), env=GATEWAYS)
+    assert done.returncode == 0, done.stdout[-3000:]
+    yield fleet, f"http://{fleet.address(gateway)}:30080", workers
+    for host in workers[1:]:  # node1's services go with the module's first fixture
+        fleet.inside(host, f"systemctl disable --now {' '.join(UNITS)} 2>/dev/null; rm -f "
+                           f"{' '.join(f'/etc/systemd/system/{u}' for u in UNITS)} /etc/sglfleet/sglang-a.env "
+                           "/etc/sglfleet/sglang-b.env; rm -rf /opt/sglfleet/services; systemctl daemon-reload")
+    fleet.inside(gateway, "systemctl disable --now sglang-gateway.service 2>/dev/null; rm -f /etc/systemd/system/"
+                          "sglang-gateway.service /etc/sglfleet/sglang-gateway.env; systemctl daemon-reload")
+
+
+def test_each_service_is_its_own_worker_of_the_gateway_and_only_the_changed_one_leaves_it(behind_gateway):
+    fleet, url, workers = behind_gateway
+    expected = [f"http://{fleet.address(host)}:{port}" for host in workers for port in (30001, 30002)]
+    assert {worker: w["is_healthy"] for worker, w in listed(url).items()} == dict.fromkeys(expected, True)
+    before = run_of(fleet, "sglang-a.service")
+    changed = pyinfra("deploy.py", "-y", "--data", services(2), env=GATEWAYS)
+    assert changed.returncode == 0, changed.stdout[-3000:]
+    assert "sglang-b.service: will switch" in changed.stdout
+    assert "sglang-a.service: will switch" not in changed.stdout
+    assert run_of(fleet, "sglang-a.service") == before  # a served through b's drain, switch and rejoin
+    # b rejoined once its gate passed: every worker is back, healthy.
+    assert {worker: w["is_healthy"] for worker, w in listed(url).items()} == dict.fromkeys(expected, True)
