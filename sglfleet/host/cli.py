@@ -247,6 +247,27 @@ def state(layout: Layout) -> int:
     return PASSED
 
 
+def drift_main(argv: list[str], layout: Layout = LAYOUT) -> int:
+    """``sglfleet-release drift found KIND|clear``: record what a converge found, then rewrite sglfleet.prom."""
+    parser = argparse.ArgumentParser(prog="sglfleet-release drift", description=drift.__doc__.split("\n\n")[0])
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--textfile-dir", default=textfile.DEFAULT_DIR,
+                        help="node_exporter's textfile folder, for sglfleet.prom (skipped where it does not exist)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("found", parents=[common]).add_argument("kind", choices=drift.KINDS)
+    sub.add_parser("clear", parents=[common])
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "found":
+            drift.mark(args.kind, layout)
+        else:
+            drift.clear(layout)
+        textfile.write(layout, args.textfile_dir)
+    except OSError as error:  # the metrics are a view: a full disk must not fail the repair
+        print(f"could not record drift for {textfile.FILE}: {error}", file=sys.stderr, flush=True)
+    return 0
+
+
 def main(argv=None, layout: Layout = LAYOUT) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--service"] and len(argv) > 1:  # one of the host's services: its own releases, unit and lock
@@ -256,7 +277,7 @@ def main(argv=None, layout: Layout = LAYOUT) -> int:
     if argv[:1] == ["cache"]:  # nor does this: caches are added to, never switched
         return compile_cache.main(argv[1:], layout)
     if argv[:1] == ["drift"]:  # nor does this: it records what a converge found, for sglfleet.prom
-        return drift.main(argv[1:], layout)
+        return drift_main(argv[1:], layout)
     parser = argparse.ArgumentParser(prog="sglfleet-release", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("activate").add_argument("release_id")

@@ -25,10 +25,8 @@ The file is small JSON, written atomically (a temporary beside it, then rename):
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import sys
 import time
 
 from .layout import LAYOUT, Layout
@@ -93,25 +91,3 @@ def samples(layout: Layout = LAYOUT) -> tuple[list[tuple[dict, float]], list[tup
     record = load(layout)
     return ([({"kind": kind}, 1 if kind in record["drifted"] else 0) for kind in KINDS],
             [({"kind": kind}, at) for kind, at in sorted(record["found"].items())])
-
-
-def main(argv: list[str], layout: Layout = LAYOUT) -> int:
-    from . import textfile  # textfile reads this module's record
-
-    parser = argparse.ArgumentParser(prog="sglfleet-release drift", description=__doc__.split("\n\n")[0])
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--textfile-dir", default=textfile.DEFAULT_DIR,
-                        help="node_exporter's textfile folder, for sglfleet.prom (skipped where it does not exist)")
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("found", parents=[common]).add_argument("kind", choices=KINDS)
-    sub.add_parser("clear", parents=[common])
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "found":
-            mark(args.kind, layout)
-        else:
-            clear(layout)
-        textfile.write(layout, args.textfile_dir)
-    except OSError as error:  # the metrics are a view: a full disk must not fail the repair
-        print(f"could not record drift for {textfile.FILE}: {error}", file=sys.stderr, flush=True)
-    return 0
