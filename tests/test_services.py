@@ -19,7 +19,7 @@ from sglfleet.host.layout import LAYOUT, Layout
 from sglfleet.plan.gateway import gateway_problems
 from sglfleet.plan.release import render_release
 from sglfleet.plan.schema import validate_host_data
-from sglfleet.plan.services import dp_size, gpu_problems, host_services, parse_services
+from sglfleet.plan.services import PP_FLAGS, flag_size, gpu_problems, host_services, parse_services
 from sglfleet.plan.templates import render_unit
 
 BASE = {"stack": "dev", "server": "standin", "gpu_less": True, "model_path": "moonshotai/Kimi-K2.5",
@@ -102,6 +102,8 @@ def test_a_service_sees_its_own_gpus_and_runs_its_own_current():
     ([{"name": "a", "gpus": [0, 1], "port": 30001, "tp_size": 4}], ["tp_size 4 needs 4 GPUs", "holds 2"]),
     ([{"name": "a", "gpus": [0, 1], "port": 30001, "tp_size": 2, "extra_flags": ["--dp-size=2"]}],
      ["tp_size 2 times dp_size 2 needs 4 GPUs"]),
+    ([{"name": "a", "gpus": [0, 1], "port": 30001, "tp_size": 2, "extra_flags": ["--pp-size", "2"]}],
+     ["tp_size 2 times pp_size 2 needs 4 GPUs"]),
     ([{"name": "a", "gpus": [], "port": 30001}], ["gpus = []: must be a non-empty list"]),
     ([{"name": "a", "gpus": [0, 0], "port": 30001}], ["names a GPU twice"]),
     ([{"name": "Big", "gpus": [0], "port": 30001}], ["name = 'Big': must be lower case"]),
@@ -119,6 +121,16 @@ def test_bad_services_get_one_precise_message_each(services, fragments):
     assert line.startswith("node1: ")
     for fragment in fragments:
         assert fragment in line
+
+
+def test_the_gpus_a_service_needs_are_the_ones_sglang_places_its_schedulers_on():
+    # tp x pp, times dp; with dp attention the dp ranks share the tensor-parallel GPUs.
+    fits = [{"name": "pp", "gpus": [0, 1, 2, 3], "port": 30001, "tp_size": 2, "extra_flags": ["--pp-size", "2"]},
+            {"name": "dpa", "gpus": [4, 5], "port": 30002, "tp_size": 2,
+             "extra_flags": ["--dp-size", "2", "--enable-dp-attention"]},
+            {"name": "dp", "gpus": [6, 7], "port": 30003, "tp_size": 1, "extra_flags": ["--dp=2"]}]
+    assert [service.gpus for service in host_services(config(gpu_count=8, services=fits))] == [
+        (0, 1, 2, 3), (4, 5), (6, 7)]
 
 
 def test_a_service_gpu_beyond_gpu_count_is_refused_before_any_connection():
@@ -140,9 +152,10 @@ def test_preflight_checks_services_gpus_against_the_gpu_fact():
                     "fix its gpus")
 
 
-def test_dp_size_is_read_from_extra_flags_as_sglang_parses_them():
-    assert dp_size([]) == 1
-    assert dp_size(["--dp-size", "2"]) == dp_size(["--dp=2"]) == dp_size(["--data-parallel-size", "2"]) == 2
+def test_dp_and_pp_sizes_are_read_from_extra_flags_as_sglang_parses_them():
+    assert flag_size([]) == 1
+    assert flag_size(["--dp-size", "2"]) == flag_size(["--dp=2"]) == flag_size(["--data-parallel-size", "2"]) == 2
+    assert flag_size(["--pp-size", "2"], PP_FLAGS) == flag_size(["--pipeline-parallel-size=2"], PP_FLAGS) == 2
 
 
 def test_the_host_read_reads_every_services_releases_in_its_one_command():
@@ -197,6 +210,7 @@ def test_the_standin_refuses_a_gpu_its_cuda_visible_devices_hide_as_torch_does()
     assert missing({"tp_size": 2, "dp_size": 2}, "0,1") == 2
     assert missing({"tp_size": 2, "dp_size": 2, "enable_dp_attention": True}, "0,1") is None
     assert missing({"tp_size": 1, "base_gpu_id": 1}, "3") == 1
+    assert missing({"tp_size": 2, "pp_size": 2}, "0,1,2") == 3 and missing({"tp_size": 2, "pp_size": 2}, "0,1,2,3") is None
 
 
 def test_the_gateways_route_to_each_service_of_a_host_as_its_own_worker():

@@ -172,9 +172,9 @@ def missing_gpu(args: dict, visible: str | None) -> int | None:
     The first GPU ordinal a scheduler would set that ``CUDA_VISIBLE_DEVICES`` hides, else None.
 
     As 0.5.9 places its schedulers (``srt/entrypoints/engine.py`` ``_launch_subprocesses``,
-    ``srt/managers/data_parallel_controller.py``): tp rank r of dp rank d takes GPU
-    ``base_gpu_id + (d * tp_size + r) * gpu_id_step`` (with dp attention the dp ranks share the
-    tp GPUs), and torch numbers the visible GPUs from 0. The stand-in has no GPU, so with
+    ``srt/managers/data_parallel_controller.py``): tp rank r of pp rank p of dp rank d takes GPU
+    ``base_gpu_id + ((d * pp_size + p) * tp_size + r) * gpu_id_step`` (with dp attention the dp
+    ranks share the tp GPUs), and torch numbers the visible GPUs from 0. The stand-in has no GPU, so with
     ``CUDA_VISIBLE_DEVICES`` unset it checks nothing.
 
     + args: the resolved server arguments
@@ -183,8 +183,8 @@ def missing_gpu(args: dict, visible: str | None) -> int | None:
     if visible is None:
         return None
     count = len([one for one in visible.split(",") if one.strip()])
-    tp, dp = int(args.get("tp_size") or 1), int(args.get("dp_size") or 1)
-    ranks = tp if args.get("enable_dp_attention") else tp * dp
+    tp, dp, pp = int(args.get("tp_size") or 1), int(args.get("dp_size") or 1), int(args.get("pp_size") or 1)
+    ranks = tp * pp * (1 if args.get("enable_dp_attention") else dp)  # each dp rank tp x pp GPUs on (246-247)
     base, step = int(args.get("base_gpu_id") or 0), int(args.get("gpu_id_step") or 1)
     return next((base + rank * step for rank in range(ranks) if base + rank * step >= count), None)
 

@@ -36,22 +36,44 @@ OWN_KEYS = ("name", "gpus", "port")
 REVISION_KEYS = {"model_revision": "model_path", "speculative_draft_model_revision": "speculative_draft_model_path"}
 # Keys a service does not set: its port is ``port``, and the host's models and rollout are the host's.
 NOT_PER_SERVICE = {"listen_port": "port"}
-# sglang 0.5.9 server_args.py: --data-parallel-size (alias --dp-size); argparse's abbreviations too.
+# sglang 0.5.9 server_args.py:3705-3706 (--data-parallel-size, alias --dp-size; argparse's abbreviation
+# --dp too), 3323-3324 (--pipeline-parallel-size, --pp-size), 4570 (--enable-dp-attention).
 DP_FLAGS = ("--data-parallel-size", "--dp-size", "--dp")
+PP_FLAGS = ("--pipeline-parallel-size", "--pp-size")
+DP_ATTENTION = "--enable-dp-attention"
 
 
-def dp_size(extra_flags: list[str]) -> int:
+def flag_size(extra_flags: list[str], flags: tuple[str, ...] = DP_FLAGS) -> int:
     """
-    The data-parallel size ``extra_flags`` sets, else 1.
+    The size one of ``flags`` sets in ``extra_flags``, else 1.
 
     + extra_flags: a launch's ``extra_flags``, e.g. ``["--dp-size", "2"]``
+    + flags: the flag's spellings (``DP_FLAGS``, ``PP_FLAGS``)
     """
     for i, flag in enumerate(extra_flags):
         key, sep, value = flag.partition("=")
-        if key in DP_FLAGS:
+        if key in flags:
             value = value if sep else (extra_flags[i + 1] if i + 1 < len(extra_flags) else "")
             return int(value) if value.isdigit() and int(value) > 0 else 1
     return 1
+
+
+def gpus_needed(launch: LaunchSettings) -> tuple[int, str]:
+    """
+    How many GPUs a launch places its schedulers on, and how that count is made.
+
+    As 0.5.9 places them (``srt/managers/data_parallel_controller.py``): each dp rank
+    takes ``tp_size * pp_size`` GPUs after the one before (246-247), but with dp
+    attention the dp ranks share one tensor-parallel group (164, 384-386).
+
+    + launch: a service's launch settings
+    """
+    dp, pp = flag_size(launch.extra_flags, DP_FLAGS), flag_size(launch.extra_flags, PP_FLAGS)
+    shared = DP_ATTENTION in launch.extra_flags
+    needed = launch.tp_size * pp * (1 if shared else dp)
+    how = f"tp_size {launch.tp_size}" + (f" times pp_size {pp}" if pp > 1 else "") \
+        + (f" times dp_size {dp}" if dp > 1 and not shared else "")
+    return needed, how
 
 
 def _gpus_problems(where: str, gpus: Any, gpu_count: int | None) -> list[str]:
@@ -113,10 +135,9 @@ def _one(host: str, index: int, raw: Any, launch: dict, gpu_count: int | None):
         if not own_errors:
             return [], None
         return _pydantic_problems(where, ValidationError.from_exception_data(error.title, own_errors)), None
-    needed = typed.tp_size * dp_size(typed.extra_flags)
+    needed, how = gpus_needed(typed)
     if needed != len(raw["gpus"]):
-        times = f" times dp_size {dp_size(typed.extra_flags)}" if needed != typed.tp_size else ""
-        problems.append(f"{where}: tp_size {typed.tp_size}{times} needs {needed} GPUs, but gpus "
+        problems.append(f"{where}: {how} needs {needed} GPUs, but gpus "
                         f"{raw['gpus']!r} holds {len(raw['gpus'])}: give it {needed} GPUs or set tp_size to fit")
         return problems, None
     return [], ServiceSettings(name=raw["name"], gpus=list(raw["gpus"]), port=port, launch=typed,
