@@ -8,13 +8,13 @@ from pyinfra.api import deploy
 from sglfleet.artifacts.temporaries import RUN_TOKEN
 from sglfleet.host.compile_cache import cache_key
 from sglfleet.host.protocol import lock_wait_s
-from sglfleet.operations import release, sharing
+from sglfleet.operations import release, sharing, stack as stack_ops
 from sglfleet.run import summary
 from sglfleet.plan.gateway import worker_url
 from sglfleet.plan.secrets import load_secrets
 from sglfleet.run.compile_share import CacheShare, later_of
-from sglfleet.run.context import (fleet_gateways, fleet_rollout, host_config, host_is_gateway, host_release,
-                                  host_services, host_stack, host_state, peer_state)
+from sglfleet.run.context import (fleet_gateways, fleet_rollout, host_config, host_is_gateway,
+                                  host_release, host_services, host_stack, host_state, peer_state)
 from sglfleet.run.rollout import BatchStep
 
 
@@ -147,6 +147,9 @@ def roll_out():
     cache = next((step.cache for step in steps if step), None)
     serving = cache.unit if cache and cache.later and _restarts(host) else None
     sharing.serving_stopped(name="Compile caches no longer served to peers", unit=serving, what="compile caches")
+    # A switch moves previous on: the stack of the release it was may be kept by none now.
+    stack_ops.collected_after_rollout(name="Stacks no release keeps since the switch, collected",
+                                      stack=host_stack(host), keep=config.stacks_keep, switched=_restarts(host))
 
 
 @deploy("Roll back")

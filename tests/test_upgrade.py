@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from deploying import deploy, fleet_state, host_state, pyinfra, server_pid, stack_on, tree_digest
+from deploying import deploy, eagle_change, fleet_state, host_state, pyinfra, server_pid, stack_on, tree_digest
 from faulting import results
 from sglfleet.artifacts.stacks import MARKER, Stack
 from sglfleet.artifacts.upstream import sglang_file
@@ -178,3 +178,17 @@ def test_rollback_returns_every_host_to_its_059_release_on_the_old_stack(fleet, 
         assert fleet.exec(host, f"test -f {old_stack(fleet, host).path}/{MARKER} && test -d {new_stack(fleet, host).path}", check=False).returncode == 0
         assert serving_command(fleet, host)[0] == f"{old_stack(fleet, host).venv}/bin/python", host
         assert server_info(fleet, host)["version"] == "0.5.9", host
+
+
+def test_a_stack_a_switch_leaves_unused_is_collected_in_that_run_and_the_next_changes_nothing(fleet, on_059, upgraded):
+    # After the rollback each host serves 0.5.9 and keeps the 0.5.23 release as previous. A change
+    # on 0.5.9 makes the 0.5.9 release previous: once the host switched, no release keeps 0.5.23's stack.
+    args = (*eagle_change(3), "--data", "stacks_keep=0")
+    done = deploy(*args)
+    assert done.returncode == 0, done.stdout[-3000:]
+    for host in WAVES:
+        assert f"[{host}] collected {new_stack(fleet, host).id}: no release keeps" in done.stdout, done.stdout[-3000:]
+        assert fleet.exec(host, f"test -e {new_stack(fleet, host).path}", check=False).returncode != 0, host
+        assert host_state(fleet, host)["health"] == 200, host
+    again = deploy(*args)  # left to this run before, the collection was its one change
+    assert again.returncode == 0 and results(again.stdout)["success"] == 0, again.stdout[-3000:]

@@ -375,6 +375,48 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: b
 
 
 @operation()
+def collected_after_rollout(stack: Stack, keep: int = 1, switched: bool = False):
+    """
+    Collect the stacks this run's rollout left unused, read again once it is over:
+    a switch makes the release that served ``previous``, so the release that was
+    ``previous`` before, and perhaps its stack, is no longer kept. Left to the
+    next converge, that collection would be a change in a run that should make
+    none. Nothing (not even a read) where no service of the host switched.
+
+    + stack: the host's stack (``complete_stack``)
+    + keep: how many unused stacks beside it to keep (``stacks_keep``)
+    + switched: whether this run's rollout switches or restarts a service of the host
+
+    **Example:**
+
+    .. code:: python
+
+        collected_after_rollout(name="Stacks no release keeps, collected", stack=stack, keep=1, switched=True)
+    """
+    if not switched:
+        host.noop("no switch this run: the stacks in use are as they were read")
+        return
+    yield HostFunctionCommand(_collect_unused, (stack, keep), {})
+
+
+def _collect_unused(state, host, connector_arguments, stack: Stack, keep: int) -> bool:
+    """Read the host's stacks and releases as they are now, then remove what no release keeps."""
+    fact = StackState()
+    ok, output = host.run_shell_command(StringCommand(fact.command(stack.id, stack.python, "", hash_wheels=False)),
+                                        **connector_arguments)
+    if not ok:
+        return False
+    found = fact.process(output.stdout_lines)
+    for command in collect_commands(stack, found, keep):
+        if not host.run_shell_command(StringCommand(command), **connector_arguments)[0]:
+            return False
+    doomed = collected(stack, found, keep)
+    if doomed:
+        host.log(f"collected {', '.join(doomed)}: no release keeps them since this run's rollout", logger.info)
+    return True
+
+
+@operation()
 def fits(problems: list[str]):
     """
     Fail the host when preflight found problems, printing each; nothing otherwise.
