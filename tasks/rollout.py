@@ -34,12 +34,12 @@ def _rebuilt(found) -> bool:
     return found.stack.built and bool(found.stack.drift)
 
 
-def _restarts(one) -> bool:
-    """Whether this run restarts any service of ``one``, as its rollout steps will decide."""
+def _restarts(one, actions: tuple[str, ...] = ("switch", "restart", "wait")) -> bool:
+    """Whether this run restarts any service of ``one`` (one of ``actions``), as its rollout steps will decide."""
     found = peer_state(one)
     if found is None or found.release is None:
         return False  # the read failed, and with it the host
-    return any(_action(one, found, service) in ("switch", "restart", "wait") for service in host_services(one))
+    return any(_action(one, found, service) in actions for service in host_services(one))
 
 
 def _action(one, found, service) -> str | None:
@@ -147,9 +147,11 @@ def roll_out():
     cache = next((step.cache for step in steps if step), None)
     serving = cache.unit if cache and cache.later and _restarts(host) else None
     sharing.serving_stopped(name="Compile caches no longer served to peers", unit=serving, what="compile caches")
-    # A switch moves previous on: the stack of the release it was may be kept by none now.
+    # A switch moves previous on: the stack of the release it was may be kept by none now. Not
+    # after a wait for another run's lock: that run most likely did the switch (and its collection).
     stack_ops.collected_after_rollout(name="Stacks no release keeps since the switch, collected",
-                                      stack=host_stack(host), keep=config.stacks_keep, switched=_restarts(host))
+                                      stack=host_stack(host), keep=config.stacks_keep,
+                                      switched=_restarts(host, ("switch", "restart")))
 
 
 @deploy("Roll back")
