@@ -21,9 +21,11 @@ with the API key taken from the environment, and systemd told once it serves.
   gateway routes again, so the next gateway restarts only then. (Not every
   worker: smg registers a worker that does not answer in the background, and
   retries, so a host that is down would hold the gateway back; seen with 1.13.0.)
-  Where no worker answers at all, as on a new fleet whose first converge starts
-  the gateway before any server, there is nothing to wait for: ``READY=1`` once
-  smg listens, and each worker joins after its gate (``POST /workers``).
+  Where every worker's host refuses the connection (up, no server listening), as
+  on a new fleet whose first converge starts the gateway before any server,
+  there is nothing to wait for: ``READY=1`` once smg listens, and each worker
+  joins after its gate (``POST /workers``). A worker that cannot be reached at
+  all (a timeout) does not count: a gateway cut off from its workers waits.
 
 Standard library and smg only; run by the gateway stack's python.
 
@@ -76,6 +78,17 @@ def _answers(url: str) -> bool:
     return True
 
 
+def _refused(url: str) -> bool:
+    """Whether ``url``'s host refuses the connection: it is up, and no server listens there yet."""
+    try:
+        _get(f"{url}/health", None)
+    except urllib.error.URLError as error:
+        return isinstance(error.reason, ConnectionRefusedError)
+    except OSError:
+        return False
+    return False
+
+
 def _ready(base: str, workers: list, key) -> bool:
     """Whether the gateway answers ``/health`` and lists one of the workers it was started with healthy."""
     try:
@@ -94,8 +107,10 @@ def notify_when_ready(port: int, workers: list, key) -> None:
     """Tell systemd READY=1 once the gateway serves (the unit's TimeoutStartSec bounds the wait)."""
     base = f"http://127.0.0.1:{port}"
     while not _ready(base, workers, key):
-        if _answers(base) and not any(_answers(worker) for worker in workers):
-            break  # no server runs yet: the gateway routes to each once it joins
+        # Every worker's host up, none serving yet (a new fleet): nothing to wait for. Not where a
+        # worker cannot be reached (a timeout): a gateway cut off from its workers must not pass.
+        if _answers(base) and all(_refused(worker) for worker in workers):
+            break
         time.sleep(0.5)
     _notify("READY=1")
 
