@@ -383,7 +383,7 @@ def collected_after_rollout(stack: Stack, keep: int = 1, switched: bool = False)
     next converge, that collection would be a change in a run that should make
     none. Nothing (not even a read) where no service of the host switched.
 
-    + stack: the host's stack (``complete_stack``)
+    + stack: the host's stack (``host_stack``)
     + keep: how many unused stacks beside it to keep (``stacks_keep``)
     + switched: whether this run's rollout switches or restarts a service of the host
 
