@@ -38,6 +38,7 @@ from pathlib import Path
 REASONS = (
     "RunStarted",             # a converge or rollback began executing
     "BatchStarted",           # the first host of a batch began its switch
+    "ServiceRetired",         # a service the inventory no longer names was drained, stopped and removed
     "CompileCachesTaken",     # before its switch, a host took an earlier host's compile caches (figures: files, bytes)
     "HostSwitched",           # current moved to the new release and the unit restarted
     "GatePassed",             # the start-up gate passed (figures: accept length, tokens, seconds)

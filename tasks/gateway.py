@@ -5,9 +5,9 @@ from pyinfra.api import deploy
 
 from sglfleet.facts.files import narrowed
 from sglfleet.facts.host import READ
-from sglfleet.host.layout import GATEWAY, LAYOUT
+from sglfleet.host.layout import GATEWAY
 from sglfleet.operations import files, gateway, secrets as secret_files
-from sglfleet.run.context import fleet_gateways, host_gateway_files, host_is_gateway, host_state
+from sglfleet.run.context import fleet_gateways, host_config, host_gateway_files, host_is_gateway, host_state
 
 
 @deploy("Gateway")
@@ -16,8 +16,8 @@ def install_gateway():
         return
     found = host_state(host)
     wanted = host_gateway_files(host)
-    gateway.sglang_retired(name=f"No {LAYOUT.unit} on a gateway host",
-                           found=narrowed(found.files, [LAYOUT.unit_file, LAYOUT.env_file]))
+    gateway.sglang_retired(name="No sglang service on a gateway host", installed=found.installed,
+                           textfile_dir=host_config(host).textfile_dir)
     secret_files.secret_file(
         name=f"Secrets of {GATEWAY.unit}", path=GATEWAY.env_file,
         content=wanted.env, redacted=wanted.env_redacted, found=narrowed(found.files, [GATEWAY.env_file]),

@@ -65,6 +65,19 @@ def _service_steps(step, services, routed: bool):
             worker_url=worker_url(host.name, host.data.dict(), service.port) if routed else None)
 
 
+def _retired(found, services) -> dict:
+    """The services the host runs and the inventory no longer names, each with its port (None where unknown)."""
+    named = {service.name for service in services}
+    return {name: port for name, port in found.installed.items() if name not in named}
+
+
+def _retired_steps(step, retired: dict, routed: bool) -> tuple:
+    """``step`` for each retired service: each drained at its own port, then stopped and removed."""
+    return tuple(replace(step, service=name, cache=None,
+                         worker_url=worker_url(host.name, host.data.dict(), port) if routed and port else None)
+                 for name, port in retired.items())
+
+
 def _key(one) -> str:
     found = peer_state(one)
     if found is None:
@@ -134,6 +147,7 @@ def roll_out():
     steps = list(_steps(config))
     services = host_services(host)
     routed = bool(_routers(config))
+    retired = _retired(found, services)
     for step in host.loop(steps):
         if not step:
             continue
@@ -142,16 +156,17 @@ def roll_out():
                  for service, own in _service_steps(step, services, routed)]
         release.activated(name=f"{step.label}: serve the staged release{_of(services)}",
                           release_id=turns[0][0], step=turns[0][1], found=turns[0][2], rebuilt=_rebuilt(found),
-                          then=tuple(turns[1:]))
+                          then=tuple(turns[1:]), retired=_retired_steps(step, retired, routed))
     # After every batch: no later host fetches this host's compile caches any more.
     cache = next((step.cache for step in steps if step), None)
     serving = cache.unit if cache and cache.later and _restarts(host) else None
     sharing.serving_stopped(name="Compile caches no longer served to peers", unit=serving, what="compile caches")
-    # A switch moves previous on: the stack of the release it was may be kept by none now. Not
-    # after a wait for another run's lock: that run most likely did the switch (and its collection).
+    # A switch moves previous on, and a retired service takes its releases along: the stack of
+    # one may be kept by none now. Not after a wait for another run's lock: that run most likely
+    # did the switch (and its collection).
     stack_ops.collected_after_rollout(name="Stacks no release keeps since the switch, collected",
                                       stack=host_stack(host), keep=config.stacks_keep,
-                                      switched=_restarts(host, ("switch", "restart")))
+                                      switched=_restarts(host, ("switch", "restart")) or bool(retired))
 
 
 @deploy("Roll back")

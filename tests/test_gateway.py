@@ -72,10 +72,11 @@ def topology(fleet):
 def test_the_gateway_host_runs_the_gateway_and_nothing_of_sglang(fleet, topology):
     gateway, url, workers, worker_urls = topology
     assert fleet.exec(gateway, "systemctl is-active sglang-gateway.service").stdout.strip() == "active"
-    # No sglang unit, env file or link (a host that served before it became a gateway has them
+    # No sglang unit, env file, link or series (a host that served before it became a gateway has them
     # removed); the gateway's stack.
     sglang = fleet.exec(gateway, "systemctl cat sglang.service; ls -d /opt/sglfleet/current /opt/sglfleet/previous "
-                                 "/etc/sglfleet/sglang.env; pgrep -f sglang_standin", check=False).stdout
+                                 "/etc/sglfleet/sglang.env /var/lib/prometheus/node-exporter/sglfleet.prom; "
+                                 "pgrep -f sglang_standin", check=False).stdout
     assert sglang == ""
     assert any(stack.startswith("gateway-smg-1.13.0-")
                for stack in fleet.exec(gateway, "ls /opt/sglfleet/stacks").stdout.split())

@@ -5,6 +5,7 @@ in a shell, on a machine that holds no sglfleet host; the fleet's no-op converge
 (one remote command per host, counted by sshd) is in test_rollout.
 """
 
+import posixpath
 import shlex
 import subprocess
 
@@ -12,7 +13,7 @@ import pytest
 from pyinfra.api import FactProcessError
 
 from sglfleet.facts.host import END, MARK, HostRead, HostState
-from sglfleet.facts.release import ReleaseState
+from sglfleet.facts.release import InstalledServices, ReleaseState
 from sglfleet.host import drift
 from sglfleet.host.layout import LAYOUT, Layout
 
@@ -37,6 +38,7 @@ def test_a_host_without_sglfleet_reads_as_empty_in_every_part():
     assert found.patch is None  # no such file
     assert found.release.current is None and found.release.files is None and not found.release.busy
     assert found.models is None  # no model asked for
+    assert found.installed == {}  # no sglang unit
 
 
 def test_each_part_is_its_own_facts_answer_even_when_a_part_exits():
@@ -99,3 +101,23 @@ def test_the_release_read_carries_the_drift_an_earlier_converge_left_marked(tmp_
     assert ReleaseState().process(["current=/opt/sglfleet/releases/r1", f"drift={cleared}"]).drifted == []
     assert ReleaseState().process(["current=/opt/sglfleet/releases/r1", "drift="]).drifted == []
     assert "drift.json" in ReleaseState().command("r1")
+
+
+def test_the_installed_services_are_sglfleets_units_each_with_the_port_its_current_release_serves_on(tmp_path):
+    units, root = tmp_path / "units", tmp_path / "opt"
+    units.mkdir()
+    managed = "# Managed by sglfleet. ExecStart goes through ...\n[Unit]\n"
+    for unit in ("sglang.service", "sglang-b.service", "sglang-new.service", "sglang-gateway.service"):
+        (units / unit).write_text(managed)
+    (units / "sglang-mine.service").write_text("[Unit]\nDescription=written by hand\n")  # not sglfleet's
+    for service_root, port in ((root, 30000), (root / "services" / "b", 30002)):
+        release = service_root / "releases" / "3f2a"
+        release.mkdir(parents=True)
+        (release / "launch.args").write_text(f"--model-path /models/x\n--port {port}\n--tp-size 1\n")
+        (service_root / "current").symlink_to(release)
+    # The command as a host runs it, its two folders moved under tmp_path.
+    command = (InstalledServices().command().replace(posixpath.dirname(LAYOUT.unit_file), str(units))
+               .replace(LAYOUT.root, str(root)))
+    assert str(units) in command and str(root) in command
+    # "new" has no current release yet (staged, never switched): its port is unknown.
+    assert InstalledServices().process(run(command)) == {"sglang": 30000, "b": 30002, "new": None}

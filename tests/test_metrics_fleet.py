@@ -23,6 +23,7 @@ pytestmark = pytest.mark.fleet
 
 LISTEN = ("--data", "listen_host=0.0.0.0")  # the stand-ins' /metrics, for Prometheus too
 CHANGE = eagle_change(2)
+SCRAPE_LABELS = ("__name__", "instance", "job")
 FAILING = (*eagle_change(1), "--data", "gate_warmup_s=30")  # with the canary made to crash
 
 
@@ -84,7 +85,9 @@ def eventually(base: str, promql: str, want, timeout: float = 30.0) -> list[dict
     while True:
         result = query(base, promql)
         if want(result) or time.monotonic() > deadline:
-            assert want(result), (promql, result)
+            # Each series' own labels and value, shortly: pytest cuts a long message before them.
+            assert want(result), (promql, [({k: v for k, v in series["metric"].items() if k not in SCRAPE_LABELS},
+                                             series["value"][1]) for series in result])
             return result
         time.sleep(0.5)
 

@@ -3,8 +3,10 @@ Two sglang services on one dev host, with the real deploy over SSH (as ``deploy`
 with sudo): each serves on its own port from its own GPUs (CUDA_VISIBLE_DEVICES
 in the server process's environment, as torch reads it), a change to one
 restarts only it, a second converge changes and restarts nothing, and
-``sglfleet status`` has a row for each. Molecule's sequence: converge, converge
-again, verify the host's real state.
+``sglfleet status`` has a row for each, and a service the inventory no longer
+names leaves the gateway and is removed (the host's one service, before the
+named ones came, too). Molecule's sequence: converge, converge again, verify
+the host's real state.
 """
 
 import json
@@ -15,11 +17,14 @@ import pytest
 from deploying import SECRETS, deploy, pyinfra, server_pid, sglfleet, sshd_commands, sshd_logs_sessions
 from test_gateway import GATEWAYS, listed
 from faulting import results
+from sglfleet.events import read_events
 
 pytestmark = pytest.mark.fleet
 
 HOST = "node1"
 UNITS = ("sglang-a.service", "sglang-b.service")
+TEXTFILES = "/var/lib/prometheus/node-exporter"  # node_exporter's textfile folder
+PROMS = f"{TEXTFILES}/sglfleet-sglang-a.prom {TEXTFILES}/sglfleet-sglang-b.prom"
 
 
 def services(b_steps: int) -> str:
@@ -51,16 +56,20 @@ def health(fleet, port: int) -> int:
 
 
 @pytest.fixture(scope="module")
-def two_services(fleet):
+def two_services(fleet, tmp_path_factory):
     for host in fleet.hosts:
         fleet.fault(host, "clear")
-    done = deploy("--limit", HOST, "--data", services(3))
+    if not fleet.exec(HOST, "systemctl cat sglang.service", check=False).stdout:  # a blank host
+        assert deploy("--limit", HOST).returncode == 0  # as a host of one service comes to several
+    events = tmp_path_factory.mktemp("events") / "events.jsonl"
+    done = deploy("--limit", HOST, "--data", services(3), "--data", f"events_file={events}")
     assert done.returncode == 0, done.stdout[-3000:]
+    done.events = read_events(events)
     yield fleet, done
     # Leave the host as other modules expect it: its one sglang service only.
     fleet.exec(HOST, f"systemctl disable --now {' '.join(UNITS)} 2>/dev/null; "
                      f"rm -f {' '.join(f'/etc/systemd/system/{u}' for u in UNITS)} "
-                     "/etc/sglfleet/sglang-a.env /etc/sglfleet/sglang-b.env; rm -rf /opt/sglfleet/services; "
+                     f"/etc/sglfleet/sglang-a.env /etc/sglfleet/sglang-b.env {PROMS}; rm -rf /opt/sglfleet/services; "
                      "systemctl daemon-reload", check=False)
 
 
@@ -88,6 +97,21 @@ def test_each_service_serves_on_its_own_port_from_its_own_gpus(two_services):
     assert env.split("\n")[:2] == ["root root 600", "root root 600"]
     for value in SECRETS.values():
         assert value not in fleet.exec(HOST, f"cat /etc/systemd/system/{UNITS[0]}").stdout
+
+
+def test_the_one_service_the_host_ran_before_is_retired(two_services):
+    fleet, done = two_services
+    assert "will stop and remove sglang.service: the inventory no longer names it" in done.stdout
+    retired = [event for event in done.events if event["reason"] == "ServiceRetired"]
+    assert [(event["host"], "sglang.service stopped and removed" in event["message"]) for event in retired] == [
+        (HOST, True)]
+    left = fleet.exec(HOST, "systemctl cat sglang.service; ls -d /opt/sglfleet/current /opt/sglfleet/previous "
+                            "/opt/sglfleet/releases /etc/sglfleet/sglang.env", check=False).stdout
+    assert left == ""
+    assert health(fleet, 30000) == 0  # nothing listens on its port
+    # Its series left node_exporter's file; each service that serves has its own.
+    assert "sglfleet_release_info" not in fleet.exec(HOST, f"cat {TEXTFILES}/sglfleet.prom").stdout
+    assert "sglfleet_release_info" in fleet.exec(HOST, f"cat {TEXTFILES}/sglfleet-sglang-a.prom").stdout
 
 
 def test_a_second_converge_changes_and_restarts_nothing(two_services):
@@ -163,7 +187,7 @@ def behind_gateway(two_services):
     for host in workers[1:]:  # node1's services go with the module's first fixture
         fleet.inside(host, f"systemctl disable --now {' '.join(UNITS)} 2>/dev/null; rm -f "
                            f"{' '.join(f'/etc/systemd/system/{u}' for u in UNITS)} /etc/sglfleet/sglang-a.env "
-                           "/etc/sglfleet/sglang-b.env; rm -rf /opt/sglfleet/services; systemctl daemon-reload")
+                           f"/etc/sglfleet/sglang-b.env {PROMS}; rm -rf /opt/sglfleet/services; systemctl daemon-reload")
     fleet.inside(gateway, "systemctl disable --now sglang-gateway.service 2>/dev/null; rm -f /etc/systemd/system/"
                           "sglang-gateway.service /etc/sglfleet/sglang-gateway.env; systemctl daemon-reload")
 
@@ -180,3 +204,37 @@ def test_each_service_is_its_own_worker_of_the_gateway_and_only_the_changed_one_
     assert run_of(fleet, "sglang-a.service") == before  # a served through b's drain, switch and rejoin
     # b rejoined once its gate passed: every worker is back, healthy.
     assert {worker: w["is_healthy"] for worker, w in listed(url).items()} == dict.fromkeys(expected, True)
+
+
+def test_a_service_dropped_from_the_inventory_leaves_the_gateway_and_is_removed(behind_gateway):
+    fleet, url, workers = behind_gateway
+    before = run_of(fleet, "sglang-a.service")
+    only_a = "services=" + json.dumps([{"name": "a", "gpus": [0], "port": 30001}])
+    done = pyinfra("deploy.py", "-y", "--data", only_a, env=GATEWAYS)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "will stop and remove sglang-b.service: the inventory no longer names it" in done.stdout
+    # b left the gateway (drained first), and the gateway lists a alone.
+    assert {worker: w["is_healthy"] for worker, w in listed(url).items()} == {
+        f"http://{fleet.address(host)}:30001": True for host in workers}
+    for host in workers:
+        left = fleet.exec(host, "systemctl cat sglang-b.service; ls -d /opt/sglfleet/services/b "
+                                f"/etc/sglfleet/sglang-b.env {TEXTFILES}/sglfleet-sglang-b.prom", check=False).stdout
+        assert left == "", host
+        assert fleet.exec(host, "pgrep -f -- '--port 3000[2]'", check=False).stdout == "", host
+    assert run_of(fleet, "sglang-a.service") == before  # a served on throughout
+    again = pyinfra("deploy.py", "-y", "--data", only_a, env=GATEWAYS)
+    totals = results(again.stdout)
+    assert again.returncode == 0 and totals["success"] == 0 and totals["error"] == 0, again.stdout[-3000:]
+
+
+def test_a_host_whose_services_are_dropped_serves_its_one_service_again(behind_gateway):
+    fleet, url, workers = behind_gateway
+    done = pyinfra("deploy.py", "-y", env=GATEWAYS)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "will stop and remove sglang-a.service" in done.stdout
+    assert {worker: w["is_healthy"] for worker, w in listed(url).items()} == {
+        f"http://{fleet.address(host)}:30000": True for host in workers}
+    for host in workers:
+        assert fleet.exec(host, "systemctl is-active sglang.service").stdout.strip() == "active", host
+        assert fleet.exec(host, "systemctl cat sglang-a.service; ls -d /opt/sglfleet/services/a",
+                          check=False).stdout == "", host

@@ -82,6 +82,23 @@ def test_promtool_accepts_every_name_and_the_write_is_a_rename(tmp_path):
     assert os.path.basename(textfile.write(other, str(collector))) == "sglfleet-sglang-b.prom"
 
 
+def test_a_retired_service_takes_its_series_along_and_the_host_keeps_its_own(tmp_path):
+    layout = host(tmp_path)
+    collector = tmp_path / "node-exporter"
+    collector.mkdir()
+    named = layout.for_service("b")
+    textfile.write(layout, str(collector)), textfile.write(named, str(collector))
+    textfile.retired(named, str(collector))
+    assert os.listdir(collector) == ["sglfleet.prom"]
+    textfile.retired(named, str(collector))  # once more: nothing left to take
+    # The host's one service retired (its links gone): its series go, the host's drift stays.
+    os.remove(layout.current), os.remove(layout.previous)
+    textfile.retired(layout, str(collector))
+    found = samples((collector / "sglfleet.prom").read_text())
+    assert "sglfleet_release_info" not in found and "sglfleet_release_switch_timestamp_seconds" not in found
+    assert found["sglfleet_drift"] == [f'sglfleet_drift{{kind="{kind}"}} 0.0' for kind in drift.KINDS]
+
+
 def test_a_host_with_nothing_serving_writes_an_empty_file(tmp_path):
     layout = Layout(root=str(tmp_path / "opt"))
     assert textfile.render(layout) == ""

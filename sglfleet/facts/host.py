@@ -40,7 +40,7 @@ from sglfleet.facts.gateway import GatewayService
 from sglfleet.facts.gpu import Gpu, NvidiaGpus
 from sglfleet.facts.models import ModelState
 from sglfleet.facts.os import HostOs, OsInfo
-from sglfleet.facts.release import ReleaseHostState, ReleaseState
+from sglfleet.facts.release import InstalledServices, ReleaseHostState, ReleaseState
 from sglfleet.facts.stack import StackHostState, StackState
 from sglfleet.facts.sudo import SudoAccess
 from sglfleet.facts.users import PasswdEntry
@@ -76,6 +76,7 @@ class HostState:
     + gateway: ``GatewayService``'s, on a gateway host (which reads no GPU, patch, release or model)
     + services: ``ReleaseState``'s for each service, by name: ``{"sglang": release}`` on a host of one service
     + users: ``PasswdEntry``'s for each service's user, by service name: ``{"sglang": user}`` likewise
+    + installed: ``InstalledServices``'s: the services whose units sglfleet installed, with their ports
     """
 
     sudo: dict | None = None
@@ -90,6 +91,7 @@ class HostState:
     gateway: dict | None = None
     services: dict = field(default_factory=dict)
     users: dict = field(default_factory=dict)
+    installed: dict = field(default_factory=dict)
 
 
 class HostRead(FactBase[HostState]):
@@ -109,6 +111,7 @@ class HostRead(FactBase[HostState]):
                                                               full=full)),
                 "files": (FileDigests(), FileDigests().command(paths)),
                 "gateway": (GatewayService(), GatewayService().command(gateway_unit, gateway_runtime_dir)),
+                "installed": (InstalledServices(), InstalledServices().command()),
             }
         parts = {
             "gpus": (NvidiaGpus(), "if command -v nvidia-smi >/dev/null 2>&1; then "
@@ -118,6 +121,7 @@ class HostRead(FactBase[HostState]):
             "user": (PasswdEntry(), PasswdEntry().command(user)),
             "files": (FileDigests(), FileDigests().command(paths)),
             "patch": (FileBytesUnlessKnown(), FileBytesUnlessKnown().command(patch_path, patch_known)),
+            "installed": (InstalledServices(), InstalledServices().command()),
         }
         if service_releases:  # several services: each one's releases, none at the host's root
             parts.update({f"{SERVICE_PART}{name}": (ReleaseState(), ReleaseState().command(one, service=name))
@@ -190,7 +194,7 @@ class HostRead(FactBase[HostState]):
             raise FactProcessError(f"the host read ended early, after {', '.join(sections) or 'nothing'}")
         readers = {"os": HostOs(), "gpus": NvidiaGpus(), "stack": StackState(), "user": PasswdEntry(),
                    "files": FileDigests(), "patch": FileBytesUnlessKnown(), "release": ReleaseState(),
-                   "models": ModelState(), "gateway": GatewayService()}
+                   "models": ModelState(), "gateway": GatewayService(), "installed": InstalledServices()}
         for name, fact in readers.items():
             if name in sections:
                 setattr(found, name, fact.process(sections[name]) if sections[name] else fact.default())

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pyinfra.api import FactBase
 
 from sglfleet.host.drift import FILE as DRIFT_FILE
-from sglfleet.host.layout import DEFAULT_SERVICE, LAYOUT
+from sglfleet.host.layout import DEFAULT_SERVICE, GATEWAY, LAYOUT
 
 
 @dataclass
@@ -126,3 +126,51 @@ class ReleaseState(FactBase["ReleaseHostState | None"]):
             files=files if raw.get("staged") == "1" else None,
             drifted=[str(kind) for kind in drifted] if isinstance(drifted, list) else [],
         )
+
+
+class InstalledServices(FactBase[dict]):
+    """
+    Returns the sglang services sglfleet installed on a host, by name, each with the
+    port its current release serves on (None when it has no current release):
+    what a converge retires when the inventory no longer names them.
+
+    A service is installed where its unit is, and the unit is sglfleet's (its
+    first line says so): a hand-written ``sglang-*.service`` is not sglfleet's to remove.
+
+    .. code:: python
+
+        {"sglang": 30000, "b": 30002}
+
+    **Example:**
+
+    .. code:: python
+
+        retired = set(host.get_fact(InstalledServices)) - {"a"}
+    """
+
+    @staticmethod
+    def default() -> dict:
+        return {}
+
+    def command(self) -> str:
+        named = LAYOUT.for_service("NAME")
+        units = posixpath.dirname(LAYOUT.unit_file)
+        prefix = named.unit[:-len("NAME.service")]  # sglang-
+        # Each service's port, from its current release's launch.args (one flag per line).
+        return (
+            f"for f in {shlex.quote(LAYOUT.unit_file)} {shlex.quote(units)}/{prefix}*.service; do "
+            f"[ -f \"$f\" ] && head -n 1 \"$f\" | grep -q '^# Managed by sglfleet' || continue; "
+            f"u=${{f##*/}}; u=${{u%.service}}; "
+            f"case $u in {shlex.quote(GATEWAY.service)}) continue;; "
+            f"{shlex.quote(LAYOUT.service)}) n={shlex.quote(DEFAULT_SERVICE)}; r={shlex.quote(LAYOUT.current)};; "
+            f"*) n=${{u#{prefix}}}; r={shlex.quote(LAYOUT.services)}/$n/current;; esac; "
+            "echo \"$n $(sed -n 's/^--port //p' \"$r/launch.args\" 2>/dev/null | head -n 1)\"; done; true"
+        )
+
+    def process(self, output) -> dict:
+        installed = {}
+        for line in output:
+            name, _, port = line.strip().partition(" ")
+            if name:
+                installed[name] = int(port) if port.isdigit() else None
+        return installed

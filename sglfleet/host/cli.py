@@ -13,6 +13,7 @@ rollback happen under one lock, and the tool ignores SIGHUP.
     sglfleet-release relink RELEASE     point current at RELEASE, which the running process serves (no restart)
     sglfleet-release rollback           switch current to previous, restart, start-up gate
     sglfleet-release gate               the start-up gate against the current release
+    sglfleet-release retire             stop and remove the service: the inventory no longer names it
     sglfleet-release state              this host's releases, unit, health and verdicts, as JSON
     sglfleet-release models ...         check, stage and collect pinned models (``models.py``)
     sglfleet-release cache ...          pack, fetch and drop shared compile caches (``compile_cache.py``)
@@ -35,6 +36,7 @@ import argparse
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -217,6 +219,30 @@ def gate(layout: Layout) -> int:
     return PASSED
 
 
+def retire(layout: Layout, textfile_dir: str) -> int:
+    """
+    Stop the service for good and remove its unit, env file, releases and links, and
+    its series in node_exporter's textfile folder. Its user, state and compile caches
+    stay: a service named again starts warm.
+    """
+    service.systemctl("disable", "--now", layout.unit, check=False)  # a unit removed by hand: nothing runs
+    stopped = service.properties(layout).get("ActiveState") in (None, "inactive", "failed")
+    if not stopped:
+        fail(f"{layout.unit} is still {service.properties(layout).get('ActiveState')} after its stop; "
+             f"nothing of it was removed")
+        return SYSTEM
+    for path in (layout.unit_file, layout.env_file, layout.current, layout.previous):
+        if os.path.lexists(path):
+            os.unlink(path)
+    shutil.rmtree(layout.service_root if layout.name else layout.releases, ignore_errors=True)
+    service.systemctl("daemon-reload")
+    service.systemctl("reset-failed", layout.unit, check=False)
+    textfile.retired(layout, textfile_dir)
+    print(f"{layout.unit} stopped and removed")
+    report(stage="retire", service=layout.service_name, passed=True)
+    return PASSED
+
+
 def state(layout: Layout) -> int:
     """This host's releases, unit state, health and verdicts, as one JSON object."""
     unit = service.properties(layout)
@@ -285,7 +311,7 @@ def main(argv=None, layout: Layout = LAYOUT) -> int:
                                          help="restart and gate even when the release serves (its stack was repaired)")
     for name in ("bake", "revert", "relink"):
         sub.add_parser(name).add_argument("release_id")
-    for name in ("rollback", "gate", "state"):
+    for name in ("rollback", "gate", "state", "retire"):
         sub.add_parser(name)
     parser.add_argument("--wait-lock", type=float, default=None,
                         help="seconds to wait for another run's lock (default: long enough for its "
@@ -311,6 +337,7 @@ def main(argv=None, layout: Layout = LAYOUT) -> int:
         "revert": lambda: revert(args.release_id, layout),
         "rollback": lambda: rollback(layout),
         "gate": lambda: gate(layout),
+        "retire": lambda: retire(layout, args.textfile_dir),
     }
     try:
         with releases.locked(wait, layout):
@@ -318,7 +345,8 @@ def main(argv=None, layout: Layout = LAYOUT) -> int:
             if args.keep is not None and args.command in ("activate", "rollback", "revert"):
                 releases.collect(args.keep, layout)  # after the links moved: what they point at stays
             try:
-                textfile.write(layout, args.textfile_dir)
+                if args.command != "retire":  # which wrote its own
+                    textfile.write(layout, args.textfile_dir)
             except OSError as error:  # the metrics are a view: a full disk must not fail the switch
                 fail(f"could not write {textfile.FILE} in {args.textfile_dir}: {error.strerror}")
             return status

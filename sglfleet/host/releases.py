@@ -124,7 +124,7 @@ def collect(keep: int, layout: Layout = LAYOUT) -> list[str]:
 @contextlib.contextmanager
 def locked(wait_s: float, layout: Layout = LAYOUT):
     """Hold the host lock, waiting up to ``wait_s`` for another run; raise ``Busy`` after that."""
-    os.makedirs(layout.root, exist_ok=True)
+    os.makedirs(os.path.dirname(layout.lock), exist_ok=True)
     with open(layout.lock, "w") as lock:
         deadline = time.monotonic() + wait_s
         while True:

@@ -33,6 +33,7 @@ host's, not a service's: they are in ``sglfleet.prom`` alone.
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from . import drift, releases
@@ -131,6 +132,23 @@ def _host_families(layout: Layout) -> list[str]:
     return lines
 
 
+def file_name(layout: Layout) -> str:
+    """The service's file in the textfile folder: ``sglfleet.prom``, or ``sglfleet-sglang-<name>.prom``."""
+    return FILE if layout.service == "sglang" else f"sglfleet-{layout.service}.prom"
+
+
+def retired(layout: Layout = LAYOUT, directory: str = DEFAULT_DIR) -> None:
+    """
+    Take a retired service's series out of ``directory``: a named service's file goes; the
+    host's one service leaves ``sglfleet.prom`` with the host's series only.
+    """
+    if layout.name:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(directory, file_name(layout)))
+    else:
+        write(layout, directory)
+
+
 def write(layout: Layout = LAYOUT, directory: str = DEFAULT_DIR) -> str | None:
     """
     Write ``sglfleet.prom`` atomically into ``directory``; its path, or None when
@@ -138,7 +156,7 @@ def write(layout: Layout = LAYOUT, directory: str = DEFAULT_DIR) -> str | None:
     """
     if not os.path.isdir(directory):
         return None
-    name = FILE if layout.service == "sglang" else f"sglfleet-{layout.service}.prom"
+    name = file_name(layout)
     final = os.path.join(directory, name)
     temporary = os.path.join(directory, f".{name}.{os.getpid()}")  # the collector reads *.prom only
     with open(temporary, "w") as handle:

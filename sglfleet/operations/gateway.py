@@ -16,15 +16,17 @@ restart still restarts it, and a converge that changes nothing restarts nothing.
 
 from __future__ import annotations
 
+import posixpath
 import shlex
 
 from pyinfra import host, logger
 from pyinfra.api import StringCommand, operation
 
-from sglfleet.facts.files import FileDigests
 from sglfleet.facts.gateway import GatewayService
 from sglfleet.facts.host import READ
+from sglfleet.facts.release import InstalledServices
 from sglfleet.host.layout import GATEWAY, LAYOUT
+from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR, FILE as TEXTFILE, file_name as textfile_name
 from sglfleet.operations.remote import HostFunctionCommand
 from sglfleet.run import recording, summary
 from sglfleet.run.diffs import first_pass
@@ -60,13 +62,14 @@ def serving(digest: str, earlier: tuple[str, ...] = (), unit: str = GATEWAY.unit
 
 
 @operation()
-def sglang_retired(found=READ):
+def sglang_retired(installed=READ, textfile_dir: str = TEXTFILE_DIR):
     """
-    Ensure a gateway host runs no sglang: a host that served before it joined the group
-    gateways has its ``sglang.service`` stopped and removed, with its env file and links.
+    Ensure a gateway host runs no sglang: each service a host ran before it joined the
+    group gateways is stopped and removed, with its env file, links, releases and
+    series in node_exporter's textfile folder.
 
-    + found: ``FileDigests``'s answer for the sglang unit and env file, already read; by
-      default the operation reads it
+    + installed: ``InstalledServices``'s answer, already read; by default the operation reads it
+    + textfile_dir: node_exporter's textfile folder
 
     **Example:**
 
@@ -74,16 +77,21 @@ def sglang_retired(found=READ):
 
         sglang_retired(name="No sglang on a gateway host")
     """
-    if found is READ:
-        found = host.get_fact(FileDigests, paths=[LAYOUT.unit_file, LAYOUT.env_file])
-    left = [path for path in (LAYOUT.unit_file, LAYOUT.env_file) if found["files"].get(path)]
-    if not left:
-        host.noop(f"no {LAYOUT.unit} on this gateway host")
+    if installed is READ:
+        installed = host.get_fact(InstalledServices)
+    if not installed:
+        host.noop("no sglang service on this gateway host")
         return
+    layouts = [LAYOUT.for_service(name) for name in installed]
+    units = ", ".join(layout.unit for layout in layouts)
     if first_pass():
-        host.log(f"Will stop and remove {LAYOUT.unit}: this host is in group gateways now", logger.info)
-    yield f"systemctl disable --now {shlex.quote(LAYOUT.unit)} 2>/dev/null || true"
-    yield shlex.join(["rm", "-f", "--", *left, LAYOUT.current, LAYOUT.previous])
+        host.log(f"Will stop and remove {units}: this host is in group gateways now", logger.info)
+    for layout in layouts:
+        yield f"systemctl disable --now {shlex.quote(layout.unit)} 2>/dev/null || true"
+        yield shlex.join(["rm", "-rf", "--", layout.unit_file, layout.env_file, layout.current, layout.previous,
+                          layout.service_root if layout.name else layout.releases,
+                          posixpath.join(textfile_dir, textfile_name(layout))])
+    yield shlex.join(["rm", "-f", "--", posixpath.join(textfile_dir, TEXTFILE)])  # and the host's series
     yield "systemctl daemon-reload"
 
 

@@ -30,8 +30,8 @@ from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR
 from sglfleet.operations.drift import marked
 from sglfleet.operations.remote import HostFunctionCommand
 from sglfleet.plan.release import Release
-from sglfleet.run.diffs import report_drift, show_diff, wants_diff
-from sglfleet.run.rollout import BatchStep, bake, fail, relink, roll_back, switch
+from sglfleet.run.diffs import first_pass, report_drift, show_diff, wants_diff
+from sglfleet.run.rollout import BatchStep, bake, fail, relink, retire, roll_back, switch
 
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
@@ -129,7 +129,8 @@ def _baked(verdict: dict) -> bool:
 
 
 @operation(is_idempotent=False)
-def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = False, then: tuple = ()):
+def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = False, then: tuple = (),
+              retired: tuple = ()):
     """
     Make the host serve ``release_id`` behind its start-up gate and bake, unless it does.
 
@@ -147,6 +148,8 @@ def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = Fals
       files at start, so it restarts behind its gate even where it serves ``release_id``
     + then: ``(release_id, step, found)`` of each further service of the host, switched in turn in this
       same operation (its batch's), each behind its own gate, once the one before passed
+    + retired: the steps of services the host runs and the inventory no longer names: each leaves
+      the router, stops, and is removed first (it may hold the GPUs or the port of a new one)
 
     **Example:**
 
@@ -160,6 +163,11 @@ def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = Fals
     """
     # One operation a batch for all of a host's services: pyinfra runs a host's operations in
     # step with the other hosts' by position, so a second one would run beside a later batch.
+    for gone in retired:
+        if first_pass():
+            host.log(f"{gone.label}: will stop and remove {gone.unit}: the inventory no longer names it",
+                     logger.warning)
+        yield HostFunctionCommand(retire, (gone,), {})
     for one_release, one_step, one_found in ((release_id, step, found), *then):
         yield from _activate(one_release, one_step, one_found, rebuilt)
 

@@ -314,6 +314,26 @@ def roll_back(state, host, connector_arguments, step: BatchStep):
     return status == PASSED
 
 
+def retire(state, host, connector_arguments, step: BatchStep):
+    """
+    Stop and remove a service the inventory no longer names, in its host's batch and
+    before the host's other services switch (it may hold their GPUs or port): out of
+    the router first, so no request is cut.
+    """
+    said = drained_answer(state, host, connector_arguments, step, "retire")
+    if said is None:
+        return False
+    status, _, messages = said
+    if status != PASSED:
+        for line in messages or [lost_link(host, f"exit status {'unknown' if status is None else status}")]:
+            fail(state, host, line)
+        return False
+    summary.passed(host.name, f"{step.unit} retired")
+    recording.emit("ServiceRetired", host=host.name,
+                   message=f"{step.label}: {step.unit} stopped and removed (the inventory no longer names it)")
+    return True
+
+
 def fail(state, host, message):
     """Log ``message`` as this host's error (the run's summary keeps the first); returns False, so it fails the host."""
     host.log_styled(message, fg="red", log_func=logger.error)
