@@ -5,7 +5,8 @@ Each event has a fixed reason, as Argo Rollouts records its steps
 (``utils/record/record.go``: ``RolloutStepCompleted``, ``RolloutAborted``, ...):
 
     {"time": "2026-12-01T14:02:11.204Z", "run": "5f0c2a91d3e4", "inventory": "inventory/prod.py",
-     "host": "node1", "reason": "GatePassed", "from": "9c41d0e2a7b35f18", "to": "3f2a9c1d0b7e6a55",
+     "host": "node1", "service": "sglang", "reason": "GatePassed", "from": "9c41d0e2a7b35f18",
+     "to": "3f2a9c1d0b7e6a55",
      "figures": {"spec_accept_length": 2.8, "tokens": 256, ...}, "message": "gate passed on ..."}
 
 The log is ``events.jsonl`` under ``$XDG_STATE_HOME/sglfleet/`` (default
@@ -91,12 +92,14 @@ class EventLog:
     run: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
 
     def emit(self, reason: str, host: str | None = None, from_release: str | None = None,
-             to_release: str | None = None, figures: dict | None = None, message: str = "") -> dict:
-        """Append one event; return it as written."""
+             to_release: str | None = None, figures: dict | None = None, message: str = "",
+             service: str | None = None) -> dict:
+        """Append one event; return it as written. ``service``: which of the host's services
+        (``sglang`` for its one service) a switch, verdict or rollback was; None for the host's or the run's."""
         if reason not in REASONS:
             raise ValueError(f"unknown event reason {reason!r}; one of {', '.join(REASONS)}")
         event = {"time": _now(), "run": self.run, "inventory": self.inventory, "host": host,
-                 "reason": reason, "from": from_release, "to": to_release,
+                 "service": service, "reason": reason, "from": from_release, "to": to_release,
                  "figures": figures or {}, "message": message}
         line = json.dumps(event, sort_keys=True)
         for value in self.secrets:

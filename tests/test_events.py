@@ -63,15 +63,16 @@ def receiver():
 
 def test_each_event_is_one_json_line_with_its_fields_and_no_secret(tmp_path):
     log = EventLog(tmp_path / "state" / "events.jsonl", inventory="inventory/dev.py", secrets=("s3cr3t-value",))
-    log.emit("GatePassed", host="node1", from_release="aaa", to_release="bbb",
+    log.emit("GatePassed", host="node1", service="sglang", from_release="aaa", to_release="bbb",
              figures={"tokens": 256}, message="gate passed; the key s3cr3t-value leaked into a message")
     log.emit("RunFinished", figures={"passed": 1, "failed": 0})
     lines = (tmp_path / "state" / "events.jsonl").read_text().splitlines()
     assert len(lines) == 2
     first = json.loads(lines[0])
-    assert {k: first[k] for k in ("run", "inventory", "host", "reason", "from", "to", "figures")} == {
-        "run": log.run, "inventory": "inventory/dev.py", "host": "node1", "reason": "GatePassed",
+    assert {k: first[k] for k in ("run", "inventory", "host", "service", "reason", "from", "to", "figures")} == {
+        "run": log.run, "inventory": "inventory/dev.py", "host": "node1", "service": "sglang", "reason": "GatePassed",
         "from": "aaa", "to": "bbb", "figures": {"tokens": 256}}
+    assert json.loads(lines[1])["service"] is None  # the run's, not a service's
     assert first["time"].endswith("Z") and "s3cr3t-value" not in lines[0] and "<redacted>" in first["message"]
     assert oct((tmp_path / "state" / "events.jsonl").stat().st_mode & 0o777) == "0o600"
     assert oct((tmp_path / "state").stat().st_mode & 0o777) == "0o700"

@@ -103,8 +103,11 @@ def test_the_one_service_the_host_ran_before_is_retired(two_services):
     fleet, done = two_services
     assert "will stop and remove sglang.service: the inventory no longer names it" in done.stdout
     retired = [event for event in done.events if event["reason"] == "ServiceRetired"]
-    assert [(event["host"], "sglang.service stopped and removed" in event["message"]) for event in retired] == [
-        (HOST, True)]
+    assert [(event["host"], event["service"], "sglang.service stopped and removed" in event["message"])
+            for event in retired] == [(HOST, "sglang", True)]
+    # Then each new service switched, each event naming its service.
+    assert [(event["host"], event["service"]) for event in done.events if event["reason"] == "HostSwitched"] == [
+        (HOST, "a"), (HOST, "b")]
     left = fleet.exec(HOST, "systemctl cat sglang.service; ls -d /opt/sglfleet/current /opt/sglfleet/previous "
                             "/opt/sglfleet/releases /etc/sglfleet/sglang.env", check=False).stdout
     assert left == ""

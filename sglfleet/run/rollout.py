@@ -152,7 +152,8 @@ def verdicts(host, step: BatchStep, results: list[dict], from_release: str | Non
                     f"tokens in {figures.get('requests', 0)} generations, {figures.get('seconds', 0):g} s)")
             reason = "GatePassed"
         elif result.get("stage") == "startup" and result.get("passed") is False:
-            recording.emit("GateFailed", host=host.name, from_release=from_release, to_release=result["release"],
+            recording.emit("GateFailed", host=host.name, service=step.service, from_release=from_release,
+                           to_release=result["release"],
                            message=f"gate failed on release {result['release']}: {result.get('failure')}")
             continue
         elif result.get("stage") == "bake":
@@ -164,8 +165,8 @@ def verdicts(host, step: BatchStep, results: list[dict], from_release: str | Non
         line = f"{_who(step)}{line}"
         host.log(f"{step.label}: {line}", logger.info)
         summary.verdict(host.name, line)
-        recording.emit(reason, host=host.name, from_release=from_release, to_release=result["release"],
-                       figures=figures, message=line)
+        recording.emit(reason, host=host.name, service=step.service, from_release=from_release,
+                       to_release=result["release"], figures=figures, message=line)
 
 
 def over_budget(state, step: BatchStep) -> str | None:
@@ -232,13 +233,15 @@ def switch(state, host, connector_arguments, step: BatchStep, release_id: str, r
     status, results, messages = said
     passed = status == PASSED
     if any(result.get("stage") == "startup" and not result.get("already") for result in results):
-        recording.emit("HostSwitched", host=host.name, from_release=from_release, to_release=release_id,
+        recording.emit("HostSwitched", host=host.name, service=step.service, from_release=from_release,
+                       to_release=release_id,
                        message=f"{step.label}: {_who(step)}switched {from_release or 'nothing'} -> {release_id}, restarted")
     verdicts(host, step, results, from_release)
     if passed:  # still out of the router: nothing compiles while it packs
         compile_share.hand_on(host, connector_arguments, step.label, step.cache, any(took), step.timeout_s)
     if status == ROLLED_BACK:  # the gate failed, and the host serves its earlier release again
-        recording.emit("HostRolledBack", host=host.name, from_release=release_id, to_release=from_release,
+        recording.emit("HostRolledBack", host=host.name, service=step.service, from_release=release_id,
+                       to_release=from_release,
                        message=f"{step.label}: back to {from_release or 'its earlier release'} after its gate failed")
     unknown = lost_link(host, f"exit status {'unknown' if status is None else status}")
     for line in () if passed else messages or [unknown]:
@@ -276,7 +279,7 @@ def bake(state, host, connector_arguments, step: BatchStep, release_id: str):
         return False
     status, _, messages = said
     if status == ROLLED_BACK:
-        recording.emit("HostRolledBack", host=host.name, from_release=release_id,
+        recording.emit("HostRolledBack", host=host.name, service=step.service, from_release=release_id,
                        message=f"{step.label}: back to its earlier release after its bake failed")
     for line in messages:
         fail(state, host, line)
@@ -309,7 +312,7 @@ def roll_back(state, host, connector_arguments, step: BatchStep):
     if status == PASSED:
         back = results[-1]["release"] if results else None
         summary.passed(host.name, f"{_who(step)}rolled back to {back or 'its previous release'}")
-        recording.emit("HostRolledBack", host=host.name, to_release=back,
+        recording.emit("HostRolledBack", host=host.name, service=step.service, to_release=back,
                        message=f"{step.label}: rolled back to {back or 'its previous release'}")
     return status == PASSED
 
@@ -329,7 +332,7 @@ def retire(state, host, connector_arguments, step: BatchStep):
             fail(state, host, line)
         return False
     summary.passed(host.name, f"{step.unit} retired")
-    recording.emit("ServiceRetired", host=host.name,
+    recording.emit("ServiceRetired", host=host.name, service=step.service,
                    message=f"{step.label}: {step.unit} stopped and removed (the inventory no longer names it)")
     return True
 
