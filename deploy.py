@@ -30,7 +30,8 @@ stage_release()
 # Phase B, batch by batch, canary first: only hosts whose staged release differs restart.
 roll_out()
 collect_models()
-# The gateways (group gateways), one at a time: only those whose configuration differs restart.
+# The gateways (group gateways), one at a time: only those whose configuration differs restart;
+# a host that left the group stops its gateway.
 # pyinfra runs a gateway host's operations once its own earlier ones are done, so this may come
 # before the serving hosts switch; the rollout drains and rejoins them through whichever gateway runs.
 install_gateway()

@@ -1,4 +1,5 @@
-"""Gateway: on the hosts of the group gateways, SGLang's gateway, its files, and a restart one gateway at a time."""
+"""Gateway: on the hosts of the group gateways, SGLang's gateway, its files, and a restart one gateway at a time;
+on the others, no gateway."""
 
 from pyinfra import host, inventory
 from pyinfra.api import deploy
@@ -12,11 +13,13 @@ from sglfleet.run.context import fleet_gateways, host_config, host_gateway_files
 
 @deploy("Gateway")
 def install_gateway():
-    if not host_is_gateway(host):
-        return
     found = host_state(host)
+    if not host_is_gateway(host):
+        # Last in the run: the host's clients had it until then.
+        gateway.gateway_retired(name=f"No {GATEWAY.unit} outside group gateways", installed=found.installed.gateway)
+        return
     wanted = host_gateway_files(host)
-    gateway.sglang_retired(name="No sglang service on a gateway host", installed=found.installed,
+    gateway.sglang_retired(name="No sglang service on a gateway host", installed=found.installed.services,
                            textfile_dir=host_config(host).textfile_dir)
     secret_files.secret_file(
         name=f"Secrets of {GATEWAY.unit}", path=GATEWAY.env_file,

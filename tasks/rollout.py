@@ -68,7 +68,7 @@ def _service_steps(step, services, routed: bool):
 def _retired(found, services) -> dict:
     """The services the host runs and the inventory no longer names, each with its port (None where unknown)."""
     named = {service.name for service in services}
-    return {name: port for name, port in found.installed.items() if name not in named}
+    return {name: port for name, port in found.installed.services.items() if name not in named}
 
 
 def _retired_steps(step, retired: dict, routed: bool) -> tuple:

@@ -5,8 +5,9 @@ last host a gateway host, which runs the real smg 1.13.0 wheel from its stack as
 hosts; a staged rollout drains and rejoins each through it under traffic, and
 no request fails; a worker that fails its gate never rejoins; a gateway change
 is a diff, then one restart, under light traffic that fails only while no
-gateway process runs; two gateways restart one at a time; a second converge
-changes nothing, in one read a host. All of it as ``deploy`` with sudo, as
+gateway process runs; two gateways restart one at a time, and a host taken
+out of the group stops its gateway; a second converge changes nothing, in one
+read a host. All of it as ``deploy`` with sudo, as
 inventory/dev.py logs in.
 """
 
@@ -257,3 +258,8 @@ def test_two_gateways_restart_one_at_a_time(fleet, topology):
         back = deploy()
     assert back.returncode == 0, back.stdout[-3000:]
     assert fleet.exec(first, "systemctl is-active sglang.service", check=False).stdout.strip() == "active"
+    # Out of group gateways again, it stopped its gateway, and the gateway's files went.
+    assert "Will stop and remove sglang-gateway.service: this host is no longer in group gateways" in back.stdout
+    assert fleet.exec(first, "systemctl is-active sglang-gateway.service", check=False).stdout.strip() == "inactive"
+    assert fleet.exec(first, "systemctl cat sglang-gateway.service; ls /etc/sglfleet/sglang-gateway.env "
+                             "/opt/sglfleet/bin/sglfleet-gateway", check=False).stdout == ""

@@ -13,7 +13,7 @@ import pytest
 from pyinfra.api import FactProcessError
 
 from sglfleet.facts.host import END, MARK, HostRead, HostState
-from sglfleet.facts.release import InstalledServices, ReleaseState
+from sglfleet.facts.release import Installed, InstalledServices, ReleaseState
 from sglfleet.host import drift
 from sglfleet.host.layout import LAYOUT, Layout
 
@@ -38,7 +38,7 @@ def test_a_host_without_sglfleet_reads_as_empty_in_every_part():
     assert found.patch is None  # no such file
     assert found.release.current is None and found.release.files is None and not found.release.busy
     assert found.models is None  # no model asked for
-    assert found.installed == {}  # no sglang unit
+    assert found.installed == Installed()  # no sglang unit, no gateway
 
 
 def test_each_part_is_its_own_facts_answer_even_when_a_part_exits():
@@ -104,6 +104,7 @@ def test_the_release_read_carries_the_drift_an_earlier_converge_left_marked(tmp_
 
 
 def test_the_installed_services_are_sglfleets_units_each_with_the_port_its_current_release_serves_on(tmp_path):
+    """And the gateway's unit, where sglfleet installed one."""
     units, root = tmp_path / "units", tmp_path / "opt"
     units.mkdir()
     managed = "# Managed by sglfleet. ExecStart goes through ...\n[Unit]\n"
@@ -120,4 +121,5 @@ def test_the_installed_services_are_sglfleets_units_each_with_the_port_its_curre
                .replace(LAYOUT.root, str(root)))
     assert str(units) in command and str(root) in command
     # "new" has no current release yet (staged, never switched): its port is unknown.
-    assert InstalledServices().process(run(command)) == {"sglang": 30000, "b": 30002, "new": None}
+    assert InstalledServices().process(run(command)) == Installed(
+        services={"sglang": 30000, "b": 30002, "new": None}, gateway=True)

@@ -40,7 +40,7 @@ from sglfleet.facts.gateway import GatewayService
 from sglfleet.facts.gpu import Gpu, NvidiaGpus
 from sglfleet.facts.models import ModelState
 from sglfleet.facts.os import HostOs, OsInfo
-from sglfleet.facts.release import InstalledServices, ReleaseHostState, ReleaseState
+from sglfleet.facts.release import Installed, InstalledServices, ReleaseHostState, ReleaseState
 from sglfleet.facts.stack import StackHostState, StackState
 from sglfleet.facts.sudo import SudoAccess
 from sglfleet.facts.users import PasswdEntry
@@ -76,7 +76,7 @@ class HostState:
     + gateway: ``GatewayService``'s, on a gateway host (which reads no GPU, patch, release or model)
     + services: ``ReleaseState``'s for each service, by name: ``{"sglang": release}`` on a host of one service
     + users: ``PasswdEntry``'s for each service's user, by service name: ``{"sglang": user}`` likewise
-    + installed: ``InstalledServices``'s: the services whose units sglfleet installed, with their ports
+    + installed: ``InstalledServices``'s: the services and gateway whose units sglfleet installed
     """
 
     sudo: dict | None = None
@@ -91,7 +91,7 @@ class HostState:
     gateway: dict | None = None
     services: dict = field(default_factory=dict)
     users: dict = field(default_factory=dict)
-    installed: dict = field(default_factory=dict)
+    installed: Installed = field(default_factory=Installed)
 
 
 class HostRead(FactBase[HostState]):

@@ -128,29 +128,42 @@ class ReleaseState(FactBase["ReleaseHostState | None"]):
         )
 
 
-class InstalledServices(FactBase[dict]):
+@dataclass
+class Installed:
     """
-    Returns the sglang services sglfleet installed on a host, by name, each with the
-    port its current release serves on (None when it has no current release):
-    what a converge retires when the inventory no longer names them.
+    What sglfleet installed on a host, as units.
 
-    A service is installed where its unit is, and the unit is sglfleet's (its
-    first line says so): a hand-written ``sglang-*.service`` is not sglfleet's to remove.
+    + services: each sglang service by name, with the port its current release serves on
+      (None when it has none)
+    + gateway: whether the host has sglfleet's ``sglang-gateway.service``
+    """
+
+    services: dict[str, int | None] = field(default_factory=dict)
+    gateway: bool = False
+
+
+class InstalledServices(FactBase[Installed]):
+    """
+    Returns an ``Installed``: the sglang services and the gateway sglfleet installed on
+    a host, what a converge retires when the inventory no longer names them.
+
+    A service is installed where its unit is, and the unit is sglfleet's (its first
+    line says so): a hand-written ``sglang-*.service`` is not sglfleet's to remove.
 
     .. code:: python
 
-        {"sglang": 30000, "b": 30002}
+        Installed(services={"sglang": 30000, "b": 30002}, gateway=False)
 
     **Example:**
 
     .. code:: python
 
-        retired = set(host.get_fact(InstalledServices)) - {"a"}
+        retired = set(host.get_fact(InstalledServices).services) - {"a"}
     """
 
     @staticmethod
-    def default() -> dict:
-        return {}
+    def default() -> Installed:
+        return Installed()
 
     def command(self) -> str:
         named = LAYOUT.for_service("NAME")
@@ -161,16 +174,19 @@ class InstalledServices(FactBase[dict]):
             f"for f in {shlex.quote(LAYOUT.unit_file)} {shlex.quote(units)}/{prefix}*.service; do "
             f"[ -f \"$f\" ] && head -n 1 \"$f\" | grep -q '^# Managed by sglfleet' || continue; "
             f"u=${{f##*/}}; u=${{u%.service}}; "
-            f"case $u in {shlex.quote(GATEWAY.service)}) continue;; "
+            f"case $u in {shlex.quote(GATEWAY.service)}) echo gateway; continue;; "
             f"{shlex.quote(LAYOUT.service)}) n={shlex.quote(DEFAULT_SERVICE)}; r={shlex.quote(LAYOUT.current)};; "
             f"*) n=${{u#{prefix}}}; r={shlex.quote(LAYOUT.services)}/$n/current;; esac; "
-            "echo \"$n $(sed -n 's/^--port //p' \"$r/launch.args\" 2>/dev/null | head -n 1)\"; done; true"
+            "echo \"service $n $(sed -n 's/^--port //p' \"$r/launch.args\" 2>/dev/null | head -n 1)\"; done; true"
         )
 
-    def process(self, output) -> dict:
-        installed = {}
+    def process(self, output) -> Installed:
+        installed = Installed()
         for line in output:
-            name, _, port = line.strip().partition(" ")
-            if name:
-                installed[name] = int(port) if port.isdigit() else None
+            kind, _, rest = line.strip().partition(" ")
+            name, _, port = rest.partition(" ")
+            if kind == "gateway":
+                installed.gateway = True
+            elif kind == "service" and name:
+                installed.services[name] = int(port) if port.isdigit() else None
         return installed

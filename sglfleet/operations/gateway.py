@@ -20,7 +20,7 @@ import posixpath
 import shlex
 
 from pyinfra import host, logger
-from pyinfra.api import StringCommand, operation
+from pyinfra.api import FunctionCommand, StringCommand, operation
 
 from sglfleet.facts.gateway import GatewayService
 from sglfleet.facts.host import READ
@@ -68,7 +68,7 @@ def sglang_retired(installed=READ, textfile_dir: str = TEXTFILE_DIR):
     group gateways is stopped and removed, with its env file, links, releases and
     series in node_exporter's textfile folder.
 
-    + installed: ``InstalledServices``'s answer, already read; by default the operation reads it
+    + installed: the services of ``InstalledServices``'s answer, already read; by default the operation reads it
     + textfile_dir: node_exporter's textfile folder
 
     **Example:**
@@ -78,7 +78,7 @@ def sglang_retired(installed=READ, textfile_dir: str = TEXTFILE_DIR):
         sglang_retired(name="No sglang on a gateway host")
     """
     if installed is READ:
-        installed = host.get_fact(InstalledServices)
+        installed = host.get_fact(InstalledServices).services
     if not installed:
         host.noop("no sglang service on this gateway host")
         return
@@ -93,6 +93,43 @@ def sglang_retired(installed=READ, textfile_dir: str = TEXTFILE_DIR):
                           posixpath.join(textfile_dir, textfile_name(layout))])
     yield shlex.join(["rm", "-f", "--", posixpath.join(textfile_dir, TEXTFILE)])  # and the host's series
     yield "systemctl daemon-reload"
+    yield FunctionCommand(_recorded, ([layout.service_name for layout in layouts], "the host is in group gateways"), {})
+
+
+@operation()
+def gateway_retired(installed=READ, unit: str = GATEWAY.unit):
+    """
+    Ensure a host outside the group gateways runs no gateway: a host that was one has
+    its ``sglang-gateway.service`` stopped and removed, with its env file and launcher.
+    Its clients must have moved to another gateway first: this one stops answering.
+
+    + installed: whether ``InstalledServices`` found sglfleet's gateway unit; by default the operation reads it
+    + unit: the gateway's unit
+
+    **Example:**
+
+    .. code:: python
+
+        gateway_retired(name="No gateway outside group gateways")
+    """
+    if installed is READ:
+        installed = host.get_fact(InstalledServices).gateway
+    if not installed:
+        host.noop(f"no {unit} on this host")
+        return
+    if first_pass():
+        host.log(f"Will stop and remove {unit}: this host is no longer in group gateways", logger.warning)
+    yield f"systemctl disable --now {shlex.quote(unit)} 2>/dev/null || true"
+    yield shlex.join(["rm", "-f", "--", GATEWAY.unit_file, GATEWAY.env_file, GATEWAY.gateway_launcher])
+    yield "systemctl daemon-reload"
+    yield FunctionCommand(_recorded, (["gateway"], "the host is no longer in group gateways"), {})
+
+
+def _recorded(services: list[str], why: str) -> None:
+    """A ``ServiceRetired`` event for each of ``services`` (``gateway``: the host's gateway)."""
+    for name in services:
+        unit = GATEWAY.unit if name == "gateway" else LAYOUT.for_service(name).unit
+        recording.emit("ServiceRetired", host=host.name, service=name, message=f"{unit} stopped and removed ({why})")
 
 
 def _restart(state, host, connector_arguments, unit: str, digest: str, earlier: tuple[str, ...]):

@@ -433,9 +433,7 @@ def _read_arguments(host: Host) -> dict:
                              "release_id": None} for python in stack.pythons}
         return {**common, **variants[stack.pythons[0]], "variants": variants, "user": GATEWAY.service_user,
                 "gateway_unit": GATEWAY.unit, "gateway_runtime_dir": GATEWAY.runtime_dir,
-                # sglang's unit and env file too: a host that served before it became a gateway stops serving.
-                "paths": sorted([GATEWAY.env_file, GATEWAY.unit_file, GATEWAY.gateway_launcher,
-                                 LAYOUT.unit_file, LAYOUT.env_file])}
+                "paths": sorted([GATEWAY.env_file, GATEWAY.unit_file, GATEWAY.gateway_launcher])}
     # Each Python the stack serves: the host's python3 picks its own in the read.
     variants = {}
     for python in stack.pythons:

@@ -233,9 +233,9 @@ def switch(state, host, connector_arguments, step: BatchStep, release_id: str, r
     status, results, messages = said
     passed = status == PASSED
     if any(result.get("stage") == "startup" and not result.get("already") for result in results):
+        switched = f"{_who(step)}switched {from_release or 'nothing'} -> {release_id}, restarted"
         recording.emit("HostSwitched", host=host.name, service=step.service, from_release=from_release,
-                       to_release=release_id,
-                       message=f"{step.label}: {_who(step)}switched {from_release or 'nothing'} -> {release_id}, restarted")
+                       to_release=release_id, message=f"{step.label}: {switched}")
     verdicts(host, step, results, from_release)
     if passed:  # still out of the router: nothing compiles while it packs
         compile_share.hand_on(host, connector_arguments, step.label, step.cache, any(took), step.timeout_s)
