@@ -213,6 +213,10 @@ def test_a_service_dropped_from_the_inventory_leaves_the_gateway_and_is_removed(
     fleet, url, workers = behind_gateway
     before = run_of(fleet, "sglang-a.service")
     only_a = "services=" + json.dumps([{"name": "a", "gpus": [0], "port": 30001}])
+    plan = pyinfra("deploy.py", "--dry", "--data", only_a, env=GATEWAYS)
+    assert plan.returncode == 0, plan.stdout[-3000:]
+    assert "will stop and remove sglang-b.service: the inventory no longer names it" in plan.stdout
+    assert health(fleet, 30002) == 200  # the plan changed nothing
     done = pyinfra("deploy.py", "-y", "--data", only_a, env=GATEWAYS)
     assert done.returncode == 0, done.stdout[-3000:]
     assert "will stop and remove sglang-b.service: the inventory no longer names it" in done.stdout
