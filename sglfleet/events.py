@@ -95,7 +95,8 @@ class EventLog:
              to_release: str | None = None, figures: dict | None = None, message: str = "",
              service: str | None = None) -> dict:
         """Append one event; return it as written. ``service``: which of the host's services
-        (``sglang`` for its one service) a switch, verdict or rollback was; None for the host's or the run's."""
+        (``sglang`` for its one service, ``gateway`` for its gateway) a switch, verdict, rollback
+        or retirement concerns; None for the host's or the run's own events."""
         if reason not in REASONS:
             raise ValueError(f"unknown event reason {reason!r}; one of {', '.join(REASONS)}")
         event = {"time": _now(), "run": self.run, "inventory": self.inventory, "host": host,
