@@ -102,7 +102,8 @@ from sglfleet.host import releases as host_releases  # noqa: E402
 from sglfleet.host.client import api_key, base_url, request  # noqa: E402
 from sglfleet.host.layout import Layout  # noqa: E402
 from sglfleet.plan.release import Release, render_release  # noqa: E402
-from sglfleet.plan.schema import SCHEMA_KEYS, validate_host_data  # noqa: E402
+from sglfleet.plan.schema import validate_host_data  # noqa: E402
+from sglfleet.plan.settings import SCHEMA_KEYS  # noqa: E402
 from sglfleet.plan.secrets import Secrets, render_env  # noqa: E402
 from sglfleet.plan.templates import render_unit  # noqa: E402
 

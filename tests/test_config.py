@@ -9,7 +9,8 @@ from pyinfra_cli.inventory import make_inventory_from_files
 from pyinfra_cli.util import parse_cli_arg
 
 from sglfleet.errors import ConfigError
-from sglfleet.plan.schema import DEFAULTS_FILE, LAUNCH_KEYS, SCHEMA_KEYS, LaunchSettings, defaults, validate_host_data
+from sglfleet.plan.schema import DEFAULTS_FILE, defaults, validate_host_data
+from sglfleet.plan.settings import LAUNCH_KEYS, SCHEMA_KEYS, LaunchSettings
 from sglfleet.plan.validation import validate_inventory
 
 BASE = {"stack": "dev", "model_path": "moonshotai/Kimi-K2.5",

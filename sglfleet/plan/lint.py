@@ -24,7 +24,7 @@ from typing import Literal
 from packaging.version import Version
 
 from sglfleet.artifacts.models import PINNED, ROLES, ModelError, is_hub_id, load_manifest, lock_command, staged_models
-from sglfleet.plan.schema import LAUNCH_KEYS, LaunchSettings
+from sglfleet.plan.settings import LAUNCH_KEYS, LaunchSettings
 from sglfleet.plan.server_flags import NO_VALUE_ACTIONS
 
 EAGLE_NUMBERS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")

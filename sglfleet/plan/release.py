@@ -25,7 +25,7 @@ from sglfleet.artifacts.models import offline, served_launch
 from sglfleet.host.gate import GateSettings
 from sglfleet.host.layout import LAYOUT, Layout
 from sglfleet.host.releases import content_id
-from sglfleet.plan.schema import LAUNCH_KEYS, LaunchSettings
+from sglfleet.plan.settings import LAUNCH_KEYS, LaunchSettings
 from sglfleet.plan.templates import TEMPLATES, arg_lines, render
 
 # Compile caches decide how fast a restart serves again (minutes cold), so every JIT writes

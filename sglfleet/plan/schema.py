@@ -1,5 +1,8 @@
 """The typed schema of sglfleet's inventory data, checked before any connection.
 
+The models are ``sglfleet.plan.settings``'s; this module reads a host's data into
+them, with its ``services`` (``sglfleet.plan.services``), and says what is wrong.
+
 Host data is flat, pyinfra style: SGLang launch keys named after sglang's own
 flags, plus sglfleet's own keys (stack, server, waves, gate, housekeeping).
 Defaults live only in ``inventory/group_data/all.py``; this module reads that
@@ -20,18 +23,18 @@ from __future__ import annotations
 
 import difflib
 import re
-import shlex
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from sglfleet import PROJECT_ROOT
 from sglfleet.artifacts.stacks import STACKS_DIR
 from sglfleet.errors import ConfigError
-from sglfleet.events import REASONS
+from sglfleet.plan.services import parse_services
+from sglfleet.plan.settings import SCHEMA_KEYS, HostConfig, LaunchSettings, pydantic_problems
 
 DEFAULTS_FILE = PROJECT_ROOT / "inventory" / "group_data" / "all.py"
 
@@ -47,293 +50,8 @@ SECRET_FLAGS = ("--api-key", "--admin-api-key", "--config")
 SECRET_SOURCES = "SGLFLEET_HF_TOKEN / SGLFLEET_API_KEY in the controller's environment or the secrets_file"
 
 
-# --- coercion of --data strings, before the strict checks ---------------------
-
-def _to_int(value: Any) -> Any:
-    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
-        return int(value)
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
-def _to_float(value: Any) -> Any:
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    return value
-
-
-def _to_bool(value: Any) -> Any:
-    if isinstance(value, str):
-        lowered = value.strip().lower()
-        if lowered in ("true", "yes", "on", "1"):
-            return True
-        if lowered in ("false", "no", "off", "0"):
-            return False
-    if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
-        return bool(value)
-    return value
-
-
-def _to_names(value: Any) -> Any:
-    # --data rollout_waves=canary,wave1 arrives as one string
-    if isinstance(value, str):
-        return [part.strip() for part in value.split(",") if part.strip()]
-    if isinstance(value, tuple):
-        return list(value)
-    return value
-
-
-def _to_argv(value: Any) -> Any:
-    # --data 'extra_flags=--max-running-requests 64' arrives as one string
-    if isinstance(value, str):
-        return shlex.split(value)
-    if isinstance(value, tuple):
-        return list(value)
-    return value
-
-
-def _to_prompts(value: Any) -> Any:
-    # --data gate_prompts="One prompt" arrives as one string
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, tuple):
-        return list(value)
-    return value
-
-
-PERCENT = re.compile(r"^(100|[1-9]\d?)(\.\d+)?%$")
-
-
-def _to_serial(value: Any) -> Any:
-    # --data rollout_serial=1,25%,100% arrives as one string; JSON as a list
-    sizes = _to_names(value) if isinstance(value, str) else value
-    if not isinstance(sizes, (list, tuple)):
-        return sizes
-    checked = []
-    for size in sizes:
-        size = _to_int(size)
-        if isinstance(size, int) and not isinstance(size, bool) and size >= 1:
-            checked.append(size)
-        elif isinstance(size, str) and PERCENT.match(size.strip()):
-            checked.append(size.strip())
-        else:
-            raise ValueError(f"{size!r} is neither a number of hosts >= 1 nor a percentage such as '25%'")
-    return checked
-
-
-def _to_cap(value: Any) -> Any:
-    # --data gpu_compute_cap=12.0 arrives as a float
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return f"{float(value):.1f}"
-    return value
-
-
-Int = Annotated[int, BeforeValidator(_to_int)]
-Float = Annotated[float, BeforeValidator(_to_float)]
-Bool = Annotated[bool, BeforeValidator(_to_bool)]
-Names = Annotated[list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]], BeforeValidator(_to_names)]
-Argv = Annotated[list[Annotated[str, Field(min_length=1, pattern=r"^[^\x00-\x1f\x7f]+$")]], BeforeValidator(_to_argv)]
-Cap = Annotated[str, BeforeValidator(_to_cap), Field(pattern=r"^\d+\.\d+$")]
-Text = Annotated[str, Field(min_length=1, pattern=r"^[^\x00-\x1f\x7f]+$")]
-Url = Annotated[str, Field(pattern=r"^https?://[^\s/:]+(:\d+)?/?$")]
-Prompts = Annotated[list[Text], BeforeValidator(_to_prompts)]
-Serial = Annotated[list[Union[int, str]], BeforeValidator(_to_serial)]
-
-
-class NotifyWebhook(BaseModel):
-    """One webhook: where the events it subscribes to are POSTed (``sglfleet.run.webhooks``)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-    url: Annotated[str, Field(pattern=r"^https?://[^\s]+$")] = Field(
-        description='an http(s) URL, "{token}" where SGLFLEET_WEBHOOK_TOKEN goes, e.g. '
-                    '"https://hooks.example.internal/sglfleet/{token}"')
-    reasons: list[Literal[REASONS]] = Field(min_length=1, description='event reasons, e.g. ["RunFinished", '
-                                                                      '"GateFailed"] (sglfleet.events.REASONS)')
-
-
-class LaunchSettings(BaseModel):
-    """
-    How sglang is launched: each key is one of sglang's flags (``tp_size`` ->
-    ``--tp-size``), but for ``listen_host`` and ``listen_port`` (``--host``,
-    ``--port``), named so they do not read as pyinfra's host.
-    """
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-    model_path: Text = Field(description='a model path or hub id, e.g. "moonshotai/Kimi-K2.5"')
-    served_model_name: Optional[Text] = Field(description="a name, or None for the model path")
-    trust_remote_code: Bool = Field(description="true or false")
-    tp_size: Int = Field(ge=1, description="a whole number >= 1, e.g. 8")
-    mem_fraction_static: Optional[Float] = Field(gt=0, lt=1, description="a fraction between 0 and 1, e.g. 0.85")
-    cuda_graph_max_bs: Optional[Int] = Field(ge=1, description="a whole number >= 1, e.g. 64")
-    speculative_algorithm: Optional[Literal["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"]] = Field(
-        description='"EAGLE3" (or EAGLE, NEXTN, STANDALONE, NGRAM), or None')
-    speculative_draft_model_path: Optional[Text] = Field(description="the draft model's path or hub id")
-    speculative_num_steps: Optional[Int] = Field(ge=1, description="a whole number >= 1, e.g. 3")
-    speculative_eagle_topk: Optional[Int] = Field(ge=1, description="a whole number >= 1, e.g. 1")
-    speculative_num_draft_tokens: Optional[Int] = Field(ge=1, description="a whole number >= 1, e.g. 4")
-    enable_flashinfer_allreduce_fusion: Bool = Field(description="true or false")
-    enable_torch_symm_mem: Bool = Field(description="true or false")
-    enable_metrics: Bool = Field(description="true or false")
-    listen_host: Text = Field(description='a listen address, e.g. "127.0.0.1" or "0.0.0.0"',
-                              json_schema_extra={"flag": "--host"})
-    listen_port: Int = Field(ge=1, le=65535, description="a TCP port between 1 and 65535, e.g. 30000",
-                             json_schema_extra={"flag": "--port"})
-    extra_flags: Argv = Field(description='a list of sglang flags, e.g. ["--max-running-requests", "64"]',
-                              json_schema_extra={"flag": None})
-
-    @staticmethod
-    def flag(key: str) -> str | None:
-        """The sglang flag of a key: ``"tp_size"`` -> ``"--tp-size"``; None for ``extra_flags``."""
-        extra = LaunchSettings.model_fields[key].json_schema_extra or {}
-        return extra["flag"] if "flag" in extra else "--" + key.replace("_", "-")
-
-
-# The launch keys rendered as sglang flags, in the order the schema declares them.
-LAUNCH_KEYS = tuple(key for key in LaunchSettings.model_fields if LaunchSettings.flag(key))
-
-
-class ServiceSettings(BaseModel):
-    """
-    One of a host's ``services``: its name, the GPUs it owns, its port, and its
-    whole launch (the host's launch keys with the service's own on top).
-    Checked by ``sglfleet.plan.services.parse_services``, which says what is wrong.
-    """
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-    name: str
-    gpus: list[int]
-    port: int
-    launch: LaunchSettings
-    # The service's own pins, where it loads another model than the host's (None: the host's, for the host's model).
-    model_revision: Optional[str] = None
-    speculative_draft_model_revision: Optional[str] = None
-
-
-class HostConfig(BaseModel):
-    """One host's validated sglfleet data: what runs, how it is launched, how it rolls out."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-    # what runs
-    stack: Text = Field(description="the name of a stack file files/stacks/<name>.toml")
-    server: Literal["sglang", "standin"] = Field(description='"sglang" (GPU hosts) or "standin" (GPU-less local fleet)')
-    gpu_less: Bool = Field(description="true or false")
-    gpu_compute_cap: Optional[Cap] = Field(description='the GPUs\' compute capability, e.g. "12.0" or "10.0"')
-    gpu_count: Optional[Int] = Field(ge=1, description="the number of GPUs, e.g. 8")
-
-    # sglang launch flags, given flat in inventory data
-    launch: LaunchSettings
-    # several sglang services on the host, each its own unit, GPUs, port and releases (sglfleet.plan.services)
-    services: Optional[list[ServiceSettings]] = Field(
-        description='a list of services, e.g. [{"name": "big", "gpus": [0, 1, 2, 3], "port": 30000, "tp_size": 4}]')
-
-    # models: pinned to a commit, staged and verified in phase A (sglfleet.artifacts.models)
-    model_revision: Optional[Text] = Field(description='the model\'s 40-hex commit, e.g. "4d01dfe0332d63057c186e0b262165819efb6611"')
-    speculative_draft_model_revision: Optional[Text] = Field(description="the draft model's 40-hex commit")
-    allow_unpinned_models: Bool = Field(description="true or false")
-    models_dir: Optional[Annotated[str, Field(pattern=r"^/[^\x00-\x1f\x7f]*$")]] = Field(
-        description='an absolute path on the host, e.g. "/nvme/models", or None for /opt/sglfleet/models')
-    model_source: Literal["hub", "controller"] = Field(description='"hub" (the Hub, or hf_endpoint\'s mirror) or "controller"')
-    hf_endpoint: Optional[Url] = Field(description='an HF-compatible mirror, e.g. "http://hf-mirror.internal:8090", or None')
-    models_controller_dir: Optional[Text] = Field(description="a folder on the controller holding <org>/<name>/<revision>/")
-
-    # rollout
-    rollout_waves: Optional[Names] = Field(min_length=1, description='a list of group names, e.g. ["canary", "wave1"]')
-    rollout_serial: Optional[Serial] = Field(min_length=1, description='batch sizes, numbers or percentages of '
-                                             'the targeted hosts, the last repeating, e.g. [1, "10%", "50%"]')
-    max_fail_percentage: Float = Field(ge=0, le=100, description="a percentage of a batch, e.g. 0 or 25")
-    rollout_until: Optional[Text] = Field(description="a wave name, e.g. \"canary\" (stop after it)")
-    router_url: Optional[Url] = Field(description='an http URL, e.g. "http://router.example.internal:30080"')
-
-    # the fleet's gateway (hosts of the group gateways; sglfleet.plan.gateway)
-    gateway_stack: Text = Field(description="the name of a stack file files/stacks/<name>.toml, e.g. "
-                                            "\"gateway-smg-1.13.0\"")
-    gateway_port: Int = Field(ge=1, le=65535, description="a TCP port between 1 and 65535, e.g. 30080")
-    gateway_metrics_port: Int = Field(ge=1, le=65535, description="a TCP port between 1 and 65535, e.g. 29000")
-    # smg 1.13.0 smg/router_args.py:27-37 (COMMON_POLICY_CHOICES), the choices of its --policy
-    gateway_policy: Literal["random", "round_robin", "passthrough", "cache_aware", "power_of_two", "least_load",
-                            "manual", "consistent_hashing", "prefix_hash"] = Field(
-        description='a policy of smg 1.13.0\'s --policy, e.g. "round_robin"')
-    # smg requires at least 1 for the interval and the timeout (router_args.py:1858-1871)
-    gateway_health_check_interval_s: Int = Field(ge=1, description="whole seconds >= 1, e.g. 60")
-    gateway_health_check_timeout_s: Int = Field(ge=1, description="whole seconds >= 1, e.g. 5")
-    gateway_health_failure_threshold: Int = Field(ge=1, description="a whole number >= 1, e.g. 3")
-    gateway_health_success_threshold: Int = Field(ge=1, description="a whole number >= 1, e.g. 2")
-    gateway_health_check_endpoint: Annotated[str, Field(pattern=r"^/[A-Za-z0-9_./-]*$")] = Field(
-        description='a path on the workers, e.g. "/health"')
-    gateway_drain_timeout_s: Float = Field(gt=0, description="seconds > 0, e.g. 300")
-    gateway_start_timeout_s: Float = Field(gt=0, description="seconds > 0, e.g. 120")
-
-    # the start-up gate
-    gate_warmup_s: Float = Field(gt=0, description="seconds > 0, e.g. 1800")
-    gate_prompts: Prompts = Field(min_length=1, description='a list of prompts, e.g. ["The capital of France is"]')
-    gate_max_new_tokens: Int = Field(ge=1, le=4096, description="tokens per gate prompt, e.g. 64")
-    gate_sampled_tokens: Int = Field(ge=0, le=4096, description="tokens of the gate's sampled generation, e.g. 16 (0: none)")
-    gate_min_spec_accept_length: Optional[Float] = Field(gt=0, description="a number > 0, e.g. 2.0, or None")
-    gate_poll_s: Float = Field(gt=0, le=60, description="seconds > 0, e.g. 1")
-    gate_answer_timeout_s: Optional[Float] = Field(gt=0, description="seconds > 0, e.g. 7800, or None")
-    # the bake
-    gate_bake_s: Float = Field(ge=0, description="seconds >= 0, e.g. 600 (0: no bake)")
-    gate_interval_s: Float = Field(gt=0, description="seconds > 0, e.g. 30")
-    gate_max_regression: Float = Field(ge=0, description="a fraction >= 0, e.g. 0.10")
-    gate_on_inconclusive: Literal["fail", "pass"] = Field(description='"fail" or "pass"')
-    gate_max_ttft_p99_s: Optional[Float] = Field(gt=0, description="seconds > 0, e.g. 2.0, or None")
-    gate_max_itl_p99_s: Optional[Float] = Field(gt=0, description="seconds > 0, e.g. 0.1, or None")
-    gate_max_error_rate: Optional[Float] = Field(ge=0, le=1, description="a fraction, e.g. 0.01, or None")
-
-    # the local fleet's stand-in
-    standin_warmup_s: Float = Field(ge=0, description="seconds >= 0, e.g. 10")
-    standin_spec_accept_length: Optional[Float] = Field(ge=1, description="a number >= 1, e.g. 2.8, or None")
-    standin_compile_s: Float = Field(ge=0, description="seconds >= 0, e.g. 55")
-    standin_sampling_jit_s: Float = Field(ge=0, description="seconds >= 0, e.g. 77")
-    standin_time_scale: Float = Field(gt=0, le=1, description="a number > 0 and <= 1, e.g. 1 (sglang's timing) or 0.1")
-
-    # the unit
-    service_restart_s: Float = Field(ge=0, le=3600, description="seconds >= 0, e.g. 5")
-
-    # how files reach hosts
-    distribution: Literal["peers", "controller"] = Field(description='"peers" (fan out through the hosts) or '
-                                                         '"controller" (to every host from the controller)')
-    share_port: Int = Field(ge=1, le=65535, description="a TCP port between 1 and 65535, e.g. 30089")
-    model_share_port: Int = Field(ge=1, le=65535, description="a TCP port between 1 and 65535, e.g. 30090")
-    share_compile_caches: Bool = Field(description="true or false")
-    compile_share_port: Int = Field(ge=1, le=65535, description="a TCP port between 1 and 65535, e.g. 30091")
-
-    # housekeeping and safety
-    verify_stacks: Literal["quick", "full"] = Field(description='"quick" (the venv against its snapshot) or '
-                                                    '"full" (every file against its RECORD hash)')
-    releases_keep: Int = Field(ge=0, description="a whole number >= 0, e.g. 3")
-    stacks_keep: Int = Field(ge=0, description="a whole number >= 0, e.g. 1")
-    allow_unhashed_lock: Bool = Field(description="true or false")
-    secrets_file: Text = Field(description="a path outside the repository, e.g. ~/.config/sglfleet/secrets.env")
-
-    # what happened stays visible
-    events_file: Optional[Text] = Field(description='a path on the controller, e.g. "~/sglfleet-events.jsonl", '
-                                                    'or None for $XDG_STATE_HOME/sglfleet/events.jsonl')
-    notify_webhooks: list[NotifyWebhook] = Field(description='a list of {"url": ..., "reasons": [...]}')
-    textfile_dir: Annotated[str, Field(pattern=r"^/[^\x00-\x1f\x7f]*$")] = Field(
-        description='an absolute path on the host, e.g. "/var/lib/prometheus/node-exporter"')
-
-
 # Keys an earlier sglfleet had, and their names now.
 RENAMED = {"host": "listen_host", "port": "listen_port", "gate_generate_prompt": "gate_prompts"}
-
-# Every key inventory data may hold, flat: the launch keys sit beside the others.
-SCHEMA_KEYS = tuple(key for key in HostConfig.model_fields if key != "launch") + tuple(LaunchSettings.model_fields)
-
-
-def field_of(key: str):
-    """The pydantic field of a flat key, launch keys included (None when unknown)."""
-    if key in LaunchSettings.model_fields:
-        return LaunchSettings.model_fields[key]
-    return HostConfig.model_fields.get(key) if key != "launch" else None
 
 
 @cache
@@ -342,11 +60,6 @@ def defaults() -> dict[str, Any]:
     namespace: dict[str, Any] = {}
     exec(compile(DEFAULTS_FILE.read_text(), str(DEFAULTS_FILE), "exec"), namespace)
     return {key: value for key, value in namespace.items() if not key.startswith("_")}
-
-
-def _show(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _secret_problems(name: str, key: str, value: Any) -> list[str]:
@@ -360,24 +73,6 @@ def _secret_problems(name: str, key: str, value: Any) -> list[str]:
             flag = item.split("=", 1)[0]
             return [f"{name}: extra_flags: {flag} carries a secret and is set by sglfleet; remove it and use {SECRET_SOURCES}"]
     return []
-
-
-def _pydantic_problems(name: str, error: ValidationError) -> list[str]:
-    problems = []
-    for item in error.errors():
-        # A launch key's error is at ("launch", key): name the key as the inventory writes it.
-        key = str(item["loc"][1] if item["loc"][:1] == ("launch",) and len(item["loc"]) > 1
-                  else item["loc"][0]) if item["loc"] else "?"
-        field = field_of(key)
-        hint = field.description if field else ""
-        message = item["msg"].removeprefix("Value error, ")
-        if item["type"] == "string_pattern_mismatch":
-            message = "has the wrong form"
-        if item["type"] == "missing":
-            problems.append(f"{name}: {key}: missing; set it to {hint}")
-            continue
-        problems.append(f"{name}: {key} = {_show(item['input'])}: {message}; set it to {hint}")
-    return problems
 
 
 def stack_problems(name: str, stack: Any, stacks_dir: Path, key: str = "stack") -> list[str]:
@@ -439,15 +134,13 @@ def validate_host_data(name: str, data: Mapping[str, Any], stacks_dir: Path = ST
     problems += _secrets_file_problems(name, values.get("secrets_file"))
     values["launch"] = {key: values.pop(key) for key in LaunchSettings.model_fields if key in values}
     if values.get("services") is not None:
-        from sglfleet.plan.services import parse_services  # it builds on this module's models
-
         found, typed = parse_services(name, values["services"], values["launch"], values.get("gpu_count"))
         problems += found
         values["services"] = None if found else typed  # their own lines say what is wrong with them
     try:
         config = HostConfig.model_validate(values)
     except ValidationError as error:
-        problems += _pydantic_problems(name, error)
+        problems += pydantic_problems(name, error)
     if not problems:
         problems += _port_problems(name, config)
     if problems:

@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from sglfleet.host.layout import DEFAULT_SERVICE, GATEWAY, LAYOUT, Layout
-from sglfleet.plan.schema import LaunchSettings, ServiceSettings
+from sglfleet.plan.settings import LaunchSettings, ServiceSettings, pydantic_problems
 
 # A unit's name part: lower case, digits and inner dashes; short enough for a user name (32 chars with "sglang-").
 NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,22}[a-z0-9])?$")
@@ -128,13 +128,11 @@ def _one(host: str, index: int, raw: Any, launch: dict, gpu_count: int | None):
     try:
         typed = LaunchSettings.model_validate({**launch, **own, "listen_port": port})
     except ValidationError as error:
-        from sglfleet.plan.schema import _pydantic_problems
-
         # A key the service takes from the host is the host's problem, said once, for the host.
         own_errors = [item for item in error.errors() if item["loc"] and item["loc"][0] in own]
         if not own_errors:
             return [], None
-        return _pydantic_problems(where, ValidationError.from_exception_data(error.title, own_errors)), None
+        return pydantic_problems(where, ValidationError.from_exception_data(error.title, own_errors)), None
     needed, how = gpus_needed(typed)
     if needed != len(raw["gpus"]):
         problems.append(f"{where}: {how} needs {needed} GPUs, but gpus "

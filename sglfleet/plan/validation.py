@@ -24,7 +24,8 @@ from pathlib import Path
 from sglfleet.errors import ConfigError
 from sglfleet.plan.gateway import gateway_problems, is_gateway, serving_groups
 from sglfleet.plan.measured import measured_caps, measured_os
-from sglfleet.plan.schema import STACKS_DIR, HostConfig, stack_problems, validate_host_data
+from sglfleet.plan.schema import STACKS_DIR, stack_problems, validate_host_data
+from sglfleet.plan.settings import HostConfig
 from sglfleet.plan.templates import TEMPLATES
 from sglfleet.plan.waves import FLEET_SETTINGS, default_waves, fleet_setting, plan_waves, until
 

@@ -26,7 +26,8 @@ from sglfleet.host.layout import GATEWAY, LAYOUT
 from sglfleet.host.stacks import PATCHED, patched
 from sglfleet.plan.gateway import gateway_args, gateway_url, is_gateway, serving_groups, worker_url
 from sglfleet.plan.release import Release, render_release
-from sglfleet.plan.schema import HostConfig, validate_host_data
+from sglfleet.plan.schema import validate_host_data
+from sglfleet.plan.settings import HostConfig
 from sglfleet.plan.secrets import gateway_secrets, load_secrets, render_env
 from sglfleet.plan.services import Service, host_services as _host_services
 from sglfleet.plan.templates import render, render_gateway_unit, render_unit
