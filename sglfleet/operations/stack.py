@@ -381,11 +381,12 @@ def collected_after_rollout(stack: Stack, keep: int = 1, switched: bool = False)
     a switch makes the release that served ``previous``, so the release that was
     ``previous`` before, and perhaps its stack, is no longer kept. Left to the
     next converge, that collection would be a change in a run that should make
-    none. Nothing (not even a read) where no service of the host switched.
+    none; a retired service's releases go with it too. Nothing (not even a read)
+    where no service of the host switched or was retired.
 
     + stack: the host's stack (``host_stack``)
     + keep: how many unused stacks beside it to keep (``stacks_keep``)
-    + switched: whether this run's rollout switches or restarts a service of the host
+    + switched: whether this run's rollout switches, restarts or retires a service of the host
 
     **Example:**
 
