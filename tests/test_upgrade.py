@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import pytest
 
 from deploying import deploy, eagle_change, fleet_state, host_state, pyinfra, server_pid, stack_on, tree_digest
-from faulting import results
+from faulting import results, wait_unlocked
 from sglfleet.artifacts.stacks import MARKER, Stack
 from sglfleet.artifacts.upstream import sglang_file
 from sglfleet.host.layout import LAYOUT
@@ -78,6 +78,9 @@ def on_059(fleet):
         assert state["health"] == 200 and state["stack"] == old_stack(fleet, host).id, (host, state)
         # Left by an earlier run of these tests: the upgrade must build it.
         fleet.exec(host, f"rm -rf {new_stack(fleet, host).path}")
+        # The plan must read a quiet host: CI once found node1's lock held right after this
+        # deploy, by a process the deploy had not left (its run had ended with every answer).
+        wait_unlocked(fleet, host)
     return states
 
 
