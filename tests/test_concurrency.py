@@ -132,8 +132,9 @@ def test_dry_run_does_not_wait_for_a_held_host_lock(converged):
         done = pyinfra("deploy.py", "--dry")
         held = fleet.exec("node3", f"flock -n {LOCK} true", check=False).returncode != 0
     assert done.returncode == 0, done.stdout[-3000:]
-    assert ("[node3] wave2: another sglfleet run holds this host's lock; will wait for it, then serve"
-            in done.stdout), done.stdout[-3000:]
+    assert re.search(r"\[node3\] wave2: another sglfleet run holds this host's lock; will wait for it "
+                     r"\(held by pid \d+ flock /opt/sglfleet/\.lock sleep 120 ?\), then serve", done.stdout), \
+        done.stdout[-3000:]  # and says who holds it
     assert held  # the plan came back while the other run still held the lock
 
 

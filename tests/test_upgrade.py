@@ -102,6 +102,14 @@ def upgraded(fleet, on_059) -> Upgrade:
 def test_dry_run_names_the_new_stack_and_the_switches_and_changes_no_byte(fleet, on_059):
     before = {host: tree_digest(fleet, host, "/opt/sglfleet", "/etc") for host in fleet.hosts}
     done = pyinfra("deploy.py", "--dry", "--diff", *UPGRADE)
+    busy = [line for line in done.stdout.splitlines() if "holds this host's lock" in line]
+    if busy:
+        # Not this test's matter (test_concurrency's): CI twice found node1's lock held here, by a
+        # process not identified. The plan names the holder; plan again once the locks are free.
+        print("\n".join(busy))
+        for host in fleet.hosts:
+            wait_unlocked(fleet, host)
+        done = pyinfra("deploy.py", "--dry", "--diff", *UPGRADE)
     assert done.returncode == 0, done.stdout[-3000:]
     for wave, host in zip(("canary", "wave1", "wave2"), WAVES):
         old = on_059[host]["current"]
@@ -109,7 +117,7 @@ def test_dry_run_names_the_new_stack_and_the_switches_and_changes_no_byte(fleet,
         # No launch flag changes: the diff's title says the stack does.
         change = f"(stack {old_stack(fleet, host).id} -> {new_stack(fleet, host).id}):"
         assert re.search(rf"\[{host}\] Release \w+ differs from the serving {old} {re.escape(change)}", done.stdout)
-        assert f"[{host}] {wave}: will switch {old} -> " in done.stdout, done.stdout[-3000:]
+        assert f"[{host}] {wave}: will switch {old} -> " in done.stdout, (busy, done.stdout[-3000:])
     after = {host: tree_digest(fleet, host, "/opt/sglfleet", "/etc") for host in fleet.hosts}
     assert after == before
 

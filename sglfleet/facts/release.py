@@ -23,6 +23,7 @@ class ReleaseHostState:
     + releases: every staged release
     + active_state, active_since, n_restarts: the unit's
     + busy: another run holds the host lock (a switch, gate or bake in progress)
+    + holders: the processes that hold it, each ``"<pid> <command line>"`` (from ``/proc/locks``)
     + verdict: the current release's ``verdict.json`` (start-up gate and bake)
     + files: ``{name: sha256}`` of the asked release's files, None when it is not staged
     + drifted: the kinds of drift an earlier converge marked and none cleared (``sglfleet.host.drift``)
@@ -36,6 +37,7 @@ class ReleaseHostState:
     active_since: str | None = None
     n_restarts: int = 0
     busy: bool = False
+    holders: list[str] = field(default_factory=list)
     verdict: dict = field(default_factory=dict)
     files: dict[str, str] | None = None
     drifted: list[str] = field(default_factory=list)
@@ -83,7 +85,10 @@ class ReleaseState(FactBase["ReleaseHostState | None"]):
             f"echo current=$(readlink {shlex.quote(layout.current)} 2>/dev/null); "
             f"echo previous=$(readlink {shlex.quote(layout.previous)} 2>/dev/null); "
             f"echo releases=$(ls {shlex.quote(layout.releases)} 2>/dev/null); "  # no staging dot-folders
-            f"if [ -e {lock} ] && ! flock -n {lock} true; then echo busy=1; fi; "
+            f"if [ -e {lock} ] && ! flock -n {lock} true; then echo busy=1; "
+            # Who holds it, for the message: /proc/locks names each lock's pid and device:inode.
+            f"i=$(stat -c %i {lock}); for p in $(awk -v i=\":$i\" 'substr($6, length($6) - length(i) + 1) == i "
+            "{print $5}' /proc/locks); do echo \"holder=$p $(tr '\\0' ' ' < /proc/$p/cmdline 2>/dev/null)\"; done; fi; "
             f"echo verdict=$(tr -d '\\n' < {shlex.quote(layout.current)}/verdict.json 2>/dev/null); "
             # The drift marks are the host's, whichever service reads them.
             f"echo drift=$(tr -d '\\n' < {shlex.quote(posixpath.join(LAYOUT.root, DRIFT_FILE))} 2>/dev/null); "
@@ -96,9 +101,11 @@ class ReleaseState(FactBase["ReleaseHostState | None"]):
         )
 
     def process(self, output) -> ReleaseHostState:
-        raw, files = {}, {}
+        raw, files, holders = {}, {}, []
         for line in output:
-            if line.startswith("file "):
+            if line.startswith("holder="):
+                holders.append(line[len("holder="):].strip())
+            elif line.startswith("file "):
                 digest, _, name = line[5:].partition("  ")
                 files[name] = digest
             elif "=" in line:
@@ -122,6 +129,7 @@ class ReleaseState(FactBase["ReleaseHostState | None"]):
             active_since=raw.get("ActiveEnterTimestamp") or None,
             n_restarts=int(raw.get("NRestarts") or 0),
             busy=raw.get("busy") == "1",
+            holders=holders,
             verdict=verdict if isinstance(verdict, dict) else {},
             files=files if raw.get("staged") == "1" else None,
             drifted=[str(kind) for kind in drifted] if isinstance(drifted, list) else [],

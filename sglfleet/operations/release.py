@@ -185,7 +185,8 @@ def _activate(release_id: str, step: BatchStep, found, rebuilt: bool):
         # Another run (or one whose controller died) is switching, gating or baking
         # this host: what it serves is not known until that ends. Wait for it,
         # then decide on what it left.
-        host.log(f"{label}: another sglfleet run holds this host's lock; waiting for it", logger.warning)
+        host.log(f"{label}: another sglfleet run holds this host's lock; waiting for it{_held_by(found)}",
+                 logger.warning)
         timeout = math.ceil(step.timeout_s) if step.timeout_s else None  # a link that never comes back
         found = host.get_fact(ReleaseState, wait_lock_s=step.lock_wait_s, service=step.service, _timeout=timeout,
                               _ignore_errors=True)
@@ -214,7 +215,7 @@ def _activate(release_id: str, step: BatchStep, found, rebuilt: bool):
     if action == "wait":
         # Only planning, or the lock is still held: the host tool waits for it
         # in turn, then switches only if still needed.
-        host.log(f"{label}: another sglfleet run holds this host's lock; will wait for it, "
+        host.log(f"{label}: another sglfleet run holds this host's lock; will wait for it{_held_by(found)}, "
                  f"then serve {release_id}", logger.warning)
     elif action == "restart":
         host.log(f"{label}: serves {release_id} from a stack this run rebuilt: will restart it behind "
@@ -229,6 +230,11 @@ def _activate(release_id: str, step: BatchStep, found, rebuilt: bool):
         if found.current == release_id and found.serving != release_id:
             yield marked("service", step.textfile_dir)  # everything said first: planning stops at a command
     yield HostFunctionCommand(switch, (step, release_id, restart, found.serving or found.current), {})
+
+
+def _held_by(found: ReleaseHostState) -> str:
+    """`` (held by pid 4242: sglfleet-release activate 3f2a...)``, where the read saw who holds the lock."""
+    return f" (held by pid {'; pid '.join(found.holders)})" if found.holders else ""
 
 
 ACTIONS = ("relink", "wait", "restart", "noop", "bake", "switch")
