@@ -1,5 +1,6 @@
 """Releases: the launch command line, a stable content-hash id, and no secret anywhere in them."""
 
+import contextlib
 import json
 import os
 import runpy
@@ -146,6 +147,9 @@ def started(tmp_path):
         if proc.poll() is None:
             proc.kill()
         proc.wait(10)
+        # And its server: killing the script alone leaves it running (systemd would kill the group).
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.server_pid, signal.SIGKILL)
 
 
 def test_a_stop_asked_for_ends_the_launch_script_with_success(started):
