@@ -166,7 +166,7 @@ def roll_out():
     # did the switch (and its collection).
     stack_ops.collected_after_rollout(name="Stacks no release keeps since the switch, collected",
                                       stack=host_stack(host), keep=config.stacks_keep,
-                                      switched=_restarts(host, ("switch", "restart")) or bool(retired))
+                                      switched=_restarts(host, ("switch", "restart")) or bool(retired and any(steps)))
 
 
 @deploy("Roll back")

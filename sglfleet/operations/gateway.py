@@ -86,6 +86,8 @@ def sglang_retired(installed=READ, textfile_dir: str = TEXTFILE_DIR):
     units = ", ".join(layout.unit for layout in layouts)
     if first_pass():
         host.log(f"Will stop and remove {units}: this host is in group gateways now", logger.info)
+    # Not the host tool's retire: a gateway host's tool is not updated any more (tasks/service.py
+    # skips gateways), so one from before retire existed may be all it has.
     for layout in layouts:
         yield f"systemctl disable --now {shlex.quote(layout.unit)} 2>/dev/null || true"
         yield shlex.join(["rm", "-rf", "--", layout.unit_file, layout.env_file, layout.current, layout.previous,
