@@ -187,3 +187,27 @@ def test_the_lint_refuses_a_python3_that_preflight_measured_and_the_stack_cannot
     assert "python3 is 3.10.12" in said and "cu130-sglang-0.5.9" in said
     # Before a deploy connects it only warns: its preflight measures again.
     assert _interpreter_findings("gpu1", config, stack, "warning")[0].severity == "warning"
+
+
+def test_parsers_are_checked_against_the_stacks_own_sglang(flags):
+    assert findings(flags, reasoning_parser="kimi_k2", tool_call_parser="kimi_k2") == []
+    assert findings(flags, reasoning_parser="kimi-k2") == [
+        "gpu1: error: reasoning_parser: 'kimi-k2' is not a --reasoning-parser of sglang 0.5.9; did you mean 'kimi_k2'?"]
+    (line,) = findings(flags, tool_call_parser="nonesuch")
+    assert line.startswith("gpu1: error: tool_call_parser: 'nonesuch' is not a --tool-call-parser of sglang 0.5.9; "
+                           "pick one of deepseekv3, ")
+    # 0.5.9 has no parser called kimi_k3; 0.5.23 (choices computed at parse time, names read from its
+    # parser_names modules) does, and takes "auto" too.
+    assert findings(flags, reasoning_parser="kimi_k3")[0].startswith("gpu1: error: reasoning_parser: 'kimi_k3'")
+    newer = flagset_for("0.5.23")
+    assert findings(newer, version="0.5.23", reasoning_parser="kimi_k3", tool_call_parser="auto") == []
+    assert findings(newer, version="0.5.23", tool_call_parser="kimi_k9")[0].startswith(
+        "gpu1: error: tool_call_parser: 'kimi_k9' is not a --tool-call-parser of sglang 0.5.23")
+
+
+def test_parsers_render_as_sglangs_flags():
+    from sglfleet.plan.release import launch_args
+    args = launch_args(validate_host_data("gpu1", {**BASE, "reasoning_parser": "kimi_k2",
+                                                   "tool_call_parser": "kimi_k2"}).launch)
+    assert args[args.index("--reasoning-parser") + 1] == "kimi_k2"
+    assert args[args.index("--tool-call-parser") + 1] == "kimi_k2"

@@ -27,6 +27,8 @@ served_model_name = None                  # None: the model path
 listen_host = "127.0.0.1"                 # --host: listen address; 0.0.0.0 behind a router
 listen_port = 30000                       # --port: sglang's default port
 enable_metrics = True                     # /metrics feeds the bake and status
+reasoning_parser = None                   # splits a model's reasoning into reasoning_content, e.g. "kimi_k2"
+tool_call_parser = None                   # splits tool calls into tool_calls, e.g. "kimi_k2"
 extra_flags = []                          # more sglang flags, e.g. ["--max-running-requests", "64"]
 
 # --- models: a hub id in model_path / speculative_draft_model_path is pinned to a commit ---

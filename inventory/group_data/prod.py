@@ -33,6 +33,11 @@ extra_flags = ["--max-running-requests", "64"]  # sglang forces 48 with speculat
 listen_host = "0.0.0.0"           # the router reaches hosts over the network
 listen_port = 30000
 enable_metrics = True
+# Kimi K2.5's SGLang recipe: its reasoning and tool calls reach OpenAI clients as
+# reasoning_content and tool_calls (0.5.9 srt/parser/reasoning_parser.py:381,
+# srt/function_call/function_call_parser.py:56).
+reasoning_parser = "kimi_k2"
+tool_call_parser = "kimi_k2"
 
 # --- models: staged into the big NVMe before any restart ---
 models_dir = "/nvme/sglfleet/models"

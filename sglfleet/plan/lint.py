@@ -24,6 +24,7 @@ from typing import Literal
 from packaging.version import Version
 
 from sglfleet.artifacts.models import PINNED, ROLES, ModelError, is_hub_id, load_manifest, lock_command, staged_models
+from sglfleet.plan.parsers import NAME_MODULES, parser_choices
 from sglfleet.plan.settings import LAUNCH_KEYS, LaunchSettings
 from sglfleet.plan.server_flags import NO_VALUE_ACTIONS
 
@@ -69,6 +70,8 @@ def _flag_findings(host: str, config, flagset, version: str) -> list[Finding]:
                        f"{version}), or use a stack whose sglang has {flag}") if close else \
                 f"remove {key} or use a stack whose sglang has it"
             findings.append(Finding("error", host, key, f"{flag} is not a flag of sglang {version}; {instead}"))
+        elif flag in NAME_MODULES and value is not None:
+            findings += _parser_findings(host, key, flag, value, flagset, version)
 
     schema_flags = {LaunchSettings.flag(key): key for key in LAUNCH_KEYS}
     dests = {options[LaunchSettings.flag(key)].dest: key for key in LAUNCH_KEYS if LaunchSettings.flag(key) in options}
@@ -122,6 +125,19 @@ def _flag_findings(host: str, config, flagset, version: str) -> list[Finding]:
         for value in values:
             findings += _value_findings(host, name, spec, value)
     return findings
+
+
+def _parser_findings(host: str, key: str, flag: str, value: str, flagset, version: str) -> list[Finding]:
+    """``reasoning_parser`` and ``tool_call_parser`` name a parser the stack's sglang has."""
+    choices = parser_choices(version, flagset, flag)
+    if choices is None:
+        return [Finding("warning", host, key, f"the {flag} choices of sglang {version} could not be read "
+                        f"from its wheel; {value!r} is not checked")]
+    if value in choices:
+        return []
+    close = difflib.get_close_matches(value, choices, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]!r}?" if close else f"pick one of {', '.join(choices)}"
+    return [Finding("error", host, key, f"{value!r} is not a {flag} of sglang {version}; {hint}")]
 
 
 def _unabbreviated(name: str, options) -> str | None:

@@ -154,6 +154,11 @@ class LaunchSettings(BaseModel):
     enable_flashinfer_allreduce_fusion: Bool = Field(description="true or false")
     enable_torch_symm_mem: Bool = Field(description="true or false")
     enable_metrics: Bool = Field(description="true or false")
+    # The lint checks both against the choices of the stack's own sglang (sglfleet.plan.lint).
+    reasoning_parser: Optional[Text] = Field(description='a reasoning parser of the stack\'s sglang, e.g. '
+                                                         '"kimi_k2", or None')
+    tool_call_parser: Optional[Text] = Field(description='a tool-call parser of the stack\'s sglang, e.g. '
+                                                         '"kimi_k2", or None')
     listen_host: Text = Field(description='a listen address, e.g. "127.0.0.1" or "0.0.0.0"',
                               json_schema_extra={"flag": "--host"})
     listen_port: Int = Field(ge=1, le=65535, description="a TCP port between 1 and 65535, e.g. 30000",
