@@ -13,7 +13,7 @@ import time
 import urllib.request
 
 from deploying import SECRETS
-from sglfleet.devfleet.traffic import Traffic
+from sglfleet.devfleet.traffic import GENERATE_ONLY, Traffic
 
 
 def free_port() -> int:
@@ -54,6 +54,7 @@ def running_router(fleet):
         proc.wait(timeout=20)
 
 
-def Load(url: str, **shape) -> Traffic:
-    """Bounded traffic through ``url`` with the suite's API key (``sglfleet.devfleet.traffic``)."""
-    return Traffic(url, api_key=SECRETS["SGLFLEET_API_KEY"], **shape)
+def Load(url: str, mix=GENERATE_ONLY, **shape) -> Traffic:
+    """Bounded traffic through ``url`` with the suite's API key (``sglfleet.devfleet.traffic``): ``/generate``
+    alone unless ``mix`` says (``CLIENT_MIX``: the OpenAI SDK's streamed chats and completions too)."""
+    return Traffic(url, api_key=SECRETS["SGLFLEET_API_KEY"], mix=mix, **shape)

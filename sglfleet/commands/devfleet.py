@@ -171,14 +171,18 @@ def fault(host, mode, params):
 @click.option("--url", default=None, help="Where the traffic goes. Default: the gateway on the fleet's last host "
                                          "(the one SGLFLEET_DEV_GATEWAYS=1 makes), port 30080.")
 @click.option("--rate", default=5.0, show_default=True, help="Requests a second at most, from 4 threads.")
+@click.option("--generate-only", is_flag=True, help="Only sglang's native /generate, not the clients' mix.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def traffic(url, rate, command):
-    """Send /generate requests through the gateway while COMMAND runs; then count them: sglfleet devfleet traffic -- pyinfra ...
+def traffic(url, rate, generate_only, command):
+    """Send clients' requests through the gateway while COMMAND runs; then count them: sglfleet devfleet traffic -- pyinfra ...
 
-    Exits with COMMAND's status, or 1 when it succeeded but a request failed.
-    The API key, when the fleet has one, comes from SGLFLEET_API_KEY.
+    The mix: the openai SDK's streamed chat completions (some long), its completions,
+    native /generate, and a route no server has; counted by kind (sent, answered in
+    full, streams cut before [DONE], errors by status). Exits with COMMAND's status,
+    or 1 when it succeeded but a request was not answered as expected. The API key,
+    when the fleet has one, comes from SGLFLEET_API_KEY.
     """
-    from sglfleet.devfleet.traffic import Traffic
+    from sglfleet.devfleet.traffic import CLIENT_MIX, GENERATE_ONLY, Traffic
 
     fleet = _fleet()
     if url is None:
@@ -186,7 +190,8 @@ def traffic(url, rate, command):
         if not hosts:
             _fail(DevFleetError("no fleet; run: sglfleet devfleet up"))
         url = f"http://{fleet.address(hosts[-1])}:30080"
-    load = Traffic(url, api_key=os.environ.get("SGLFLEET_API_KEY"), rate=rate)
+    load = Traffic(url, api_key=os.environ.get("SGLFLEET_API_KEY"), rate=rate,
+                   mix=GENERATE_ONLY if generate_only else CLIENT_MIX)
     try:
         code = subprocess.run(list(command)).returncode
     finally:
