@@ -22,6 +22,7 @@ import pytest
 from deploying import (SECRETS, eagle_change, host_state, pyinfra, sglfleet, sshd_commands,
                        sshd_logs_sessions)
 from routing import Load
+from sglfleet.devfleet.traffic import CLIENT_MIX, KINDS
 from test_rollout import results
 
 pytestmark = pytest.mark.fleet
@@ -125,35 +126,72 @@ def test_status_shows_the_gateway_its_workers_and_their_health(fleet, topology):
 
 def test_the_demo_counts_its_clients_requests_through_the_gateway(fleet, topology):
     gateway, url, *_ = topology
-    counted = sglfleet("devfleet", "traffic", "--", "sleep", "2", timeout=60)  # its default URL: the last host's
+    # Its default URL: the last host's. Fast enough that each thread goes once round the mix.
+    counted = sglfleet("devfleet", "traffic", "--rate", "20", "--", "sleep", "5", timeout=120)
     assert counted.returncode == 0, counted.stdout + counted.stderr
-    assert re.fullmatch(rf"--> Traffic: (\d+) requests through {re.escape(url)} in [\d.]+ s: \1 answered 200\n",
-                        counted.stdout), counted.stdout
+    first, *kinds = counted.stdout.splitlines()
+    assert re.fullmatch(rf"--> Traffic: (\d+) requests through {re.escape(url)} in [\d.]+ s: \1 as expected",
+                        first), counted.stdout
+    # A line a kind of client, each answered in full: the SDK's streams, its completions, /generate, and
+    # a route no server has, which gets FastAPI's 404 and leaves the connection usable for the next.
+    assert [line.split(":")[0].strip() for line in kinds] == list(KINDS.values()), counted.stdout
+    assert all(re.search(r": (\d+) sent, \1 answered in full, 0 cut, no error$", line) for line in kinds), counted.stdout
     failing = sglfleet("devfleet", "traffic", "--url", url.replace("30080", "30099"), "--", "sleep", "1", timeout=60)
-    assert failing.returncode == 1 and "failed: URLError(ConnectionRefusedError" in failing.stdout, failing.stdout
+    assert failing.returncode == 1 and "Connection refused" in failing.stdout, failing.stdout
 
 
 def test_a_rollout_through_the_gateway_loses_no_request(fleet, topology):
     gateway, url, workers, worker_urls = topology
     before, pid = {host: host_state(fleet, host) for host in workers}, gateway_pid(fleet, gateway)
-    load = Load(url)
+    load = Load(url, mix=CLIENT_MIX)
     time.sleep(2)  # traffic flows before the first host leaves
     try:
         result = deploy(*eagle_change(2))
     finally:
         time.sleep(2)  # and after the last one rejoined
-        outcomes = load.stop()
+        load.stop()
     assert result.returncode == 0, result.stdout[-3000:]
     after = {host: host_state(fleet, host) for host in workers}
     assert all(after[host]["current"] != before[host]["current"] for host in workers)
-    failed = [outcome for outcome in outcomes if outcome != 200]
-    print(f"through the gateway during the rollout: {len(outcomes)} requests, {len(failed)} failed")
-    assert len(outcomes) > 50, f"too little traffic to mean anything: {len(outcomes)} requests"
-    assert failed == [], f"{len(failed)} of {len(outcomes)} requests failed: {failed[:5]}"
+    print(f"through the gateway during the rollout: {load.summary()}")
+    clients_answered_in_full(load)
     # Each worker left and rejoined: the gateway knows each under a new id, healthy; it never restarted.
     assert {worker: w["is_healthy"] for worker, w in listed(url).items()} == dict.fromkeys(worker_urls, True)
     assert gateway_pid(fleet, gateway) == pid
     assert "router http" not in result.stdout  # no drain or join went wrong
+
+
+def clients_answered_in_full(load) -> None:
+    """Every kind of client was sent often enough to mean something, and each request was answered in full:
+    no stream cut before its finish chunk, usage and ``[DONE]``, no error."""
+    counts = load.by_kind()
+    assert len(load.requests) > 50, f"too little traffic to mean anything: {load.summary()}"
+    assert all(counts[kind]["sent"] >= 2 for kind in CLIENT_MIX), load.summary()
+    assert load.cut() == [] and load.failed() == [], load.summary() + "\n" + "\n".join(
+        f"{request.kind}: {request.outcome}" for request in load.failed()[:5])
+
+
+def test_a_canary_that_fails_its_gate_rolls_back_and_no_client_notices(fleet, topology):
+    gateway, url, workers, worker_urls = topology
+    canary = workers[0]
+    before = {host: host_state(fleet, host)["current"] for host in workers}
+    fleet.fault(canary, "crash")  # its new release crashes; the one it serves now is spared
+    load = Load(url, mix=CLIENT_MIX)
+    time.sleep(2)
+    try:
+        result = deploy(*eagle_change(4))
+        time.sleep(2)
+    finally:
+        load.stop()
+        fleet.fault(canary, "clear")
+    assert result.returncode == 1, result.stdout[-3000:]
+    assert re.search(rf"failed: {canary} \(gate failed on release \w+: .*rolled back to", result.stdout), \
+        result.stdout[-3000:]
+    # The canary serves what it served, back in the gateway; the run stopped before the others.
+    assert {host: host_state(fleet, host)["current"] for host in workers} == before
+    assert {worker: w["is_healthy"] for worker, w in listed(url).items()} == dict.fromkeys(worker_urls, True)
+    print(f"through the gateway during the failed canary: {load.summary()}")
+    clients_answered_in_full(load)
 
 
 def test_a_gateway_change_is_a_diff_then_one_restart(fleet, topology):
@@ -200,12 +238,12 @@ def test_a_worker_that_fails_its_gate_never_rejoins(fleet, topology):
     broken, broken_url = workers[-1], worker_urls[-1]
     # Every start fails on that host, the rollback's too (no release spared): it cannot serve.
     fleet.inside(broken, "echo crash > /etc/sglfleet/standin-fault && chmod 644 /etc/sglfleet/standin-fault")
-    load = Load(url)
+    load = Load(url, mix=CLIENT_MIX)
     try:
         result = deploy(*eagle_change(3))
         time.sleep(3)  # the gateway's health checks look every second: time to re-add it, were it re-added
     finally:
-        outcomes = load.stop()
+        load.stop()
         fleet.fault(broken, "clear")
     assert result.returncode == 1, result.stdout[-3000:]
     assert re.search(rf"failed: {broken} \(gate failed on release \w+: .*which does not serve either", result.stdout), \
@@ -213,8 +251,7 @@ def test_a_worker_that_fails_its_gate_never_rejoins(fleet, topology):
     assert broken_url not in listed(url)
     assert {worker: w["is_healthy"] for worker, w in listed(url).items()} == {
         worker: True for worker in worker_urls if worker != broken_url}
-    failed = [outcome for outcome in outcomes if outcome != 200]
-    assert outcomes and failed == [], f"{len(failed)} of {len(outcomes)} requests failed: {failed[:5]}"
+    clients_answered_in_full(load)
 
 
 def journal(fleet, host: str, since: float) -> list[tuple[float, str]]:

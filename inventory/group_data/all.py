@@ -99,6 +99,8 @@ compile_share_port = 30091        # where a host serves its compile caches to la
 
 # --- the unit ---
 service_restart_s = 5             # RestartSec: how long systemd waits before it starts a crashed server again
+stop_timeout_s = 120              # TimeoutStopSec: how long sglang drains requests in flight on a stop; those
+                                  # still running then are killed, counted (RequestsCut) and shown by status
 
 # --- housekeeping and safety ---
 verify_stacks = "quick"           # every converge: the venv against its snapshot; "full": every file's RECORD hash

@@ -41,9 +41,11 @@ def _cell(row: dict, column: str) -> str:
         figures = startup.get("figures") or {}
         if not startup:
             return "-"
+        cut = f"; its stop cut {startup['cut_at_stop']} requests" if startup.get("cut_at_stop") is not None else ""
         if not startup.get("passed"):
-            return "failed"
-        return f"passed (accept {figures['spec_accept_length']:g})" if "spec_accept_length" in figures else "passed"
+            return "failed" + cut
+        return (f"passed (accept {figures['spec_accept_length']:g})" if "spec_accept_length" in figures
+                else "passed") + cut
     if column == "bake":
         baked = row.get("bake") or {}
         return f"{baked['verdict']}: {describe(baked.get('figures') or {})}" if baked else "-"

@@ -118,16 +118,29 @@ def activate(target: str, layout: Layout, restart: bool = False) -> int:
     keep = old_current if old_current != target else old_previous
     # What to put back if the bake fails later, when the links have moved on.
     releases.record(target, "switched", {"current": old_current, "previous": old_previous}, layout)
+    before_stop = service.journal_cursor(layout)
     try:
         figures = switch_and_gate(target, keep, layout)
     except GateFailed as failure:
-        releases.record(target, "startup", {"passed": False, "failure": str(failure)}, layout)
-        report(stage="startup", release=target, passed=False, failure=str(failure))
+        cut = stop_cut(before_stop, layout)
+        releases.record(target, "startup", {"passed": False, "failure": str(failure), **cut}, layout)
+        report(stage="startup", release=target, passed=False, failure=str(failure), **cut)
         return back_to(target, failure, old_current, old_previous, layout)
-    releases.record(target, "startup", {"passed": True, "figures": figures}, layout)
+    cut = stop_cut(before_stop, layout)
+    releases.record(target, "startup", {"passed": True, "figures": figures, **cut}, layout)
     print(f"release {target} passed its gate")
-    report(stage="startup", release=target, passed=True, figures=figures)
+    report(stage="startup", release=target, passed=True, figures=figures, **cut)
     return PASSED
+
+
+def stop_cut(cursor: str | None, layout: Layout) -> dict:
+    """``{"cut_at_stop": N}`` where the stop before this start timed out and cut N requests, else ``{}``."""
+    cut = service.requests_cut(cursor, layout)
+    if cut is None:
+        return {}
+    print(f"the stop of the release that served before timed out and cut {cut} requests in flight",
+          file=sys.stderr, flush=True)
+    return {"cut_at_stop": cut}
 
 
 def baseline(release_id: str | None, layout: Layout) -> dict | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 from .layout import LAYOUT, Layout
@@ -40,6 +41,41 @@ def journal_tail(layout: Layout = LAYOUT) -> str:
                          capture_output=True, text=True).stdout
     lines = [line if len(line) <= 300 else line[:300] + " ..." for line in out.splitlines()]
     return "\n".join(lines) or "(the journal holds no lines for the unit)"
+
+
+def journal_cursor(layout: Layout = LAYOUT) -> str | None:
+    """Where the unit's journal ends now, to read what a stop logs after it."""
+    out = subprocess.run(["journalctl", "-u", layout.unit, "-n", "0", "--show-cursor", "--no-pager"],
+                         capture_output=True, text=True).stdout
+    found = re.search(r"^-- cursor: (\S+)", out, re.M)
+    return found.group(1) if found else None
+
+
+# systemd, when a stop outlasts TimeoutStopSec (the unit's KillMode=mixed then SIGKILLs the group)
+STOP_TIMED_OUT = "State 'stop-sigterm' timed out. Killing."
+# sglang's sigterm_watchdog, every 5 s while it drains (0.5.9 tokenizer_manager.py:2137-2140)
+REMAINING = re.compile(r"Gracefully exiting\.\.\. Remaining number of requests (\d+)\.")
+
+
+def requests_cut(cursor: str | None, layout: Layout = LAYOUT) -> int | None:
+    """
+    How many requests in flight the unit's last stop cut, logged after ``cursor``:
+    None when no stop timed out (sglang drained them all), else the count sglang's
+    watchdog last logged before systemd's SIGKILL (0 when it logged none).
+    """
+    command = ["journalctl", "-u", layout.unit, "--no-pager", "-o", "cat"]
+    out = subprocess.run(command + ([f"--after-cursor={cursor}"] if cursor else ["-n", "2000"]),
+                         capture_output=True, text=True).stdout
+    return cut_in_log(out.splitlines())
+
+
+def cut_in_log(lines: list[str]) -> int | None:
+    """``requests_cut`` of a stop's journal lines (``journalctl -o cat``)."""
+    killed = [number for number, line in enumerate(lines) if STOP_TIMED_OUT in line]
+    if not killed:
+        return None
+    remaining = [int(found.group(1)) for line in lines[:killed[-1]] if (found := REMAINING.search(line))]
+    return remaining[-1] if remaining else 0
 
 
 def main_pid_environ(layout: Layout = LAYOUT) -> dict[str, str]:

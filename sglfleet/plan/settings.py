@@ -276,6 +276,7 @@ class HostConfig(BaseModel):
 
     # the unit
     service_restart_s: Float = Field(ge=0, le=3600, description="seconds >= 0, e.g. 5")
+    stop_timeout_s: Int = Field(ge=1, le=86400, description="whole seconds >= 1, e.g. 120")
 
     # how files reach hosts
     distribution: Literal["peers", "controller"] = Field(description='"peers" (fan out through the hosts) or '

@@ -104,7 +104,7 @@ def render_unit(config, templates: Path = TEMPLATES, layout: Layout = LAYOUT) ->
         cache_dir=layout.cache_dir,
         # systemd must not kill a start the gate still waits for
         start_timeout_s=max(warmup, 60) + 300,
-        stop_timeout_s=120,
+        stop_timeout_s=config.stop_timeout_s,
         restart_s=f"{config.service_restart_s:g}",
     )
 

@@ -236,6 +236,13 @@ def switch(state, host, connector_arguments, step: BatchStep, release_id: str, r
         switched = f"{_who(step)}switched {from_release or 'nothing'} -> {release_id}, restarted"
         recording.emit("HostSwitched", host=host.name, service=step.service, from_release=from_release,
                        to_release=release_id, message=f"{step.label}: {switched}")
+    for result in results:
+        if result.get("stage") == "startup" and result.get("cut_at_stop") is not None:
+            cut = f"{result['cut_at_stop']} requests in flight cut: the stop of {from_release or 'its earlier release'} " \
+                  f"outlasted stop_timeout_s, and systemd killed them"
+            recording.emit("RequestsCut", host=host.name, service=step.service, from_release=from_release,
+                           to_release=release_id, figures={"cut": result["cut_at_stop"]}, message=f"{step.label}: {cut}")
+            summary.verdict(host.name, cut)
     verdicts(host, step, results, from_release)
     if passed:  # still out of the router: nothing compiles while it packs
         compile_share.hand_on(host, connector_arguments, step.label, step.cache, any(took), step.timeout_s)
