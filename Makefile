@@ -7,11 +7,12 @@ HOSTS ?= 4
 CHANGE := --data speculative_num_steps=4 --data speculative_eagle_topk=1 --data speculative_num_draft_tokens=5 \
 	--data 'rollout_serial=[1, "50%"]'
 
-.PHONY: demo test deps down
+.PHONY: demo demo-rollout test deps down
 
 ## Boot the local fleet, converge it, then roll a changed launch configuration out wave by wave.
 ## node1-3 serve behind the fleet's own gateway on node4 (smg), through which clients go:
-## the rollout runs under their traffic, and the last line counts their requests.
+## the rollout runs under their traffic (the openai SDK's streamed chat completions and completions,
+## native /generate), and the last lines count their requests by kind.
 ## A tiny model and its EAGLE-3 draft, pinned, staged on every host from a local HF mirror, served offline.
 demo: export SGLFLEET_MODELS = $(CURDIR)/.fleet/mirror/manifests
 demo: export SGLFLEET_DEV_GATEWAYS = 1
@@ -21,7 +22,11 @@ demo: deps
 	$(BIN)/pyinfra inventory/dev.py deploy.py -y
 	$(BIN)/sglfleet status inventory/dev.py
 	$(BIN)/pyinfra inventory/dev.py deploy.py --dry --diff $(CHANGE)
-	$(BIN)/sglfleet devfleet traffic -- $(BIN)/pyinfra inventory/dev.py deploy.py -y $(CHANGE)
+	$(BIN)/sglfleet devfleet traffic -- $(MAKE) --no-print-directory demo-rollout
+
+# The demo's rollout and the status after it, under the clients' traffic: their count comes last.
+demo-rollout:
+	$(BIN)/pyinfra inventory/dev.py deploy.py -y $(CHANGE)
 	$(BIN)/sglfleet status inventory/dev.py $(CHANGE)
 
 ## Run the whole test suite: two workers, each with a local fleet of its own (the suite
