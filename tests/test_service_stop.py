@@ -6,11 +6,12 @@ a SIGKILL that nobody asked for, stays a failure and ``Restart=on-failure`` brin
 the server back.
 """
 
+import json
 import time
 
 import pytest
 
-from deploying import converged, server_pid
+from deploying import SECRETS, converged, deploy, eagle_change, server_pid, sglfleet
 from faulting import wait_serving
 
 pytestmark = pytest.mark.fleet
@@ -79,3 +80,31 @@ def test_a_sigkill_nobody_asked_for_fails_and_is_restarted(fleet_up, whom):
     assert int(after["NRestarts"]) == int(before["NRestarts"]) + 1
     assert after["MainPID"] != before["MainPID"]
     assert "Failed with result 'signal'" in journal_since(fleet, since)
+
+
+def test_a_stop_that_outlasts_stop_timeout_s_counts_the_requests_it_cut(fleet_up, tmp_path):
+    """A generation longer than the stop's bound is cut: the run says so, an event and status name it."""
+    fleet, events = fleet_up, tmp_path / "events.jsonl"
+    short = ("--limit", HOST, "--data", "stop_timeout_s=2", "--data", f"events_file={events}")
+    try:
+        assert deploy(*short).returncode == 0  # the unit's TimeoutStopSec=2
+        assert "TimeoutStopUSec=2s" in fleet.inside(HOST, f"systemctl show {UNIT} -p TimeoutStopUSec").stdout
+        # One generation of some 60 s at the stand-in's pace, from the host itself (it listens on loopback).
+        fleet.inside(HOST, "systemd-run --unit=sglfleet-long-request --collect python3 -c 'import json, urllib.request; "
+                           "urllib.request.urlopen(urllib.request.Request(\"http://127.0.0.1:30000/generate\", "
+                           "data=json.dumps({\"text\": \"Hi\", \"sampling_params\": {\"max_new_tokens\": 40000}})"
+                           f".encode(), headers={{\"Authorization\": \"Bearer {SECRETS['SGLFLEET_API_KEY']}\"}}), "
+                           "timeout=300).read()'")
+        time.sleep(2)  # it runs
+        done = deploy(*short, *eagle_change(5))
+        shown = sglfleet("status", "inventory/dev.py", *short[2:4], timeout=120)
+    finally:
+        fleet.inside(HOST, "systemctl stop sglfleet-long-request 2>/dev/null || true")
+        restored = deploy("--limit", HOST)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert f"1 requests in flight cut: the stop of" in done.stdout, done.stdout[-3000:]
+    (cut,) = [json.loads(line) for line in events.read_text().splitlines() if '"RequestsCut"' in line]
+    assert (cut["host"], cut["figures"], cut["service"]) == (HOST, {"cut": 1}, "sglang"), cut
+    row = next(line for line in shown.stdout.splitlines() if line.startswith(HOST))
+    assert "its stop cut 1 requests" in row, shown.stdout
+    assert restored.returncode == 0, restored.stdout[-3000:]
