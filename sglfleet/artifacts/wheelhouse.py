@@ -25,7 +25,7 @@ from functools import cache
 from pathlib import Path
 from typing import NamedTuple
 
-from sglfleet import PROJECT_ROOT
+from sglfleet import cache_dir
 from sglfleet.artifacts.stacks import Stack, StackError, StackFile
 
 CHUNK = 1 << 20
@@ -42,7 +42,7 @@ class Local(NamedTuple):
 
 def root() -> Path:
     """The wheelhouse folder ($SGLFLEET_WHEELHOUSE, else .cache/wheelhouse)."""
-    default = Path(os.environ.get("SGLFLEET_CACHE", PROJECT_ROOT / ".cache")) / "wheelhouse"
+    default = cache_dir() / "wheelhouse"
     return Path(os.environ.get("SGLFLEET_WHEELHOUSE", default))
 
 
