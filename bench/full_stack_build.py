@@ -43,7 +43,7 @@ import threading
 import time
 from pathlib import Path
 
-from sglfleet import PROJECT_ROOT
+from sglfleet import PROJECT_ROOT, cache_dir
 
 from sglfleet.artifacts import wheelhouse
 from sglfleet.artifacts.stacks import load_stack
@@ -167,7 +167,7 @@ def main():
     stack = load_stack(STACK).for_python(PYTHONS[SUITE])
     stack.require_complete()
     report = {"stack": stack.id, "files": len(stack.files), "lock_bytes": stack.size,
-              "cache": os.environ.get("SGLFLEET_CACHE", str(PROJECT_ROOT / ".cache")),
+              "cache": str(cache_dir()),
               "controller": controller(stack)}
     print(json.dumps(report, indent=1), flush=True)
     if not args.controller_only:

@@ -275,3 +275,9 @@ def test_the_inventorys_gate_defaults_are_the_host_tools():
     assert gate_settings(config) == GateSettings()
     # Every setting travels: a field without its inventory key would fail validation above.
     assert {f"gate_{f.name}" for f in fields(GateSettings) if f.name != "extra"} <= set(defaults)
+
+
+def test_the_host_tools_textfile_folder_is_the_inventorys_default():
+    """The host tool's --textfile-dir, when a command line gives none, is all.py's textfile_dir."""
+    from sglfleet.host.textfile import DEFAULT_DIR
+    assert DEFAULT_DIR == runpy.run_path(str(PROJECT_ROOT / "inventory" / "group_data" / "all.py"))["textfile_dir"]

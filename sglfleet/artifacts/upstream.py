@@ -19,9 +19,9 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from sglfleet import PROJECT_ROOT
+from sglfleet import cache_dir
 
-CACHE = Path(os.environ.get("SGLFLEET_CACHE", PROJECT_ROOT / ".cache")) / "upstream"
+CACHE = cache_dir() / "upstream"
 
 
 def sglang_wheel(version: str) -> Path:

@@ -25,8 +25,9 @@ from functools import cache
 from pathlib import Path
 from typing import NamedTuple
 
-from sglfleet import PROJECT_ROOT
+from sglfleet import cache_dir
 from sglfleet.artifacts.stacks import Stack, StackError, StackFile
+from sglfleet.host.aria2 import sha256_of
 
 CHUNK = 1 << 20
 _lock = threading.Lock()
@@ -42,7 +43,7 @@ class Local(NamedTuple):
 
 def root() -> Path:
     """The wheelhouse folder ($SGLFLEET_WHEELHOUSE, else .cache/wheelhouse)."""
-    default = Path(os.environ.get("SGLFLEET_CACHE", PROJECT_ROOT / ".cache")) / "wheelhouse"
+    default = cache_dir() / "wheelhouse"
     return Path(os.environ.get("SGLFLEET_WHEELHOUSE", default))
 
 
@@ -86,14 +87,6 @@ def fetch(file: StackFile, stack_name: str = "?") -> Path:
         )
     partial.replace(target)
     return target
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def ensure(stack: Stack, names: frozenset[str] | None = None) -> dict[str, Local]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import importlib.util
 import ipaddress
 import json
 import os
@@ -15,13 +16,14 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sglfleet import PROJECT_ROOT
+from sglfleet import FILES, PROJECT_ROOT
 from sglfleet.devfleet.errors import DevFleetError
 from sglfleet.devfleet.network import (
     BRIDGE, PREFIX, SUBNET, delete_link, ensure_bridge, set_host_link, veth_of,
@@ -43,9 +45,20 @@ BOOT_TIMEOUT = 120.0
 # journal, logind, sshd), a serving one a few more.
 INOTIFY_PER_HOST = 16
 FAULT_FILE = LAYOUT.fault_file
+
+
+def _standin_faults():
+    """The stand-in's fault module, read from files/standin/ (stdlib only): the modes live there alone."""
+    name = "sglfleet_standin_faults"
+    spec = importlib.util.spec_from_file_location(name, FILES / "standin" / "standin_faults.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    return module
+
+
+FAULT_MODES = _standin_faults().FAULTS
 # Two take arguments: "slow-load <seconds>", "slow-after <seconds> [<factor>]"
-# (files/standin/standin_faults.py).
-FAULT_MODES = ("crash", "hang", "unready", "slow", "slow-load", "slow-after", "corrupt-cache")
 FAULT_PARAMS = {"slow-load": (1, 1), "slow-after": (1, 2)}  # mode -> (fewest, most) numbers
 
 

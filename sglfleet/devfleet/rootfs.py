@@ -18,11 +18,11 @@ import shutil
 import time
 from pathlib import Path
 
-from sglfleet import PROJECT_ROOT
+from sglfleet import cache_dir
 from sglfleet.devfleet.errors import DevFleetError
 from sglfleet.devfleet.processes import _locked, _remove_tree, _run, _unmount_all
 
-CACHE = Path(os.environ.get("SGLFLEET_CACHE", PROJECT_ROOT / ".cache"))
+CACHE = cache_dir()
 
 SUITE = "bookworm"  # the default OS, and the suite this machine's apt sources name
 # systemd-sysv gives /sbin/init; util-linux (flock) is Essential, so always in;

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from pyinfra.api import FactBase, FactProcessError
 
+from sglfleet.facts import sections as cut_sections
 from sglfleet.facts.files import FileBytesUnlessKnown, FileDigests
 from sglfleet.facts.gateway import GatewayService
 from sglfleet.facts.gpu import Gpu, NvidiaGpus
@@ -178,13 +179,7 @@ class HostRead(FactBase[HostState]):
                 f"sudo -H -n sh -c {shlex.quote(body)} 2>/dev/null || true")
 
     def process(self, output: list[str]) -> HostState:
-        sections: dict[str, list[str]] = {}
-        lines = None
-        for line in output:
-            if line.startswith(MARK):
-                lines = sections.setdefault(line[len(MARK):], [])
-            elif lines is not None:
-                lines.append(line)
+        sections = cut_sections(output, MARK)
         found = HostState()
         if "sudo" in sections:
             found.sudo = SudoAccess().process(sections["sudo"])

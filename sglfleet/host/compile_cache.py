@@ -38,7 +38,6 @@ Standard library only, run as root by the host tool. Each prints one
 from __future__ import annotations
 
 import argparse
-import hashlib
 import io
 import json
 import os
@@ -51,7 +50,7 @@ import sys
 import tarfile
 import time
 
-from .aria2 import aria2_command, aria2_input
+from .aria2 import aria2_command, aria2_input, sha256_of
 from .layout import LAYOUT, STALE_MINUTES, Layout
 from .protocol import PASSED, USAGE, result_line
 
@@ -88,14 +87,6 @@ def local_gpus() -> list[tuple[str, str]]:
         return []
     pairs = [tuple(field.strip() for field in line.split(",")) for line in out.stdout.splitlines()]
     return [pair for pair in pairs if len(pair) == 2 and pair[0][:1].isdigit()] if out.returncode == 0 else []
-
-
-def sha256_of(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _files(folder: str) -> list[str]:

@@ -40,6 +40,8 @@ from . import drift, releases
 from .layout import LAYOUT, Layout
 from .stacks import builds
 
+# The host tool's own default, for a command line without --textfile-dir: all.py's textfile_dir
+# (tests/test_release.py holds them equal; a host cannot read all.py).
 DEFAULT_DIR = "/var/lib/prometheus/node-exporter"
 FILE = "sglfleet.prom"
 VERDICTS = ("pass", "fail", "inconclusive")

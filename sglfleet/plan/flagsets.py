@@ -14,6 +14,7 @@ import shutil
 import zipfile
 from functools import cache
 
+from sglfleet import cache_dir
 from sglfleet.artifacts.upstream import CACHE, sglang_wheel
 from sglfleet.plan.server_flags import FlagSet, load_flags
 
@@ -43,4 +44,4 @@ def flagset_for(version: str) -> FlagSet:
             if not server_args.exists():
                 with zipfile.ZipFile(sglang_wheel(version)) as wheel:
                     wheel.extractall(tree, members)
-    return load_flags(server_args, cache_dir=CACHE.parent)
+    return load_flags(server_args, cache_dir=cache_dir())

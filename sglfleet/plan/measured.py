@@ -20,12 +20,12 @@ import os as os_module
 import time
 from pathlib import Path
 
-from sglfleet import PROJECT_ROOT
+from sglfleet import cache_dir
 from sglfleet.facts.os import OsInfo
 
 
 def _folder() -> Path:
-    return Path(os_module.environ.get("SGLFLEET_CACHE", PROJECT_ROOT / ".cache")) / "measured"
+    return cache_dir() / "measured"
 
 
 def _path(host_name: str) -> Path:

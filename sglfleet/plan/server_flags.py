@@ -840,7 +840,13 @@ def _package_loader(root: Path, read: dict[str, str]):
 
 
 def default_cache_dir() -> Path:
-    """``$SGLFLEET_CACHE``, else ``~/.cache/sglfleet``."""
+    """
+    ``$SGLFLEET_CACHE``, else ``~/.cache/sglfleet``: the stand-in's cache on a host.
+
+    The controller always passes ``sglfleet.cache_dir()``; this module is shipped to
+    hosts beside the stand-in, where there is no checkout (and no ``sglfleet``) to
+    hold a ``.cache``.
+    """
     env = os.environ.get("SGLFLEET_CACHE")
     if env:
         return Path(env)

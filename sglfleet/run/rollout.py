@@ -26,8 +26,8 @@ from pyinfra.api import StringCommand
 
 from sglfleet.host.bake import describe
 from sglfleet.host.layout import DEFAULT_SERVICE, LAYOUT
-from sglfleet.host.protocol import BAKE_FAILED, DOWN, PASSED, ROLLED_BACK, results as tool_results
-from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR
+from sglfleet.host.protocol import BAKE_FAILED, DOWN, PASSED, ROLLED_BACK, lock_wait_s as held_lock_s, results as tool_results
+from sglfleet.plan.schema import defaults
 from sglfleet.run import compile_share, recording, router, summary
 from sglfleet.run.compile_share import CacheShare
 
@@ -59,20 +59,21 @@ class BatchStep:
       service of a host has its own step, with its own ``worker_url``, one after another in the batch
     """
 
+    # The inventory's keys default as in inventory/group_data/all.py, the one place defaults live.
     label: str
     hosts: tuple[str, ...] = ()
     earlier: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    max_fail_percentage: float = 0.0
-    bake_s: float = 0.0
-    router_url: str | None = None
+    max_fail_percentage: float = defaults()["max_fail_percentage"]
+    bake_s: float = defaults()["gate_bake_s"]
+    router_url: str | None = defaults()["router_url"]
     worker_url: str | None = None
     gateways: tuple[str, ...] = ()
     gateway_api_key: str | None = field(default=None, repr=False)
-    gateway_timeout_s: float = 60.0
+    gateway_timeout_s: float = defaults()["gateway_drain_timeout_s"]
     timeout_s: float | None = None
-    lock_wait_s: float = 300
-    releases_keep: int = 3
-    textfile_dir: str = TEXTFILE_DIR
+    lock_wait_s: float = held_lock_s(defaults()["gate_warmup_s"], defaults()["gate_bake_s"])
+    releases_keep: int = defaults()["releases_keep"]
+    textfile_dir: str = defaults()["textfile_dir"]
     cache: CacheShare | None = None
     service: str = DEFAULT_SERVICE
 

@@ -21,6 +21,7 @@ unit's state, and its gateway with its workers and their health (``GET
 
 from __future__ import annotations
 
+import itertools
 import json
 import shlex
 
@@ -28,6 +29,7 @@ from pyinfra.api import Config, State
 from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS, pop_global_arguments
 from pyinfra.api.connect import connect_all
 
+from sglfleet.facts import sections
 from sglfleet.facts.os import HostOs, OsInfo
 from sglfleet.facts.sudo import SudoAccess
 from sglfleet.host.layout import GATEWAY, LAYOUT
@@ -36,6 +38,9 @@ from sglfleet.plan.secrets import load_secrets
 from sglfleet.plan.validation import load_inventory
 from sglfleet.run import router
 from sglfleet.run.context import defined_stack, fleet_waves, host_config, host_is_gateway, host_services, release_for
+
+# What starts each service's answer in the status read, after the OS's own sections.
+STATE_MARK = "## state "
 
 
 def fleet_status(inventory_path: str, data: dict | None = None) -> list[dict]:
@@ -120,18 +125,16 @@ def _host_state(state: State, host, services) -> tuple[OsInfo, dict[str, dict]]:
         access = SudoAccess().process(output.stdout_lines)
         if access["status"] != "ok":
             return OsInfo(), {service.name: {"error": f"sudo: {access['message']}"} for service in services}
-    asks = " && ".join(f"echo '## state {service.name}' && "
+    asks = " && ".join(f"echo {shlex.quote(STATE_MARK + service.name)} && "
                        + shlex.join([LAYOUT.tool, *(["--service", service.name] if service.layout.name else []),
                                      "state"]) for service in services)
     ok, output = host.run_shell_command(f"{HostOs().command()}; {asks}", **connector)
     lines = output.stdout_lines
-    marks = [i for i, line in enumerate(lines) if line.startswith("## state ")]
-    found = HostOs().process(lines[:marks[0] if marks else len(lines)])
+    found = HostOs().process(list(itertools.takewhile(lambda line: not line.startswith(STATE_MARK), lines)))
     answers = {}
-    for number, mark in enumerate(marks):
-        end = marks[number + 1] if number + 1 < len(marks) else len(lines)
+    for name, answer in sections(lines, STATE_MARK).items():
         try:
-            answers[lines[mark][len("## state "):]] = json.loads("\n".join(lines[mark + 1:end]))
+            answers[name] = json.loads("\n".join(answer))
         except ValueError:
             pass  # cut short: its error below
     why = output.stderr or "sglfleet-release is not installed"
