@@ -205,7 +205,7 @@ def test_a_gateway_change_is_a_diff_then_one_restart(fleet, topology):
     assert f"[{gateway}] Will restart sglang-gateway.service" in planned.stdout
     assert gateway_pid(fleet, gateway) == pid  # a dry run changes nothing
     since = time.time()
-    load = Load(url, threads=2, rate=5.0)  # light traffic through the restart
+    load = Load(url, threads=2, rate=5.0, mix=CLIENT_MIX)  # light clients' traffic through the restart
     try:
         done = deploy(*change)
     finally:
@@ -222,8 +222,9 @@ def test_a_gateway_change_is_a_diff_then_one_restart(fleet, topology):
     assert all(outcome == 200 for sent, outcome in load.sent if sent > ready + 0.2)
     # Refused while nothing listens; then smg 1.13.0 answers 404 model_not_found until its start-up
     # job has registered the workers (placement.rs:643 "No worker serves model"), before READY.
-    assert all(exited - 0.2 <= sent <= ready + 0.2 and (outcome == 404 or "Connection refused" in outcome)
+    assert all(exited - 0.2 <= sent <= ready + 0.2 and (outcome == 404 or "Connection refused" in str(outcome))
                for sent, outcome in failed), failed
+    assert load.cut() == [], load.summary()  # a stream under way when smg got SIGTERM ran to its [DONE]
     assert f"[{gateway}] sglang-gateway.service restarted and routes" in done.stdout
     assert gateway_pid(fleet, gateway) != pid
     assert "--policy power_of_two" in fleet.exec(gateway, "systemctl cat sglang-gateway.service").stdout

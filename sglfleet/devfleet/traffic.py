@@ -123,7 +123,7 @@ class Traffic:
 
     def __init__(self, url: str, api_key: str | None = None, threads: int = 4, max_new_tokens: int = 8,
                  rate: float = 15.0, max_requests: int = MAX_REQUESTS, max_seconds: float = MAX_SECONDS,
-                 mix: tuple[str, ...] = CLIENT_MIX, long_tokens: int = 256, model: str | None = None):
+                 mix: tuple[str, ...] = CLIENT_MIX, long_tokens: int = 1024, model: str | None = None):
         unknown = set(mix) - set(KINDS)
         if unknown:
             raise ValueError(f"unknown traffic kinds {sorted(unknown)}; the kinds are {', '.join(KINDS)}")
