@@ -22,7 +22,7 @@ from sglfleet.artifacts.locking import uv_binary
 from sglfleet.artifacts.patcher import apply, load_patch, missing_methods
 from sglfleet.artifacts.stacks import load_stack
 from sglfleet.plan.preflight import disk_needed
-from sglfleet.plan.server_flags import build_parser, load_flags
+from sglfleet.shipped.server_flags import build_parser, load_flags
 from test_standin import EAGLE3, STANDIN, free_port, get, wait_for
 
 NAME = "dev-sglang-0.5.23"

@@ -97,9 +97,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 try:  # on a host: shipped beside this file
     import server_flags
-except ImportError:  # in the repository: files/standin/ -> the root holding sglfleet/
-    sys.path.insert(1, str(Path(__file__).resolve().parents[2]))
-    from sglfleet.plan import server_flags
+except ImportError:  # in the repository: files/standin/ -> files/shipped/
+    sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "shipped"))
+    import server_flags
 
 from standin_compile import Compiler, KernelImageInvalid
 from standin_engine import Engine

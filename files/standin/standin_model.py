@@ -41,12 +41,14 @@ from __future__ import annotations
 import errno
 import json
 import struct
+import sys
 from pathlib import Path
 
 try:  # on a host: shipped beside this file
     import stub_import
-except ImportError:  # in the repository: files/standin/ -> the root holding sglfleet/
-    from sglfleet.artifacts import stub_import
+except ImportError:  # in the repository: files/standin/ -> files/shipped/
+    sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "shipped"))
+    import stub_import
 
 KIMI_K25 = "KimiK25ForConditionalGeneration"
 

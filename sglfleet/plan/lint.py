@@ -1,7 +1,7 @@
 """The launch-configuration lint: what sglang would refuse or silently change, said before a restart. Pure.
 
 A function of a host's validated config, the stack's sglang flag set (read
-from that release's own ``server_args.py`` by ``sglfleet.plan.server_flags``), the
+from that release's own ``server_args.py`` by ``sglfleet.shipped.server_flags``), the
 host's GPU compute capabilities and the sglang version. Every finding names the
 host, the key and the fix.
 
@@ -26,7 +26,7 @@ from packaging.version import Version
 from sglfleet.artifacts.models import PINNED, ROLES, ModelError, is_hub_id, load_manifest, lock_command, staged_models
 from sglfleet.plan.parsers import NAME_MODULES, parser_choices
 from sglfleet.plan.settings import LAUNCH_KEYS, LaunchSettings
-from sglfleet.plan.server_flags import NO_VALUE_ACTIONS
+from sglfleet.shipped.server_flags import NO_VALUE_ACTIONS
 
 EAGLE_NUMBERS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 KIMI_K25_MODEL = re.compile(r"kimi[-_.]?k2[-_.]?5", re.I)
@@ -260,7 +260,7 @@ def lint(host_name: str, config, flagset, compute_caps: list[str] | None, sglang
 
     + host_name: the inventory name, used in every finding
     + config: the host's ``HostConfig``
-    + flagset: the stack's ``sglfleet.plan.server_flags.FlagSet``, or None to skip flag checks
+    + flagset: the stack's ``sglfleet.shipped.server_flags.FlagSet``, or None to skip flag checks
     + compute_caps: the compute capability of each GPU (``["12.0"] * 8``), or None when unknown
     + sglang_version: the stack's sglang version, e.g. ``"0.5.9"``
     + caps_source: where ``compute_caps`` come from, named in the findings that depend on them

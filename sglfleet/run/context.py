@@ -270,12 +270,8 @@ def host_gateway_files(host: Host) -> GatewayFiles:
 
 
 HOST_PACKAGE = PROJECT_ROOT / "sglfleet" / "host"
-# The stand-in, its modules, and the two stdlib modules it imports from its own folder.
-STANDIN_FILES = {
-    **{path.name: path for path in sorted((FILES / "standin").glob("*.py"))},
-    "server_flags.py": PROJECT_ROOT / "sglfleet" / "plan" / "server_flags.py",
-    "stub_import.py": PROJECT_ROOT / "sglfleet" / "artifacts" / "stub_import.py",
-}
+# The stand-in, its modules, and beside them the shipped modules it imports (files/shipped/).
+STANDIN_FILES = {path.name: path for folder in ("standin", "shipped") for path in sorted((FILES / folder).glob("*.py"))}
 
 
 @cache
