@@ -27,6 +27,13 @@ The stand-in's HTTP surface, as sglang 0.5.9's ``srt/entrypoints/http_server.py`
   request/response counters of ``add_prometheus_track_response_middleware``.
 - With ``--api-key`` every path but ``/health*`` and ``/metrics*`` needs
   ``Authorization: Bearer <key>`` (401 otherwise; ``srt/utils/auth.py``).
+- A route it does not serve is answered as FastAPI (Starlette's router) answers
+  it: 404 ``{"detail":"Not Found"}``, or 405 ``{"detail":"Method Not Allowed"}``
+  with ``Allow`` for a known path. **Every reply leaves a keep-alive connection
+  usable**: the request's body is read (per ``Content-Length``) before anything
+  is answered, or the connection is closed; a body left unread would be parsed
+  as the next request on that connection (a gateway in front then answers 501
+  to another client's request).
 
 **Example:**
 
@@ -143,11 +150,21 @@ class Handler(BaseHTTPRequestHandler):
     def do_PUT(self):
         self.counted("PUT")
 
+    def do_DELETE(self):
+        self.counted("DELETE")
+
+    def do_PATCH(self):
+        self.counted("PATCH")
+
+    def do_OPTIONS(self):
+        self.counted("OPTIONS")
+
     def counted(self, method: str) -> None:
         standin = self.standin
         with standin.in_flight_changed:
             standin.in_flight += 1
         try:
+            self.raw_body = self.read_body()
             self.route(method)
         finally:
             with standin.in_flight_changed:
@@ -177,13 +194,16 @@ class Handler(BaseHTTPRequestHandler):
                 http.active.inc(labels, -1)
 
     def dispatch(self, path: str, method: str) -> None:
-        routes = self.POST_ROUTES if method in ("POST", "PUT") else self.GET_ROUTES
+        routes = {"GET": self.GET_ROUTES, "POST": self.POST_ROUTES}.get(method, set())
         if path == "/metrics" and self.standin.registry is None:
             return self.reply(404, {"detail": "Not Found"})
-        if path not in routes:
-            known = path in self.GET_ROUTES | self.POST_ROUTES
-            return self.reply(405 if known else 404,
-                              {"detail": "Method Not Allowed" if known else "Not Found"})
+        if path not in routes:  # starlette/routing.py: Router.not_found, Route.handle
+            allowed = [name for name, paths in (("GET", self.GET_ROUTES), ("POST", self.POST_ROUTES))
+                       if path in paths]
+            if not allowed:
+                return self.reply(404, {"detail": "Not Found"})
+            return self.reply(405, {"detail": "Method Not Allowed"},
+                              {"Allow": ", ".join(allowed)})
         handler = getattr(self, "route_" + path.strip("/").replace("/", "_"))
         try:
             handler()
@@ -375,10 +395,22 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- plumbing -----------------------------------------------------------
 
-    def body(self) -> dict | None:
-        length = int(self.headers.get("Content-Length") or 0)
+    def read_body(self) -> bytes:
+        """The request's whole body, read before any reply so the connection stays in step."""
+        length = self.headers.get("Content-Length")
+        if length is None:
+            if self.headers.get("Transfer-Encoding"):  # chunked: not read here, so not reusable
+                self.close_connection = True
+            return b""
         try:
-            data = json.loads(self.rfile.read(length) or b"{}")
+            return self.rfile.read(int(length))
+        except ValueError:  # a Content-Length that is no number: where the body ends is unknown
+            self.close_connection = True
+            return b""
+
+    def body(self) -> dict | None:
+        try:
+            data = json.loads(self.raw_body or b"{}")
             if not isinstance(data, dict):
                 raise ValueError("expected a JSON object")
             return data
@@ -386,10 +418,12 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(422, {"detail": [{"type": "json_invalid", "msg": str(error)}]})
             return None
 
-    def reply(self, status: int, payload) -> None:
+    def reply(self, status: int, payload, headers: dict | None = None) -> None:
         self.status = status
         body = b"" if payload is None else json.dumps(payload).encode()
         self.send_response(status, HTTPStatus(status).phrase)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         if payload is not None:
             self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
