@@ -56,3 +56,212 @@ def test_a_refused_key_leaves_the_connection_usable(launch, sglang_059):
     assert exchange(conn, "POST", "/generate", generate)[0] == 401
     assert exchange(conn, "POST", "/generate", generate, {"Authorization": "Bearer k"})[0] == 200
     conn.close()
+
+
+# -- the OpenAI surface ----------------------------------------------------------------------------
+
+# The keys of each object, in 0.5.9's field order (protocol.py:131-137, 328-393, 787-873).
+USAGE = ["prompt_tokens", "total_tokens", "completion_tokens", "prompt_tokens_details", "reasoning_tokens"]
+CHUNK = ["id", "object", "created", "model", "choices", "usage"]
+STREAM_CHOICE = ["index", "delta", "logprobs", "finish_reason", "matched_stop"]
+DELTA = ["role", "content", "reasoning_content", "tool_calls"]
+CHAT = ["id", "object", "created", "model", "choices", "usage", "metadata"]
+CHAT_CHOICE = ["index", "message", "logprobs", "finish_reason", "matched_stop"]
+COMPLETION_CHOICE = ["index", "text", "logprobs", "finish_reason", "matched_stop"]
+ERROR = ["object", "message", "type", "param", "code"]
+KIMI_EOS = 163586  # the stand-in serves as Kimi K2.5 where no model is staged
+
+
+def client(proc):
+    from openai import OpenAI
+    return OpenAI(base_url=proc.url + "/v1", api_key="none", max_retries=0)
+
+
+def events(conn: http.client.HTTPConnection, path: str, body: dict) -> tuple[int, dict, list[str]]:
+    """(status, headers, the raw ``data:`` payloads) of one streamed request."""
+    conn.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+    response = conn.getresponse()
+    text = response.read().decode()
+    assert text.endswith("\n\n"), text
+    frames = text.split("\n\n")[:-1]
+    assert all(frame.startswith("data: ") for frame in frames), frames
+    return response.status, dict(response.getheaders()), [frame[len("data: "):] for frame in frames]
+
+
+def test_chat_completion_as_059_answers_it(server):
+    answer = client(server).chat.completions.create(
+        model="my-model", messages=[{"role": "user", "content": "Say something"}])
+    raw = answer.model_dump()
+    choice = answer.choices[0]
+    assert (answer.object, answer.model, choice.finish_reason) == ("chat.completion", "my-model", "stop")
+    assert choice.message.role == "assistant" and len(choice.message.content.split()) == 24
+    assert raw["choices"][0]["matched_stop"] == KIMI_EOS  # stopped at its EOS token
+    assert answer.usage.completion_tokens == 25  # 24 words and the EOS
+    assert answer.usage.total_tokens == answer.usage.prompt_tokens + 25
+    assert raw["metadata"] == {"weight_version": "default"} and len(answer.id) == 32
+
+
+def test_chat_stream_framing_chunks_and_usage(server):
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    status, headers, data = events(conn, "/v1/chat/completions", {
+        "model": "m", "messages": [{"role": "user", "content": "Hi"}], "stream": True, "max_tokens": 6,
+        "stream_options": {"include_usage": True}})
+    assert status == 200 and headers["Content-Type"].startswith("text/event-stream")
+    assert data[-1] == "[DONE]"
+    chunks = [json.loads(item) for item in data[:-1]]
+    assert all(list(chunk) == CHUNK and chunk["object"] == "chat.completion.chunk" for chunk in chunks)
+    assert len({chunk["id"] for chunk in chunks}) == 1
+    first, *deltas, finish, last = chunks
+    for chunk in (first, *deltas, finish):
+        assert [list(chunk["choices"][0]), list(chunk["choices"][0]["delta"])] == [STREAM_CHOICE, DELTA]
+    assert first["choices"][0]["delta"] == {"role": "assistant", "content": "", "reasoning_content": None,
+                                            "tool_calls": None}
+    texts = [chunk["choices"][0]["delta"]["content"] for chunk in deltas]
+    assert texts == [" The", " quick", " brown", " fox", " jumps", " over"]  # one per output, new text only
+    assert all(chunk["choices"][0]["finish_reason"] is None for chunk in (first, *deltas))
+    assert finish["choices"][0]["delta"] == dict.fromkeys(DELTA)
+    assert (finish["choices"][0]["finish_reason"], finish["choices"][0]["matched_stop"]) == ("length", None)
+    assert last["choices"] == [] and list(last["usage"]) == USAGE
+    assert last["usage"]["completion_tokens"] == 6 and last["usage"]["reasoning_tokens"] == 0
+    # compact JSON, as pydantic writes it
+    assert data[0].startswith('{"id":"') and ", " not in data[0].split('"model"')[0]
+    # the connection is still good
+    assert exchange(conn, "GET", "/model_info")[0] == 200
+
+
+def test_chat_stream_through_the_sdk_adds_up_to_the_answer(server):
+    sdk = client(server)
+    stream = sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}],
+                                         stream=True)
+    chunks = list(stream)
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
+    whole = sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}])
+    assert text == whole.choices[0].message.content
+    assert [c.choices[0].finish_reason for c in chunks][-1] == "stop"
+    assert chunks[-1].usage is None  # no usage chunk unless asked
+
+
+def test_completions_streamed_and_not(server):
+    sdk = client(server)
+    whole = sdk.completions.create(model="m", prompt="Once upon a time", max_tokens=5)
+    raw = whole.model_dump()
+    assert list(json.loads(whole.model_dump_json())) != []  # parsed
+    assert (whole.object, whole.choices[0].text, whole.choices[0].finish_reason) == (
+        "text_completion", " The quick brown fox jumps", "length")
+    assert (whole.usage.prompt_tokens, whole.usage.completion_tokens) == (4, 5)
+    assert raw["metadata"] == {"weight_version": "default"}
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    _, _, data = events(conn, "/v1/completions", {"model": "m", "prompt": "Hi", "max_tokens": 3, "stream": True,
+                                                  "stream_options": {"include_usage": True}})
+    assert data[-1] == "[DONE]"
+    *chunks, usage = [json.loads(item) for item in data[:-1]]
+    assert all(list(chunk) == CHUNK and list(chunk["choices"][0]) == COMPLETION_CHOICE for chunk in chunks)
+    assert [c["choices"][0]["text"] for c in chunks] == [" The", " quick", " brown"]
+    assert [c["choices"][0]["finish_reason"] for c in chunks] == [None, None, "length"]
+    assert len({c["created"] for c in chunks + [usage]}) == 1  # taken once per stream
+    # exclude_none: the final usage chunk has no null keys (serving_completions.py:355)
+    assert list(usage) == ["id", "object", "created", "model", "choices", "usage"]
+    assert usage["usage"] == {"prompt_tokens": 1, "total_tokens": 4, "completion_tokens": 3, "reasoning_tokens": 0}
+
+
+def test_stop_strings_and_max_tokens(server):
+    sdk = client(server)
+    cut = sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}],
+                                      max_completion_tokens=3)
+    assert (cut.choices[0].message.content, cut.choices[0].finish_reason) == (" The quick brown", "length")
+    stopped = sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}], stop=["fox"])
+    raw = stopped.model_dump()["choices"][0]
+    assert (raw["message"]["content"], raw["finish_reason"], raw["matched_stop"]) == (
+        " The quick brown ", "stop", "fox")
+    long = sdk.chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}], max_tokens=60,
+                                       extra_body={"ignore_eos": True})
+    assert (long.usage.completion_tokens, long.choices[0].finish_reason) == (60, "length")
+
+
+def test_the_model_name_is_not_checked_and_errors_are_openai_shaped(server):
+    from openai import BadRequestError
+    sdk = client(server)
+    assert sdk.chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "x"}],
+                                       max_tokens=1).model == "no-such-model"
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    cases = [
+        (b"{not json", "application/json", "Bad Request", "JSON decode error"),
+        (json.dumps({"model": "m"}).encode(), "application/json", "Bad Request", "Field required"),
+        (json.dumps({"messages": [{"role": "user", "content": "x"}]}).encode(), "text/plain", "Bad Request",
+         "Unsupported Media Type"),
+        (json.dumps({"messages": [{"role": "user", "content": "x"}], "max_tokens": "many"}).encode(),
+         "application/json", "Bad Request", "valid integer"),
+        (json.dumps({"messages": []}).encode(), "application/json", "BadRequestError", "Messages cannot be empty."),
+        (json.dumps({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"}).encode(),
+         "application/json", "BadRequestError", "Tools cannot be empty if tool choice is set to required."),
+    ]
+    for body, content_type, kind, message in cases:
+        code, _, text = exchange(conn, "POST", "/v1/chat/completions", body, {"Content-Type": content_type})
+        error = json.loads(text)
+        assert (code, list(error), error["type"], error["code"], error["param"]) == (400, ERROR, kind, 400, None)
+        assert message in error["message"], (message, error)
+    with pytest.raises(BadRequestError) as raised:  # the SDK reads the message
+        sdk.completions.create(model="m", prompt="x", max_tokens=0)
+    assert "max_tokens must be positive" in str(raised.value)
+
+
+def test_a_prompt_too_long_is_400_or_an_error_event_when_streamed(launch, sglang_059):
+    proc = launch(sglang_059, *KIMI_PATH, "--skip-server-warmup", "--context-length", "64")
+    wait_for(proc, "/model_info")
+    conn = http.client.HTTPConnection("127.0.0.1", proc.port, timeout=30)
+    long = {"model": "m", "messages": [{"role": "user", "content": "word " * 100}]}
+    code, _, text = exchange(conn, "POST", "/v1/chat/completions", json.dumps(long).encode())
+    error = json.loads(text)
+    assert (code, error["type"]) == (400, "BadRequestError")
+    assert error["message"].startswith("The input (") and "longer than the model's context length (64 tokens)." \
+        in error["message"]
+    code, _, data = events(conn, "/v1/chat/completions", {**long, "stream": True})
+    assert code == 200 and data[-1] == "[DONE]" and len(data) == 2
+    assert json.loads(data[0])["error"]["message"] == error["message"]
+    total = {"model": "m", "prompt": "a b c", "max_tokens": 62}
+    code, _, text = exchange(conn, "POST", "/v1/completions", json.dumps(total).encode())
+    assert code == 400 and "You requested a total of 65 tokens: 3 tokens from the input messages and 62" \
+        in json.loads(text)["message"]
+    code, _, text = exchange(conn, "POST", "/v1/chat/completions", json.dumps(
+        {"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 65}).encode())
+    assert code == 400 and json.loads(text)["message"] == (
+        "max_completion_tokens is too large: 65.This model supports at most 64 completion tokens.")
+
+
+def staged(tmp_path, template=...) -> str:
+    """A staged tiny model, as the local fleet's mirror makes it, its chat template replaced if asked."""
+    from sglfleet.devfleet.mirror import write_model
+    folder = write_model(tmp_path / "tiny", seed=1, shard_sizes=(4096,))
+    if template is not ...:
+        config = json.loads((folder / "tokenizer_config.json").read_text())
+        config.pop("chat_template")
+        if template is not None:
+            config["chat_template"] = template
+        (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    return str(folder)
+
+
+def test_the_chat_template_comes_from_the_models_tokenizer_config(launch, sglang_059, tmp_path):
+    proc = launch(sglang_059, "--model-path", staged(tmp_path), "--skip-server-warmup")
+    wait_for(proc, "/model_info")
+    answer = client(proc).chat.completions.create(
+        model="tiny", messages=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}])
+    # <|im_start|> system Be brief. <|im_end|> <|im_start|> user Hi there <|im_end|> <|im_start|> assistant
+    assert answer.usage.prompt_tokens == 12
+    assert answer.model_dump()["choices"][0]["matched_stop"] == 2  # the model config's eos_token_id
+
+
+@pytest.mark.parametrize("template, message", [
+    ("{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}",
+     "Conversation roles must alternate user/assistant/user/assistant/..."),
+    (None, "Cannot use chat template functions because tokenizer.chat_template is not set"),
+])
+def test_a_template_that_fails_is_a_bad_request(launch, sglang_059, tmp_path, template, message):
+    proc = launch(sglang_059, "--model-path", staged(tmp_path, template), "--skip-server-warmup")
+    wait_for(proc, "/model_info")
+    conn = http.client.HTTPConnection("127.0.0.1", proc.port, timeout=30)
+    for stream in (False, True):  # raised before the stream starts: a 400 either way
+        code, _, text = exchange(conn, "POST", "/v1/chat/completions", json.dumps(
+            {"messages": [{"role": "user", "content": "x"}], "stream": stream}).encode())
+        error = json.loads(text)
+        assert (code, error["type"]) == (400, "BadRequest") and error["message"].startswith(message)

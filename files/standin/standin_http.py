@@ -17,9 +17,13 @@ The stand-in's HTTP surface, as sglang 0.5.9's ``srt/entrypoints/http_server.py`
   ``server_status`` to ``Up`` and logs "The server is fired up and ready to
   roll!". A failed warm-up kills the process. The warm-up is an ordinary
   request: it shows in the counters and histograms.
-- ``/generate`` (650-683) and ``/v1/completions`` serve whatever the status
+- ``/generate`` (650-683), ``/v1/completions`` and ``/v1/chat/completions``
+  (1343-1358, answered by ``standin_openai``) serve whatever the status
   (0.5.9 does not refuse generations while ``Starting``); a streaming
-  ``/generate`` sends one event per output (cumulative text). A client that
+  ``/generate`` sends one event per output (cumulative text), an OpenAI stream
+  the chunks of each output (incremental), chunked as uvicorn sends a
+  ``StreamingResponse``. A request being answered, streamed or not, is in
+  flight for the SIGTERM drain until its last byte (``engine.answered``). A client that
   disconnects from a request in flight aborts it
   (``num_aborted_requests_total``, tokenizer_manager.py:1100-1210, 1428-1440).
 - ``/model_info``, ``/server_info`` (and their ``/get_`` names), ``/v1/models``;
@@ -57,6 +61,8 @@ import urllib.request
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import standin_openai as openai
+from standin_chat import ChatTemplate
 from standin_engine import Engine, Req
 
 logger = logging.getLogger("sglang.standin")
@@ -135,7 +141,7 @@ class Handler(BaseHTTPRequestHandler):
 
     GET_ROUTES = {"/health", "/health_generate", "/model_info", "/get_model_info",
                   "/server_info", "/get_server_info", "/metrics", "/v1/models", "/generate"}
-    POST_ROUTES = {"/generate", "/v1/completions"}
+    POST_ROUTES = {"/generate", "/v1/completions", "/v1/chat/completions"}
 
     def log_message(self, format, *args):  # uvicorn's access log line
         logger.info(f'{self.client_address[0]}:{self.client_address[1]} - "{self.requestline}" '
@@ -309,35 +315,89 @@ class Handler(BaseHTTPRequestHandler):
             for req in reqs:
                 engine.answered(req)
 
+    def served(self) -> openai.Served:
+        """What the OpenAI answers need; the chat template is read at the first one."""
+        standin = self.standin
+        if getattr(standin, "openai_served", None) is None:
+            args = standin.args
+            template = ChatTemplate.load(args.get("tokenizer_path") or args.get("model_path"))
+            site = os.path.dirname(os.path.dirname(openai.__file__))
+            try:
+                from standin_server_args import find_sglang
+                site = str(find_sglang())
+            except Exception:
+                pass
+            standin.openai_served = openai.Served(args, standin.config, template, site)
+        return standin.openai_served
+
     def route_v1_completions(self):
-        body = self.body()
-        if body is None:
-            return
-        self.standin.first_request.set()
-        sampling = {"max_new_tokens": body.get("max_tokens", 16),
-                    "temperature": body.get("temperature", 1.0)}
-        req = Req.make(body.get("prompt"), sampling)
-        self.standin.engine.submit(req)
+        """``/v1/completions`` (http_server.py:1343-1348, serving_completions.py)."""
+        self.openai(openai.completion_plan, openai.prepare_completion)
+
+    def route_v1_chat_completions(self):
+        """``/v1/chat/completions`` (http_server.py:1351-1358, serving_chat.py)."""
+        self.openai(openai.chat_plan, openai.prepare_chat)
+
+    def openai(self, read, prepare) -> None:
+        """``OpenAIServingBase.handle_request`` (serving_base.py:74-130), then the engine."""
         try:
+            plan = read(self.raw_body, self.headers.get("Content-Type"), self.served())
+            self.standin.first_request.set()  # generate_request -> auto_create_handle_loop
+            prepare(plan)
+        except openai.OpenAIError as error:
+            return self.reply_json(error.status, error.body())
+        if plan.req is None:  # refused inside generate_request, the stream's headers already out
+            return self.event_stream([plan.stream_error.stream_event(), "data: [DONE]\n\n"])
+        req, engine = plan.req, self.standin.engine
+        engine.submit(req)
+        try:
+            if plan.fields["stream"]:
+                return self.openai_stream(plan.stream(), req)
             out = self.wait(req)
             if out is not None:
-                self.completion(body, out)
+                self.reply_json(200, plan.response(out))
         finally:
-            self.standin.engine.answered(req)
+            engine.answered(req)
 
-    def completion(self, body: dict, out: dict) -> None:
-        """The OpenAI completion object of one generation."""
-        meta = out["meta_info"]
-        self.reply(200, {
-            "id": meta["id"], "object": "text_completion", "created": int(time.time()),
-            "model": body.get("model") or self.standin.args.get("served_model_name"),
-            "choices": [{"index": 0, "text": out["text"], "logprobs": None,
-                         "finish_reason": "length", "matched_stop": None}],
-            "usage": {"prompt_tokens": meta["prompt_tokens"],
-                      "total_tokens": meta["prompt_tokens"] + meta["completion_tokens"],
-                      "completion_tokens": meta["completion_tokens"],
-                      "prompt_tokens_details": None},
-        })
+    def openai_stream(self, stream, req: Req) -> None:
+        """Each engine output as it comes, as chunks; the finish and usage chunks; ``[DONE]``."""
+        def events():
+            while True:
+                out = req.outputs.get()
+                if not req.response_sent_to_client_ts:
+                    req.response_sent_to_client_ts = time.time()
+                    out["meta_info"]["response_sent_to_client_ts"] = req.response_sent_to_client_ts
+                for chunk in stream.events(out):
+                    yield f"data: {openai.dumps(chunk)}\n\n"
+                if out["meta_info"]["finish_reason"] is not None:
+                    break
+            for chunk in stream.end():
+                yield f"data: {openai.dumps(chunk)}\n\n"
+            yield "data: [DONE]\n\n"
+
+        if not self.event_stream(events()):
+            # create_abort_task (tokenizer_manager.py:1428-1440): abort 2 s later if still running.
+            threading.Timer(2, self.standin.engine.abort, (req,)).start()
+
+    def event_stream(self, events) -> bool:
+        """Starlette's StreamingResponse under uvicorn: ``text/event-stream``, chunked, so the
+        connection stays usable after it; False when the client went away."""
+        self.status = 200
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for event in events:
+                data = event.encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+            return True
+        except OSError:
+            self.close_connection = True
+            return False
 
     # -- waiting for the engine ----------------------------------------------
 
@@ -417,6 +477,16 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError as error:
             self.reply(422, {"detail": [{"type": "json_invalid", "msg": str(error)}]})
             return None
+
+    def reply_json(self, status: int, payload) -> None:
+        """ORJSONResponse: compact JSON."""
+        self.status = status
+        body = openai.dumps(payload).encode()
+        self.send_response(status, HTTPStatus(status).phrase)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def reply(self, status: int, payload, headers: dict | None = None) -> None:
         self.status = status
