@@ -6,6 +6,9 @@ in files/standin/standin_http.py and standin_openai.py.
 
 import http.client
 import json
+import os
+import signal
+import time
 
 import pytest
 
@@ -265,3 +268,96 @@ def test_a_template_that_fails_is_a_bad_request(launch, sglang_059, tmp_path, te
             {"messages": [{"role": "user", "content": "x"}], "stream": stream}).encode())
         error = json.loads(text)
         assert (code, error["type"]) == (400, "BadRequest") and error["message"].startswith(message)
+
+
+# -- parsers ---------------------------------------------------------------------------------------
+
+WEATHER = [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
+                                               "parameters": {"type": "object",
+                                                              "properties": {"city": {"type": "string"}}}}}]
+
+
+@pytest.fixture
+def kimi(launch, sglang_059):
+    """Kimi K2.5's recipe: both parsers kimi_k2."""
+    proc = launch(sglang_059, *KIMI_PATH, "--skip-server-warmup", "--reasoning-parser", "kimi_k2",
+                  "--tool-call-parser", "kimi_k2", SGLFLEET_STANDIN_STEP_S="0.001")
+    wait_for(proc, "/model_info")
+    return proc
+
+
+def test_kimi_parsers_split_reasoning_and_tool_calls(kimi):
+    sdk = client(kimi)
+    history = [{"role": "user", "content": "Weather?"},
+               {"role": "assistant", "content": "", "tool_calls": [
+                   {"id": "functions.get_weather:0", "type": "function",
+                    "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+               {"role": "tool", "tool_call_id": "functions.get_weather:0", "content": "sunny"},
+               {"role": "user", "content": "And in Rome?"}]
+    answer = sdk.chat.completions.create(model="kimi", messages=history, tools=WEATHER)
+    choice = answer.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.model_dump()["matched_stop"] is None
+    assert choice.message.model_dump()["reasoning_content"] == "The user asks something; a short answer will do."
+    assert choice.message.content == "The quick brown fox jumps over"
+    [call] = choice.message.tool_calls
+    # kimi_k2 ids count on from the calls in the history (serving_chat.py:1052-1070)
+    assert (call.id, call.type, call.function.name) == ("functions.get_weather:1", "function", "get_weather")
+    assert json.loads(call.function.arguments) == {"city": "stand-in"}
+
+    chunks = list(sdk.chat.completions.create(model="kimi", messages=history, tools=WEATHER, stream=True))
+    deltas = [chunk.choices[0].delta.model_dump() for chunk in chunks]
+    reasoning = "".join(d.get("reasoning_content") or "" for d in deltas)
+    assert reasoning.strip() == "The user asks something; a short answer will do."
+    assert "".join(d["content"] or "" for d in deltas) == " The quick brown fox jumps over"
+    calls = [d["tool_calls"][0] for d in deltas if d["tool_calls"]]
+    assert (calls[0]["id"], calls[0]["function"]) == ("functions.get_weather:1",
+                                                       {"name": "get_weather", "arguments": ""})
+    assert all(c["id"] is None and c["function"]["name"] is None for c in calls[1:])
+    assert json.loads("".join(c["function"]["arguments"] for c in calls)) == {"city": "stand-in"}
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+    assert not any("<|tool_call" in (d["content"] or "") for d in deltas)
+
+
+def test_thinking_off_and_tool_choice_none(kimi):
+    sdk = client(kimi)
+    plain = sdk.chat.completions.create(model="kimi", messages=[{"role": "user", "content": "Hi"}], tools=WEATHER,
+                                        tool_choice="none", extra_body={"chat_template_kwargs": {"thinking": False}})
+    message = plain.choices[0].message.model_dump()
+    assert (message["reasoning_content"], message["tool_calls"], plain.choices[0].finish_reason) == (
+        None, None, "stop")
+    required = sdk.chat.completions.create(model="kimi", messages=[{"role": "user", "content": "Hi"}],
+                                           tools=WEATHER, tool_choice="required")
+    [call] = required.choices[0].message.tool_calls
+    assert required.choices[0].message.content is None and call.function.name == "get_weather"
+
+
+def test_without_parsers_the_raw_text_is_the_content(server):
+    answer = client(server).chat.completions.create(model="m", messages=[{"role": "user", "content": "Hi"}],
+                                                    tools=WEATHER)
+    message = answer.choices[0].message
+    assert message.tool_calls is None and "<|tool_calls_section_begin|>" in message.content
+    assert answer.choices[0].finish_reason == "stop"
+
+
+# -- SIGTERM ---------------------------------------------------------------------------------------
+
+def test_a_stream_in_flight_at_sigterm_streams_to_its_end(launch, sglang_059):
+    """0.5.9's sigterm_watchdog waits for every request in rid_to_state (tokenizer_manager.py:2113-2149)."""
+    proc = launch(sglang_059, *KIMI_PATH, "--skip-server-warmup", SGLFLEET_STANDIN_STEP_S="0.01")
+    wait_for(proc, "/model_info")
+    conn = http.client.HTTPConnection("127.0.0.1", proc.port, timeout=30)
+    conn.request("POST", "/v1/chat/completions", headers={"Content-Type": "application/json"}, body=json.dumps(
+        {"model": "m", "messages": [{"role": "user", "content": "Hi"}], "stream": True, "max_tokens": 200,
+         "ignore_eos": True, "stream_options": {"include_usage": True}}))
+    response = conn.getresponse()
+    first = response.readline()
+    assert first.startswith(b"data: ")
+    time.sleep(0.3)  # the first generation request has installed 0.5.9's SIGTERM handler
+    os.kill(proc.pid, signal.SIGTERM)
+    rest = response.read().decode()
+    assert rest.endswith("data: [DONE]\n\n")
+    usage = json.loads(rest.split("\n\n")[-3][len("data: "):])["usage"]
+    assert usage["completion_tokens"] == 200
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    assert "Gracefully exiting... Remaining number of requests 1." in err

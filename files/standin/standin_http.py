@@ -346,6 +346,10 @@ class Handler(BaseHTTPRequestHandler):
             prepare(plan)
         except openai.OpenAIError as error:
             return self.reply_json(error.status, error.body())
+        except Exception as error:  # serving_base.py:123-129
+            logger.exception(f"Error in request: {error}")
+            failed = openai.OpenAIError(f"Internal server error: {error}", "InternalServerError", 500)
+            return self.reply_json(500, failed.body())
         if plan.req is None:  # refused inside generate_request, the stream's headers already out
             return self.event_stream([plan.stream_error.stream_event(), "data: [DONE]\n\n"])
         req, engine = plan.req, self.standin.engine

@@ -157,10 +157,11 @@ def coerce(body: dict, name: str, kind: type, errors: list, optional: bool = Tru
         if isinstance(value, (int, float)):
             return float(value)
         try:
-            return float(value) if isinstance(value, str) else errors.append(
-                error("float_type", (name,), value))
+            if isinstance(value, str):
+                return float(value)
         except ValueError:
-            errors.append(error("float_type", (name,), value))
+            pass
+        errors.append(error("float_type", (name,), value))
     elif kind is str:
         if isinstance(value, str):
             return value
@@ -401,7 +402,8 @@ class ChatPlan:
                 text = json.dumps([{"name": tool["function"]["name"], "parameters": tool_arguments(tool)}])
                 said = thought + [text[i:i + 8] for i in range(0, len(text), 8)]
             else:
-                said += kimi_tool_call(tool["function"]["name"], tool_arguments(tool), self.history_tool_calls())
+                # its position in this message, as 0.5.9 takes it (serving_chat.py:1063-1065)
+                said += kimi_tool_call(tool["function"]["name"], tool_arguments(tool), 0)
         limit = fields["max_new_tokens"]
         if limit is None:  # scheduler: up to the context's end
             limit = self.served.context_length() - prompt_tokens - 1
