@@ -593,7 +593,7 @@ def test_api_key_guards_all_but_health_and_metrics(launch, sglang_059):
     for path in ("/health", "/health_generate", "/metrics"):
         assert get(proc.url + path)[0] == 200, path
     for path in ("/model_info", "/server_info", "/get_server_info", "/v1/models"):
-        assert get(proc.url + path) == (401, '{"error": "Unauthorized"}'), path
+        assert get(proc.url + path) == (401, '{"error":"Unauthorized"}'), path
         assert get(proc.url + path, {"Authorization": "Bearer wrong"})[0] == 401, path
         assert get(proc.url + path, good)[0] == 200, path
     assert get(proc.url + "/generate", body={"text": "x"})[0] == 401

@@ -51,6 +51,20 @@ def test_a_route_not_served_leaves_the_connection_usable(server, method, path, s
     conn.close()
 
 
+def test_a_chunked_request_body_is_read_too(server):
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    parts = [b'{"model": "m", "prompt": ', b'"Hello there", "max_tokens": 2}']
+    conn.request("POST", "/v1/completions", body=iter(parts), encode_chunked=True,
+                 headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"})
+    response = conn.getresponse()
+    assert response.status == 200 and json.loads(response.read())["usage"]["prompt_tokens"] == 2
+    conn.request("POST", "/no/such/route", body=iter(parts), encode_chunked=True,
+                 headers={"Content-Type": "application/json", "Transfer-Encoding": "chunked"})
+    response = conn.getresponse()
+    assert (response.status, response.read()) == (404, b'{"detail":"Not Found"}')
+    assert exchange(conn, "GET", "/model_info")[0] == 200
+
+
 def test_a_refused_key_leaves_the_connection_usable(launch, sglang_059):
     proc = launch(sglang_059, *KIMI_PATH, "--skip-server-warmup", "--api-key", "k")
     wait_for(proc, "/health")

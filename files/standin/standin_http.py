@@ -345,11 +345,11 @@ class Handler(BaseHTTPRequestHandler):
             self.standin.first_request.set()  # generate_request -> auto_create_handle_loop
             prepare(plan)
         except openai.OpenAIError as error:
-            return self.reply_json(error.status, error.body())
+            return self.reply(error.status, error.body())
         except Exception as error:  # serving_base.py:123-129
             logger.exception(f"Error in request: {error}")
             failed = openai.OpenAIError(f"Internal server error: {error}", "InternalServerError", 500)
-            return self.reply_json(500, failed.body())
+            return self.reply(500, failed.body())
         if plan.req is None:  # refused inside generate_request, the stream's headers already out
             return self.event_stream([plan.stream_error.stream_event(), "data: [DONE]\n\n"])
         req, engine = plan.req, self.standin.engine
@@ -359,7 +359,7 @@ class Handler(BaseHTTPRequestHandler):
                 return self.openai_stream(plan.stream(), req)
             out = self.wait(req)
             if out is not None:
-                self.reply_json(200, plan.response(out))
+                self.reply(200, plan.response(out))
         finally:
             engine.answered(req)
 
@@ -462,15 +462,31 @@ class Handler(BaseHTTPRequestHandler):
     def read_body(self) -> bytes:
         """The request's whole body, read before any reply so the connection stays in step."""
         length = self.headers.get("Content-Length")
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            return self.read_chunked()
         if length is None:
-            if self.headers.get("Transfer-Encoding"):  # chunked: not read here, so not reusable
-                self.close_connection = True
             return b""
         try:
             return self.rfile.read(int(length))
         except ValueError:  # a Content-Length that is no number: where the body ends is unknown
             self.close_connection = True
             return b""
+
+    def read_chunked(self) -> bytes:
+        """A chunked request body (uvicorn reads those too), its trailers dropped."""
+        data = b""
+        try:
+            while True:
+                size = int(self.rfile.readline(65537).split(b";", 1)[0].strip(), 16)
+                if size == 0:
+                    while self.rfile.readline(65537) not in (b"\r\n", b"\n", b""):
+                        pass
+                    return data
+                data += self.rfile.read(size)
+                self.rfile.readline(65537)  # the CRLF after the chunk
+        except ValueError:  # not chunked after all: where the body ends is unknown
+            self.close_connection = True
+            return data
 
     def body(self) -> dict | None:
         try:
@@ -482,19 +498,10 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(422, {"detail": [{"type": "json_invalid", "msg": str(error)}]})
             return None
 
-    def reply_json(self, status: int, payload) -> None:
-        """ORJSONResponse: compact JSON."""
-        self.status = status
-        body = openai.dumps(payload).encode()
-        self.send_response(status, HTTPStatus(status).phrase)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
     def reply(self, status: int, payload, headers: dict | None = None) -> None:
+        """A JSON answer, compact as ORJSONResponse and Starlette's JSONResponse write it."""
         self.status = status
-        body = b"" if payload is None else json.dumps(payload).encode()
+        body = b"" if payload is None else openai.dumps(payload).encode()
         self.send_response(status, HTTPStatus(status).phrase)
         for name, value in (headers or {}).items():
             self.send_header(name, value)
