@@ -4,14 +4,19 @@ real sglang 0.5.9 package files (fixtures of test_standin). What each answer imi
 in files/standin/standin_http.py and standin_openai.py.
 """
 
+import ast
 import http.client
+import importlib
 import json
 import os
 import signal
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
+from sglfleet import FILES
 from test_standin import KIMI_PATH, launch, sglang_059, wait_for  # noqa: F401  (fixtures)
 
 
@@ -375,3 +380,61 @@ def test_a_stream_in_flight_at_sigterm_streams_to_its_end(launch, sglang_059):
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL
     assert "Gracefully exiting... Remaining number of requests 1." in err
+
+
+# -- the objects' keys, held to the wheel's protocol.py -----------------------------------------------
+
+# Fields a model_serializer drops when None (protocol.py: hidden_states, sglext); metadata only
+# on whole answers.
+DROPPED_WHEN_NONE = {"hidden_states", "sglext"}
+
+
+def protocol_fields(package: Path) -> dict[str, list[str]]:
+    """Each pydantic class of 0.5.9's protocol.py: its field names, in declaration order."""
+    tree = ast.parse((package / "sglang/srt/entrypoints/openai/protocol.py").read_text())
+    return {node.name: [item.target.id for item in node.body
+                        if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+                        and not item.target.id.startswith("_")]
+            for node in tree.body if isinstance(node, ast.ClassDef)}
+
+
+def standin_module(name: str):
+    sys.path.insert(0, str(FILES / "standin"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.pop(0)
+
+
+def test_chunks_and_answers_have_the_wheels_keys_in_its_order(sglang_059):
+    fields = {name: [f for f in keys if f not in DROPPED_WHEN_NONE]
+              for name, keys in protocol_fields(sglang_059).items()}
+    openai = standin_module("standin_openai")
+    chat = standin_module("standin_chat")
+    served = openai.Served({"served_model_name": "m"}, {}, chat.ChatTemplate(None, {}), "site")
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": True,
+                       "stream_options": {"include_usage": True}}).encode()
+    plan = openai.chat_plan(body, "application/json", served)
+    meta = {"id": "r", "prompt_tokens": 1, "completion_tokens": 1, "weight_version": "default",
+            "finish_reason": {"type": "length", "length": 1}}
+    stream = plan.stream()
+    first, content = stream.events({"text": " The", "meta_info": meta})
+    finish, usage_chunk = stream.end()
+    for chunk in (first, content, finish, usage_chunk):
+        assert list(chunk) == fields["ChatCompletionStreamResponse"]
+    for chunk in (first, content, finish):
+        assert list(chunk["choices"][0]) == fields["ChatCompletionResponseStreamChoice"]
+        assert list(chunk["choices"][0]["delta"]) == fields["DeltaMessage"]
+    assert list(usage_chunk["usage"]) == fields["UsageInfo"]
+    whole = plan.response({"text": " The", "meta_info": meta})
+    assert list(whole) == fields["ChatCompletionResponse"]
+    assert list(whole["choices"][0]) == fields["ChatCompletionResponseChoice"]
+    assert list(whole["choices"][0]["message"]) == fields["ChatMessage"]
+    completion = openai.completion_plan(json.dumps({"prompt": "x"}).encode(), "application/json", served)
+    assert list(completion.response({"text": " The", "meta_info": meta})) == fields["CompletionResponse"]
+    [chunk] = completion.events({"text": " The", "meta_info": meta})
+    assert list(chunk) == fields["CompletionStreamResponse"]
+    assert list(chunk["choices"][0]) == fields["CompletionResponseStreamChoice"]
+    assert list(openai.OpenAIError("x").body()) == fields["ErrorResponse"]
+    call = standin_module("standin_parsers").tool_call("i", 0, "f", "{}")
+    assert list(call) == fields["ToolCall"] and list(call["function"]) == fields["FunctionResponse"]
