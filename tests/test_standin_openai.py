@@ -9,6 +9,7 @@ import http.client
 import importlib
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -438,3 +439,116 @@ def test_chunks_and_answers_have_the_wheels_keys_in_its_order(sglang_059):
     assert list(openai.OpenAIError("x").body()) == fields["ErrorResponse"]
     call = standin_module("standin_parsers").tool_call("i", 0, "f", "{}")
     assert list(call) == fields["ToolCall"] and list(call["function"]) == fields["FunctionResponse"]
+
+
+# -- request validation, held to 0.5.9's own models under FastAPI ------------------------------------
+
+def real_app(package: Path):
+    """0.5.9's two OpenAI routes as its http_server.py declares them (1343-1358), with its
+    validate_json_request (445-456) and its RequestValidationError handler (409-442), over the
+    wheel's own protocol.py (sglang.utils, which needs numpy, stubbed)."""
+    import types
+    from http import HTTPStatus
+
+    from fastapi import Depends, FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+
+    saved = {name: sys.modules.get(name) for name in ("sglang", "sglang.utils")}
+    stub, utils = types.ModuleType("sglang"), types.ModuleType("sglang.utils")
+    stub.__path__, utils.convert_json_schema_to_str = [], json.dumps
+    sys.modules.update({"sglang": stub, "sglang.utils": utils})
+    try:
+        spec = importlib.util.spec_from_file_location(
+            "protocol_059", package / "sglang/srt/entrypoints/openai/protocol.py")
+        protocol = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(protocol)
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+    app = FastAPI()
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_exception_handler(request: Request, exc: RequestValidationError):
+        exc_str, errors_str = str(exc), str(exc.errors())
+        message = f"{exc_str} {errors_str}" if errors_str and errors_str != exc_str else exc_str
+        error = protocol.ErrorResponse(message=message, type=HTTPStatus.BAD_REQUEST.phrase,
+                                       code=HTTPStatus.BAD_REQUEST.value)
+        return JSONResponse(status_code=400, content=error.model_dump())
+
+    async def validate_json_request(raw_request: Request):
+        content_type = raw_request.headers.get("content-type", "").lower()
+        if content_type.split(";", maxsplit=1)[0] != "application/json":
+            raise RequestValidationError(errors=[{"loc": ["header", "content-type"],
+                                                  "msg": "Unsupported Media Type: Only 'application/json' is allowed",
+                                                  "type": "value_error"}])
+
+    @app.post("/v1/completions", dependencies=[Depends(validate_json_request)])
+    async def openai_v1_completions(request: protocol.CompletionRequest, raw_request: Request):
+        return {}
+
+    @app.post("/v1/chat/completions", dependencies=[Depends(validate_json_request)])
+    async def openai_v1_chat_completions(request: protocol.ChatCompletionRequest, raw_request: Request):
+        return {}
+
+    return app, protocol
+
+
+USER_X = [{"role": "user", "content": "x"}]
+BAD_BODIES = [
+    ("/v1/chat/completions", b"{not json"), ("/v1/chat/completions", b""), ("/v1/chat/completions", b"[1]"),
+    ("/v1/chat/completions", b"{}"),
+    ("/v1/chat/completions", {"messages": USER_X, "max_tokens": "many", "temperature": "hot", "n": 1.5}),
+    ("/v1/chat/completions", {"messages": USER_X, "stop": 5, "stream": None, "stream_options": 3}),
+    ("/v1/chat/completions", {"messages": USER_X, "stop": ["a", 1], "stream": "maybe", "top_p": [1]}),
+    ("/v1/chat/completions", {"messages": [{"role": "bogus", "content": "x"}, {"role": "user"}, 5,
+                                           {"role": "system", "content": 5}, {"role": 3, "content": "x"}]}),
+    ("/v1/chat/completions", {"messages": "hi"}),
+    ("/v1/chat/completions", {"messages": USER_X, "tools": [{"type": "function"}, 3, {"function": {}}]}),
+    ("/v1/chat/completions", {"messages": USER_X, "tools": "x", "tool_choice": "maybe"}),
+    ("/v1/chat/completions", {"messages": USER_X, "tool_choice": {"type": "function"},
+                              "chat_template_kwargs": [], "ignore_eos": 2}),
+    ("/v1/completions", b"[1]"), ("/v1/completions", {}), ("/v1/completions", {"prompt": 5}),
+    ("/v1/completions", {"prompt": [1, "a"]}),
+    ("/v1/completions", {"prompt": "x", "max_tokens": 0, "echo": "maybe", "n": "2", "temperature": None}),
+    ("/v1/completions", {"prompt": "x", "max_tokens": -3.0, "stream_options": {"include_usage": "perhaps"}}),
+]
+
+
+@pytest.mark.parametrize("path, body", BAD_BODIES, ids=[f"{p[4:]}-{i}" for i, (p, _) in enumerate(BAD_BODIES)])
+def test_a_bad_body_is_refused_as_059_refuses_it(sglang_059, path, body):
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+    app, _ = real_app(sglang_059)
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    for content_type in ("application/json", "text/plain"):
+        real = TestClient(app, raise_server_exceptions=False).post(
+            path, content=raw, headers={"content-type": content_type})
+        openai = standin_module("standin_openai")
+        served = openai.Served({}, {}, standin_module("standin_chat").ChatTemplate(None, {}), str(sglang_059 / "sglang"))
+        read = openai.chat_plan if path == "/v1/chat/completions" else openai.completion_plan
+        try:
+            read(raw, content_type, served)
+            status, text = 200, ""
+        except openai.OpenAIError as error:
+            status, text = error.status, json.dumps(error.body())
+        except openai.ServerError:
+            status, text = 500, "Internal Server Error"
+        assert status == real.status_code, real.text
+        if status == 500:
+            assert real.text == text
+            continue
+        # the endpoint's file and line: 0.5.9's http_server.py there, this test's function here
+        here = re.compile(r'File \\"[^"\\]*\\", line \d+, in (\w+)')
+        assert here.sub(r"File, in \1", text) == here.sub(r"File, in \1", json.dumps(real.json())), real.text
+
+
+def test_the_fields_read_are_the_wheels_in_its_order(sglang_059):
+    declared = protocol_fields(sglang_059)
+    protocol = standin_module("standin_protocol")
+    for model in (protocol.CHAT, protocol.COMPLETION):
+        names = [name for name, _, _ in model.fields]
+        assert [n for n in declared[model.name] if n in names] == names, model.name

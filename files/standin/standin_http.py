@@ -346,6 +346,8 @@ class Handler(BaseHTTPRequestHandler):
             prepare(plan)
         except openai.OpenAIError as error:
             return self.reply(error.status, error.body())
+        except openai.ServerError:  # Starlette's ServerErrorMiddleware
+            return self.reply_text(500, "Internal Server Error")
         except Exception as error:  # serving_base.py:123-129
             logger.exception(f"Error in request: {error}")
             failed = openai.OpenAIError(f"Internal server error: {error}", "InternalServerError", 500)
@@ -497,6 +499,15 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError as error:
             self.reply(422, {"detail": [{"type": "json_invalid", "msg": str(error)}]})
             return None
+
+    def reply_text(self, status: int, text: str) -> None:
+        self.status = status
+        body = text.encode()
+        self.send_response(status, HTTPStatus(status).phrase)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def reply(self, status: int, payload, headers: dict | None = None) -> None:
         """A JSON answer, compact as ORJSONResponse and Starlette's JSONResponse write it."""

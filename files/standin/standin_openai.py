@@ -5,12 +5,12 @@ request body and the server's arguments; ``standin_http`` moves the bytes and th
 the tokens. Every chunk and answer is built here (``chat_chunk``, ``ChatStream``, ...), so a
 test can hold them to a record of the real server.
 
-**Requests** (``protocol.py:236-309`` ``CompletionRequest``, ``529-785`` ``ChatCompletionRequest``):
-``Content-Type`` must be ``application/json`` (``http_server.py:445-456``); a body that is no
-JSON, a missing or mistyped field is FastAPI's ``RequestValidationError``, which 0.5.9 answers
-**400**, not 422 (``http_server.py:409-442``): ``{"object":"error","message":...,"type":"Bad
-Request","param":null,"code":400}``; the message is FastAPI's (``N validation error(s):`` and
-pydantic's error dicts), the stand-in checking the fields that matter to it, not all.
+**Requests** (``protocol.py:236-309`` ``CompletionRequest``, ``529-785`` ``ChatCompletionRequest``,
+read by ``standin_protocol``): ``Content-Type`` must be ``application/json``
+(``http_server.py:445-456``); a body that is no JSON, a missing or mistyped field is FastAPI's
+``RequestValidationError``, which 0.5.9 answers **400**, not 422 (``http_server.py:409-442``):
+``{"object":"error","message":...,"type":"Bad Request","param":null,"code":400}``, the message
+FastAPI's. A chat body that is a JSON array is a plain-text 500 (0.5.9's validator fails).
 Then ``_validate_request`` (``serving_chat.py:192-238``, ``serving_completions.py:54-60``):
 400 ``BadRequestError``. A template error: 400 ``BadRequest`` (``serving_base.py:110-115``).
 
@@ -70,6 +70,7 @@ import uuid
 
 from standin_engine import SAMPLING_EPS, WORDS, Req
 from standin_parsers import FunctionCallParser, ReasoningParser
+from standin_protocol import CHAT, COMPLETION, Refused, read_json, validate
 
 DEFAULT_MODEL_NAME = "default"  # protocol.py:50
 ANSWER_TOKENS, ANSWER_TOKENS_WITH_TOOLS = 24, 6
@@ -80,13 +81,15 @@ CONTEXT_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_l
                 "max_position_embeddings")  # srt/configs/model_config.py get_context_length
 KIMI_K25_EOS_TOKEN_ID = 163586  # moonshotai/Kimi-K2.5's <|im_end|>
 SPECIAL_OR_WORD = re.compile(r"<\|[^|]*\|>|</?think>|[^\s<]+|<")
-# protocol.py:468: the roles of ChatCompletionMessageGenericParam; "user" is its own model
-ROLES = ("system", "assistant", "tool", "function", "developer")
 
 
 def dumps(value) -> str:
     """pydantic's ``model_dump_json``: compact, unicode as is."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+class ServerError(Exception):
+    """An exception FastAPI does not handle: Starlette's plain-text 500 (ServerErrorMiddleware)."""
 
 
 class OpenAIError(Exception):
@@ -105,127 +108,21 @@ class OpenAIError(Exception):
         return "data: " + json.dumps({"error": self.body()}) + "\n\n"
 
 
-# -- the request's fields, as pydantic checks them --------------------------------------------
+# -- the request's fields ----------------------------------------------------------------------
 
-def invalid(errors: list[dict], endpoint: tuple[str, str, int, str]) -> OpenAIError:
-    """FastAPI's RequestValidationError, as 0.5.9's handler words it (http_server.py:409-442)."""
-    message = f"{len(errors)} validation error{'s' if len(errors) != 1 else ''}:\n"
-    message += "".join(f"  {error}\n" for error in errors)
-    site, path, line, function = endpoint
-    message += f'\n  File "{site}/srt/entrypoints/http_server.py", line {line}, in {function}\n    POST {path}'
-    message = message.rstrip()
-    errors_str = str(errors)
-    return OpenAIError(f"{message} {errors_str}" if errors_str != message else message, "Bad Request")
+def refused(exc: Refused) -> OpenAIError:
+    """FastAPI's refusal as 0.5.9 answers it: 400 ``Bad Request`` (http_server.py:409-442)."""
+    return OpenAIError(exc.message(), "Bad Request")
 
 
-def error(kind: str, loc: tuple, value, msg: str | None = None) -> dict:
-    messages = {"missing": "Field required", "string_type": "Input should be a valid string",
-                "int_type": "Input should be a valid integer",
-                "float_type": "Input should be a valid number",
-                "bool_type": "Input should be a valid boolean",
-                "list_type": "Input should be a valid list",
-                "dict_type": "Input should be a valid dictionary",
-                "literal_error": "Input should be " + (msg or ""),
-                "value_error": "Value error, " + (msg or "")}
-    return {"type": kind, "loc": ("body", *loc), "msg": messages[kind] if kind in messages else msg,
-            "input": value}
-
-
-def coerce(body: dict, name: str, kind: type, errors: list, optional: bool = True):
-    """pydantic's lax mode for one field: ints from integral floats and digit strings, and so on."""
-    value = body.get(name)
-    if value is None:
-        return None
-    if kind is bool:
-        if isinstance(value, bool):
-            return value
-        if value in (0, 1) or (isinstance(value, str) and value.lower() in
-                               ("0", "1", "true", "false", "yes", "no", "on", "off", "t", "f", "y", "n")):
-            return value in (1, True) or str(value).lower() in ("1", "true", "yes", "on", "t", "y")
-        errors.append(error("bool_type", (name,), value))
-    elif kind is int:
-        if isinstance(value, bool):
-            return int(value)
-        if isinstance(value, int):
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
-            return int(value)
-        errors.append(error("int_type", (name,), value))
-    elif kind is float:
-        if isinstance(value, (int, float)):
-            return float(value)
-        try:
-            if isinstance(value, str):
-                return float(value)
-        except ValueError:
-            pass
-        errors.append(error("float_type", (name,), value))
-    elif kind is str:
-        if isinstance(value, str):
-            return value
-        errors.append(error("string_type", (name,), value))
-    elif kind is dict:
-        if isinstance(value, dict):
-            return value
-        errors.append(error("dict_type", (name,), value))
-    return None
-
-
-def read_json(raw: bytes, content_type: str | None, endpoint) -> dict:
-    """The body, as FastAPI parses it, then ``validate_json_request``'s content-type check."""
-    media = (content_type or "").lower().split(";", 1)[0].strip()
-    data = None
-    if media == "application/json" or media.endswith("+json"):
-        try:
-            data = json.loads(raw) if raw else None
-        except ValueError as exc:
-            raise invalid([{"type": "json_invalid", "loc": ("body", getattr(exc, "pos", 0)),
-                            "msg": "JSON decode error", "input": {},
-                            "ctx": {"error": getattr(exc, "msg", str(exc))}}], endpoint)
-    if media != "application/json":  # http_server.py:445-456
-        raise invalid([{"loc": ["header", "content-type"],
-                        "msg": "Unsupported Media Type: Only 'application/json' is allowed",
-                        "type": "value_error"}], endpoint)
-    if not isinstance(data, dict):
-        kind = "missing" if data is None else "model_attributes_type"
-        raise invalid([{"type": kind, "loc": ("body",),
-                        "msg": "Field required" if data is None else
-                        "Input should be a valid dictionary or object to extract fields from",
-                        "input": data}], endpoint)
-    return data
-
-
-def stop_field(body: dict, errors: list) -> list[str]:
-    stop = body.get("stop")
-    if stop is None:
-        return []
-    if isinstance(stop, str):
-        return [stop]
-    if isinstance(stop, list) and all(isinstance(item, str) for item in stop):
-        return list(stop)
-    errors += [error("string_type", ("stop", "str"), stop),
-               error("list_type", ("stop", "list[str]"), stop)]
-    return []
-
-
-def common_fields(body: dict, errors: list) -> dict:
-    """The fields both requests share, checked and defaulted."""
-    fields = {
-        "model": coerce(body, "model", str, errors) or DEFAULT_MODEL_NAME,
-        "n": coerce(body, "n", int, errors),
-        "stream": bool(coerce(body, "stream", bool, errors)),
-        "temperature": coerce(body, "temperature", float, errors),
-        "top_p": coerce(body, "top_p", float, errors),
-        "ignore_eos": bool(coerce(body, "ignore_eos", bool, errors)),
-        "stop": stop_field(body, errors),
-        "rid": body.get("rid") if isinstance(body.get("rid"), str) else None,
-    }
-    options = coerce(body, "stream_options", dict, errors) or {}
-    fields["include_usage"] = bool(options.get("include_usage"))
-    fields["continuous_usage_stats"] = bool(options.get("continuous_usage_stats"))
-    return fields
+def common_fields(values: dict) -> dict:
+    """What both requests carry that the stand-in acts on."""
+    options = values["stream_options"] or {}
+    return {"model": values["model"], "n": values["n"], "stream": values["stream"],
+            "temperature": values["temperature"], "top_p": values["top_p"],
+            "ignore_eos": values["ignore_eos"], "stop": values["stop"] or [], "rid": values["rid"],
+            "include_usage": bool(options.get("include_usage")),
+            "continuous_usage_stats": bool(options.get("continuous_usage_stats"))}
 
 
 def sampling_checks(fields: dict, max_new_tokens: int | None) -> None:
@@ -531,50 +428,18 @@ class ChatStream:
 
 
 def chat_plan(raw: bytes, content_type: str | None, served: Served) -> ChatPlan:
-    """Read and check a ``/v1/chat/completions`` body; OpenAIError for what 0.5.9 refuses."""
-    endpoint = (served.site, "/v1/chat/completions", 1351, "openai_v1_chat_completions")
-    body = read_json(raw, content_type, endpoint)
-    errors: list[dict] = []
-    messages = body.get("messages")
-    if "messages" not in body:
-        errors.append(error("missing", ("messages",), body))
-    elif not isinstance(messages, list):
-        errors.append(error("list_type", ("messages",), messages))
-    else:
-        for i, message in enumerate(messages):
-            if not isinstance(message, dict):
-                errors.append(error("dict_type", ("messages", i), message))
-            elif message.get("role") == "user":
-                if not isinstance(message.get("content"), (str, list)):
-                    errors.append(error("missing" if "content" not in message else "string_type",
-                                        ("messages", i, "ChatCompletionMessageUserParam", "content"), message))
-            elif not (isinstance(message.get("role"), str) and message["role"].lower() in ROLES):
-                errors.append(error("value_error", ("messages", i, "ChatCompletionMessageGenericParam", "role"),
-                                    message.get("role"), "'role' must be one of 'system', 'developer', "
-                                    "'assistant', 'tool', or 'function' (case-insensitive)."))
-            else:
-                message["role"] = message["role"].lower()
-    fields = common_fields(body, errors)
-    max_tokens = coerce(body, "max_tokens", int, errors)
-    max_completion = coerce(body, "max_completion_tokens", int, errors)
-    fields["max_new_tokens"] = max_completion or max_tokens  # protocol.py:717
-    tools = body.get("tools")
-    if tools is not None and not (isinstance(tools, list) and all(
-            isinstance(t, dict) and isinstance(t.get("function"), dict)
-            and isinstance(t["function"].get("name"), str) for t in tools)):
-        errors.append(error("list_type", ("tools",), tools, None))
-    tool_choice = body.get("tool_choice")
-    if tool_choice is None:  # protocol.py:633-641
-        tool_choice = "none" if tools is None else "auto"
-    if not (tool_choice in ("auto", "required", "none") or (
-            isinstance(tool_choice, dict) and isinstance(tool_choice.get("function"), dict))):
-        errors.append(error("literal_error", ("tool_choice",), tool_choice, "'auto', 'required' or 'none'"))
-    kwargs = coerce(body, "chat_template_kwargs", dict, errors)
-    if errors:
-        raise invalid(errors, endpoint)
-    plan = ChatPlan(served, fields, messages, tools, tool_choice, kwargs,
-                    body.get("separate_reasoning", True) is not False,
-                    body.get("stream_reasoning", True) is not False)
+    """Read and check a ``/v1/chat/completions`` body; OpenAIError for what 0.5.9 refuses
+    (ServerError for its 500)."""
+    try:
+        values = validate(read_json(raw, content_type, CHAT, served.site), CHAT, served.site)
+    except Refused as exc:
+        if exc.server_error:
+            raise ServerError() from exc
+        raise refused(exc) from exc
+    fields = common_fields(values)
+    fields["max_new_tokens"] = values["max_completion_tokens"] or values["max_tokens"]  # protocol.py:717
+    plan = ChatPlan(served, fields, values["messages"], values["tools"], values["tool_choice"],
+                    values["chat_template_kwargs"], values["separate_reasoning"], values["stream_reasoning"])
     validate_chat(plan)
     return plan
 
@@ -596,7 +461,7 @@ def validate_chat(plan: ChatPlan) -> None:
     if most and context and most > context and not plan.served.args.get("allow_auto_truncate"):
         raise OpenAIError(f"max_completion_tokens is too large: {most}."
                           f"This model supports at most {context} completion tokens.")
-    if plan.fields["n"] not in (None, 1):
+    if plan.fields["n"] != 1:
         raise OpenAIError("The stand-in serves n=1 only.")
 
 
@@ -694,35 +559,22 @@ class CompletionPlan:
 
 def completion_plan(raw: bytes, content_type: str | None, served: Served) -> CompletionPlan:
     """Read and check a ``/v1/completions`` body; OpenAIError for what 0.5.9 refuses."""
-    endpoint = (served.site, "/v1/completions", 1343, "openai_v1_completions")
-    body = read_json(raw, content_type, endpoint)
-    errors: list[dict] = []
-    prompt = body.get("prompt")
-    if "prompt" not in body:
-        errors.append(error("missing", ("prompt",), body))
-    elif not (isinstance(prompt, str) or (isinstance(prompt, list) and (
-            all(isinstance(p, str) for p in prompt) or all(isinstance(p, int) for p in prompt)
-            or all(isinstance(p, list) for p in prompt)))):
-        errors.append(error("string_type", ("prompt", "str"), prompt))
-    fields = common_fields(body, errors)
-    max_tokens = coerce(body, "max_tokens", int, errors)
-    if max_tokens is not None and max_tokens <= 0:  # protocol.py:304-309
-        errors.append(error("value_error", ("max_tokens",), max_tokens, "max_tokens must be positive"))
-    fields["max_new_tokens"] = 16 if body.get("max_tokens") is None else max_tokens  # protocol.py:250
-    if fields["temperature"] is None:
-        fields["temperature"] = 1.0
-    echo = bool(coerce(body, "echo", bool, errors))
-    if errors:
-        raise invalid(errors, endpoint)
+    try:
+        values = validate(read_json(raw, content_type, COMPLETION, served.site), COMPLETION, served.site)
+    except Refused as exc:
+        raise refused(exc) from exc
+    fields = common_fields(values)
+    fields["max_new_tokens"] = values["max_tokens"]
+    prompt = values["prompt"]
     if not prompt or (isinstance(prompt, list) and all(not p for p in prompt)):  # serving_completions.py:54-60
         raise OpenAIError("Prompt cannot be empty")
-    if isinstance(prompt, list) and prompt and isinstance(prompt[0], (str, list)):
+    if isinstance(prompt, list) and isinstance(prompt[0], (str, list)):
         if len(prompt) != 1:
             raise OpenAIError("The stand-in serves one prompt a request.")
         prompt = prompt[0]
-    if fields["n"] not in (None, 1):
+    if fields["n"] != 1:
         raise OpenAIError("The stand-in serves n=1 only.")
-    return CompletionPlan(served, fields, prompt, echo)
+    return CompletionPlan(served, fields, prompt, values["echo"])
 
 
 def prepare_completion(plan: CompletionPlan) -> None:
