@@ -552,3 +552,50 @@ def test_the_fields_read_are_the_wheels_in_its_order(sglang_059):
     for model in (protocol.CHAT, protocol.COMPLETION):
         names = [name for name, _, _ in model.fields]
         assert [n for n in declared[model.name] if n in names] == names, model.name
+
+
+def run_script(plan, stream: bool) -> list[dict]:
+    """The engine's outputs for a plan's script, one per token (a streaming request)."""
+    script = plan.script(prompt_tokens=5)
+    outs = []
+    for n in range(1, len(script.tokens) + 1):
+        done = n == len(script.tokens)
+        text = script.final_text if done and script.final_text is not None else "".join(script.tokens[:n])
+        outs.append({"text": text, "meta_info": {
+            "id": "0" * 32, "prompt_tokens": 5, "completion_tokens": n, "weight_version": "default",
+            "finish_reason": script.finish if done else None}})
+    return outs if stream else outs[-1:]
+
+
+@pytest.mark.parametrize("parsers, extra", [
+    ({}, {}),
+    ({"reasoning_parser": "kimi_k2", "tool_call_parser": "kimi_k2"}, {"tools": WEATHER}),
+    ({"reasoning_parser": "kimi_k2", "tool_call_parser": "kimi_k2"}, {"tools": WEATHER, "tool_choice": "required"}),
+    ({"reasoning_parser": "kimi"}, {"stop": ["lazy"]}),
+])
+def test_the_wheels_models_serialize_the_stand_ins_chunks_byte_for_byte(sglang_059, parsers, extra):
+    """Each chunk and answer, validated by 0.5.9's pydantic model and dumped as 0.5.9 dumps it."""
+    pytest.importorskip("fastapi")
+    _, protocol = real_app(sglang_059)
+    openai = standin_module("standin_openai")
+    served = openai.Served(parsers, {"eos_token_id": 2}, standin_module("standin_chat").ChatTemplate(None, {}), "s")
+    body = {"model": "m", "messages": USER_X, "stream_options": {"include_usage": True}, **extra}
+    plan = openai.chat_plan(json.dumps(body).encode(), "application/json", served)
+    stream = plan.stream()
+    chunks = [chunk for out in run_script(plan, True) for chunk in stream.events(out)] + stream.end()
+    for chunk in chunks:
+        real = protocol.ChatCompletionStreamResponse.model_validate(chunk).model_dump_json()
+        assert real == openai.dumps(chunk)
+    whole = plan.response(run_script(plan, False)[0])
+    assert protocol.ChatCompletionResponse.model_validate(whole).model_dump_json() == openai.dumps(whole)
+    completion = openai.completion_plan(json.dumps({"prompt": "x", "stream_options": {"include_usage": True}}
+                                                   ).encode(), "application/json", served)
+    outs = [{"text": " The quick"[:n], "meta_info": {"id": "1", "prompt_tokens": 1, "completion_tokens": 1,
+                                                     "weight_version": "default", "finish_reason": f}}
+            for n, f in ((4, None), (10, {"type": "length", "length": 2}))]
+    chunks = [chunk for out in outs for chunk in completion.events(out)]
+    for chunk in chunks:
+        assert protocol.CompletionStreamResponse.model_validate(chunk).model_dump_json() == openai.dumps(chunk)
+    [usage] = completion.end()
+    assert protocol.CompletionStreamResponse.model_validate(usage).model_dump_json(exclude_none=True) == \
+        openai.dumps(usage)
