@@ -599,3 +599,86 @@ def test_the_wheels_models_serialize_the_stand_ins_chunks_byte_for_byte(sglang_0
     [usage] = completion.end()
     assert protocol.CompletionStreamResponse.model_validate(usage).model_dump_json(exclude_none=True) == \
         openai.dumps(usage)
+
+
+# -- the parsers, held to 0.5.9's own ----------------------------------------------------------------
+
+REAL_PARSERS = r'''
+import json, sys, types
+wheel, standin = sys.argv[1], sys.argv[2]
+stub = types.ModuleType("sglang"); stub.__path__ = [wheel + "/sglang"]
+utils = types.ModuleType("sglang.utils"); utils.convert_json_schema_to_str = json.dumps
+sys.modules.update({"sglang": stub, "sglang.utils": utils})
+# partial_json_parser (not in the test environment): only its names are imported on this path
+for name in ("partial_json_parser", "partial_json_parser.core", "partial_json_parser.core.exceptions",
+             "partial_json_parser.core.options"):
+    sys.modules[name] = types.ModuleType(name)
+sys.modules["partial_json_parser.core.exceptions"].MalformedJSON = type("MalformedJSON", (Exception,), {})
+sys.modules["partial_json_parser.core.options"].Allow = type("Allow", (), {"ALL": 0, "STR": 1, "OBJ": 2, "ARR": 4})
+from sglang.srt.parser.reasoning_parser import ReasoningParser as Real
+from sglang.srt.function_call.kimik2_detector import KimiK2Detector
+from sglang.srt.entrypoints.openai.protocol import Tool
+sys.path.insert(0, standin)
+import standin_parsers as mine
+cases = json.loads(sys.stdin.read())
+out = {"reasoning": [], "tools": []}
+for parser, force, stream_reasoning, chunks in cases["reasoning"]:
+    real, ours = Real(parser, stream_reasoning, force), mine.ReasoningParser(parser, stream_reasoning, force)
+    whole = "".join(chunks)
+    out["reasoning"].append([list(Real(parser, False, force).parse_non_stream(whole)),
+                             list(mine.ReasoningParser(parser, False, force).parse_non_stream(whole)),
+                             [list(real.parse_stream_chunk(c)) for c in chunks],
+                             [list(ours.parse_stream_chunk(c)) for c in chunks]])
+for tools, chunks in cases["tools"]:
+    tools_real = [Tool.model_validate(t) for t in tools]
+    whole = "".join(chunks)
+    result = KimiK2Detector().detect_and_parse(whole, tools_real)
+    real_whole = [result.normal_text if result.calls else whole,
+                  [[c.tool_index, c.name, c.parameters] for c in result.calls]]
+    text, calls = mine.FunctionCallParser(tools, "kimi_k2").parse_non_stream(whole, 0)
+    our_whole = [text, [[c["index"], c["function"]["name"], c["function"]["arguments"]] for c in calls or []]]
+    detector, ours = KimiK2Detector(), mine.FunctionCallParser(tools, "kimi_k2")
+    real_stream, our_stream = [], []
+    for c in chunks:
+        r = detector.parse_streaming_increment(c, tools_real)
+        real_stream.append([r.normal_text, [[x.tool_index, x.name, x.parameters] for x in r.calls]])
+        text, calls = ours.parse_stream_chunk(c, 0)
+        our_stream.append([text, [[x["index"], x["function"]["name"], x["function"]["arguments"]] for x in calls]])
+    out["tools"].append([real_whole, our_whole, real_stream, our_stream])
+print(json.dumps(out))
+'''
+
+
+def test_the_parsers_split_as_the_wheels_own_detectors(sglang_059):
+    """0.5.9's ReasoningParser and KimiK2Detector, run on the same text, give what the stand-in's give:
+    whole, and streamed piece by piece as the stand-in's engine outputs come."""
+    import subprocess
+    openai = standin_module("standin_openai")
+    thinking = list(openai.REASONING)
+    reasoning = []
+    for parser in ("kimi_k2", "kimi", "deepseek-r1", "qwen3", "qwen3-thinking", "minimax", "glm45"):
+        start, end = standin_module("standin_parsers").ReasoningParser.tokens(parser)
+        for force in (True, False):
+            for stream_reasoning in (True, False):
+                for chunks in ([start, *thinking, end, " The", " answer."], [*thinking, end, " Hi"],
+                               [" Just", " an", " answer."], [*thinking[:3]], [start + " a", end[:3], end[3:] + " b"],
+                               [start, " a b ", "c " + end + " d"], ["x " + end]):
+                    reasoning.append([parser, force, stream_reasoning, chunks])
+    tools = []
+    for chunks in (openai.words(6) + openai.kimi_tool_call("get_weather", {"city": "stand-in"}, 0),
+                   openai.kimi_tool_call("get_weather", {"city": "Paris", "days": 3}, 0)
+                   + openai.kimi_tool_call("get_weather", {"city": "Rome"}, 1),
+                   openai.words(4), ["x<|tool_calls_section_begin|><|tool_call_begin|>functions.get_weather:0"
+                                     "<|tool_call_argument_begin|>{\"city\": \"a\"}<|tool_call_end|>"
+                                     "<|tool_calls_section_end|>"]):
+        tools.append([WEATHER, chunks])
+    run = subprocess.run([sys.executable, "-c", REAL_PARSERS, str(sglang_059), str(FILES / "standin")],
+                         input=json.dumps({"reasoning": reasoning, "tools": tools}), capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout)
+    for case, (real_whole, our_whole, real_stream, our_stream) in zip(reasoning, out["reasoning"]):
+        assert (our_whole, our_stream) == (real_whole, real_stream), case
+    for case, (real_whole, our_whole, real_stream, our_stream) in zip(tools, out["tools"]):
+        assert our_whole == real_whole, case
+        assert our_stream == real_stream, case
