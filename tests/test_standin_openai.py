@@ -11,6 +11,7 @@ import json
 import os
 import re
 import signal
+import socket
 import sys
 import time
 from pathlib import Path
@@ -682,3 +683,23 @@ def test_the_parsers_split_as_the_wheels_own_detectors(sglang_059):
     for case, (real_whole, our_whole, real_stream, our_stream) in zip(tools, out["tools"]):
         assert our_whole == real_whole, case
         assert our_stream == real_stream, case
+
+
+def test_a_client_that_leaves_a_stream_aborts_its_request(launch, sglang_059):
+    """create_abort_task (tokenizer_manager.py:1428-1440): the request leaves rid_to_state, so a
+    SIGTERM drain does not wait for it."""
+    from test_standin import scrape, value
+    proc = launch(sglang_059, *KIMI_PATH, "--skip-server-warmup", "--enable-metrics", SGLFLEET_STANDIN_STEP_S="0.01")
+    wait_for(proc, "/model_info")
+    body = json.dumps({"messages": USER_X, "stream": True, "max_tokens": 2000, "ignore_eos": True}).encode()
+    with socket.create_connection(("127.0.0.1", proc.port)) as sock:
+        sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        seen = b""
+        while b"data: " not in seen:
+            seen += sock.recv(4096)
+    deadline = time.monotonic() + 10
+    while value(scrape(proc), "sglang:num_aborted_requests_total") != 1:
+        assert time.monotonic() < deadline, scrape(proc)
+        time.sleep(0.2)
+    assert value(scrape(proc), "sglang:num_requests_total") is None  # none finished
