@@ -340,11 +340,13 @@ class Handler(BaseHTTPRequestHandler):
 
     def openai(self, read, prepare) -> None:
         """``OpenAIServingBase.handle_request`` (serving_base.py:74-130), then the engine."""
+        plan = None
         try:
             plan = read(self.raw_body, self.headers.get("Content-Type"), self.served())
-            self.standin.first_request.set()  # generate_request -> auto_create_handle_loop
             prepare(plan)
         except openai.OpenAIError as error:
+            if plan is not None and plan.generating:  # refused by generate_request itself
+                self.standin.first_request.set()
             return self.reply(error.status, error.body())
         except openai.ServerError:  # Starlette's ServerErrorMiddleware
             return self.reply_text(500, "Internal Server Error")
@@ -352,6 +354,7 @@ class Handler(BaseHTTPRequestHandler):
             logger.exception(f"Error in request: {error}")
             failed = openai.OpenAIError(f"Internal server error: {error}", "InternalServerError", 500)
             return self.reply(500, failed.body())
+        self.standin.first_request.set()  # generate_request -> auto_create_handle_loop
         if plan.req is None:  # refused inside generate_request, the stream's headers already out
             return self.event_stream([plan.stream_error.stream_event(), "data: [DONE]\n\n"])
         req, engine = plan.req, self.standin.engine

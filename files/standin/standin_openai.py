@@ -265,6 +265,7 @@ class ChatPlan:
         self.separate_reasoning, self.stream_reasoning = separate_reasoning, stream_reasoning
         self.req: Req | None = None
         self.stream_error: OpenAIError | None = None
+        self.generating = False  # generate_request was reached (its handle loop started)
 
     @property
     def parses_tools(self) -> bool:
@@ -485,6 +486,7 @@ def prepare_chat(plan: ChatPlan) -> None:
     except ValueError as exc:  # serving_base.py:110-115
         raise OpenAIError(str(exc), "BadRequest") from exc
     prompt_tokens = count_tokens(prompt)
+    plan.generating = True
     try:
         sampling_checks(fields, fields["max_new_tokens"])
         served.check_length(prompt_tokens, fields["max_new_tokens"])
@@ -511,6 +513,7 @@ class CompletionPlan:
         self.served, self.fields, self.prompt, self.echo = served, fields, prompt, echo
         self.req: Req | None = None
         self.stream_error: OpenAIError | None = None
+        self.generating = False  # generate_request was reached (its handle loop started)
         self.created = int(time.time())
         self.sent = ""
         self.last_meta: dict | None = None
@@ -581,6 +584,7 @@ def prepare_completion(plan: CompletionPlan) -> None:
     """``generate_request``'s checks, then the engine request; sets ``plan.req``."""
     fields = plan.fields
     prompt_tokens = len(plan.prompt) if isinstance(plan.prompt, list) else len(plan.prompt.split())
+    plan.generating = True
     try:
         sampling_checks(fields, fields["max_new_tokens"])
         plan.served.check_length(prompt_tokens, fields["max_new_tokens"])
