@@ -73,7 +73,8 @@ detokenizer), only the metrics a unified
 ``/generate`` even for Kimi K2.5 (0.5.9 sends an image through
 ``/v1/chat/completions`` to a model with a vision config). With a later
 sglang installed the flags follow it, the behaviour stays 0.5.9's. Logs go to stderr (journald);
-the API key never does. Standard library only (python3.11 on the hosts).
+the API key never does. Standard library only (python3.11 on the hosts), but jinja2
+for chat templates (``standin_chat``; the dev stacks carry it, as sglang's own do).
 
 **Example:**
 
