@@ -33,10 +33,11 @@ MAX_REQUESTS = 4000   # the traffic stops by itself at whichever limit comes fir
 MAX_SECONDS = 240
 REQUEST_TIMEOUT_S = 60
 
-# What clients send, in the order each thread cycles through it: three of four are the OpenAI
-# API, as people reach a Kimi K2.5 fleet; one in eight chats asks for a long output.
-CLIENT_MIX = ("chat", "completion", "chat", "generate", "chat", "completion", "chat", "long_chat",
-              "chat", "generate", "chat", "completion", "chat", "generate", "chat", "unknown_route")
+# What clients send, in the order each thread cycles through it (each thread starts one further
+# on): mostly the OpenAI API, as people reach a Kimi K2.5 fleet, half of it streamed chats, one
+# of them with a long output; native /generate; a route no server has.
+CLIENT_MIX = ("chat", "completion", "chat", "generate", "chat", "long_chat", "chat", "unknown_route",
+              "chat", "completion", "chat", "generate")
 GENERATE_ONLY = ("generate",)
 KINDS = {  # kind -> how the report names it
     "chat": "chat completions (openai SDK, streamed)",
@@ -162,7 +163,7 @@ class Traffic:
                 except httpx.HTTPError as error:
                     request.error = _described(error)
                 except Exception as error:  # the SDK's own errors
-                    request.status = getattr(error, "status_code", None)
+                    request.status = getattr(error, "status_code", request.status)
                     request.error = request.error or _described(error)
                 self.requests.append(request)
                 self.done.wait(self.pause)  # a steady rate, so traffic lasts through a whole rollout
@@ -183,10 +184,14 @@ class Traffic:
         request.status = stream.response.status_code
         finished = usage = False
         chunks = 0
-        for chunk in stream:
-            chunks += 1
-            finished = finished or any(choice.finish_reason for choice in chunk.choices)
-            usage = usage or chunk.usage is not None
+        try:
+            for chunk in stream:
+                chunks += 1
+                finished = finished or any(choice.finish_reason for choice in chunk.choices)
+                usage = usage or chunk.usage is not None
+        except Exception as error:  # the connection broke mid-stream (the SDK's APIConnectionError)
+            request.error = f"stream cut after {chunks} chunks: {_described(error)}"
+            return
         request.complete = finished and usage and seen.done
         if not request.complete:
             missing = [name for name, there in (("finish chunk", finished), ("usage", usage),
