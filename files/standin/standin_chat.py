@@ -6,7 +6,7 @@ The chat template of the served model, rendered as sglang 0.5.9 renders it for `
 falls back to the tokenizer's own: ``chat_template`` of the model's
 ``tokenizer_config.json`` (a dict of named templates: the one named ``default``, else the first),
 rendered by transformers' ``apply_chat_template`` with jinja2
-(``serving_chat.py:361-497``): an ``ImmutableSandboxedEnvironment(trim_blocks=True,
+(``serving_chat.py:361-523``): an ``ImmutableSandboxedEnvironment(trim_blocks=True,
 lstrip_blocks=True)`` with ``raise_exception``, ``strftime_now`` and a ``tojson`` filter, and
 ``messages``, ``tools``, ``add_generation_prompt=True``, ``reasoning_effort``, the special tokens
 and the request's ``chat_template_kwargs`` as variables.
@@ -15,7 +15,7 @@ and the request's ``chat_template_kwargs`` as variables.
   as its text parts, joined (the ``string`` content format,
   ``parser/jinja_template_utils.py``); an assistant tool call's JSON arguments as a dict
   (``serving_chat.py:435-451``).
-- A template that raises (``raise_exception``) is a ``ValueError`` (400) (``serving_chat.py:489-492``);
+- A template that raises (``raise_exception``) is a ``ValueError`` (400) (``serving_chat.py:496-499``);
   no template at all is transformers' ``ValueError`` (400 as well).
 - ``force_reasoning``: the template opens the assistant turn with ``<think>``
   (``template_manager.py:86-100``).
@@ -137,7 +137,7 @@ class ChatTemplate:
             return self.compiled().render(messages=template_messages(messages), tools=tools,
                                           documents=None, add_generation_prompt=True,
                                           reasoning_effort=reasoning_effort, **variables)
-        except TemplateError as error:  # serving_chat.py:489-492
+        except TemplateError as error:  # serving_chat.py:496-499
             raise ValueError(str(error)) from error
 
 

@@ -339,7 +339,7 @@ class Handler(BaseHTTPRequestHandler):
         self.openai(openai.chat_plan, openai.prepare_chat)
 
     def openai(self, read, prepare) -> None:
-        """``OpenAIServingBase.handle_request`` (serving_base.py:74-130), then the engine."""
+        """``OpenAIServingBase.handle_request`` (serving_base.py:73-134), then the engine."""
         plan = None
         try:
             plan = read(self.raw_body, self.headers.get("Content-Type"), self.served())
@@ -350,7 +350,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(error.status, error.body())
         except openai.ServerError:  # Starlette's ServerErrorMiddleware
             return self.reply_text(500, "Internal Server Error")
-        except Exception as error:  # serving_base.py:123-129
+        except Exception as error:  # serving_base.py:127-133
             logger.exception(f"Error in request: {error}")
             failed = openai.OpenAIError(f"Internal server error: {error}", "InternalServerError", 500)
             return self.reply(500, failed.body())

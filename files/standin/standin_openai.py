@@ -5,24 +5,24 @@ request body and the server's arguments; ``standin_http`` moves the bytes and th
 the tokens. Every chunk and answer is built here (``chat_chunk``, ``ChatStream``, ...), so a
 test can hold them to a record of the real server.
 
-**Requests** (``protocol.py:236-309`` ``CompletionRequest``, ``529-785`` ``ChatCompletionRequest``,
+**Requests** (``protocol.py:236-308`` ``CompletionRequest``, ``529-785`` ``ChatCompletionRequest``,
 read by ``standin_protocol``): ``Content-Type`` must be ``application/json``
 (``http_server.py:445-456``); a body that is no JSON, a missing or mistyped field is FastAPI's
 ``RequestValidationError``, which 0.5.9 answers **400**, not 422 (``http_server.py:409-442``):
 ``{"object":"error","message":...,"type":"Bad Request","param":null,"code":400}``, the message
 FastAPI's. A chat body that is a JSON array is a plain-text 500 (0.5.9's validator fails).
 Then ``_validate_request`` (``serving_chat.py:192-238``, ``serving_completions.py:54-60``):
-400 ``BadRequestError``. A template error: 400 ``BadRequest`` (``serving_base.py:110-115``).
+400 ``BadRequestError``. A template error: 400 ``BadRequest`` (``serving_base.py:114-119``).
 
-**The model name is not checked** (0.5.9 ``_resolve_lora_path``, ``serving_base.py:55-72``:
+**The model name is not checked** (0.5.9 ``_resolve_lora_path``, ``serving_base.py:40-71``:
 only ``base:adapter`` names an adapter): any ``model`` is served and echoed in the answer;
 ``default`` when absent (``protocol.py:50``).
 
 **Too long** (``tokenizer_manager.py:751-800``, raised inside ``generate_request``): input
 tokens ``>=`` the context length, or input + ``max_new_tokens`` ``>=`` it. Not streamed: 400
-``BadRequestError`` (``serving_chat.py:872-876``, ``serving_completions.py:375-382``). Streamed,
+``BadRequestError`` (``serving_chat.py:874-878``, ``serving_completions.py:375-382``). Streamed,
 the headers are already out: 200, one ``data: {"error": {...}}`` event, then ``data: [DONE]``
-(``serving_chat.py:855-860``, ``serving_completions.py:361-366``). The context length is
+(``serving_chat.py:859-863``, ``serving_completions.py:362-366``). The context length is
 ``--context-length``, else the model config's (``max_position_embeddings`` and its kin), else
 2048, transformers' LlamaConfig default (Kimi K2.5's 262144 when the model is not staged).
 
@@ -37,8 +37,8 @@ text past what was sent); after the last, a chunk with an empty delta and ``fini
 where ``stream_options.include_usage``, then ``data: [DONE]``. ``created`` is taken per chunk.
 ``text_completion`` (``protocol.py:328-393``, ``serving_completions.py:184-486``): each chunk
 carries its ``finish_reason``; ``created`` is taken once; the usage chunk drops its ``null``
-keys (``exclude_none``, 355-356). ``id`` is the request's rid (a uuid4 hex, 0.5.9
-``_generate_request_id_base`` returns None, ``serving_base.py:135-146``).
+keys (``exclude_none``, ``serving_completions.py:355``). ``id`` is the request's rid (a uuid4 hex, 0.5.9
+``_generate_request_id_base`` returns None, ``serving_base.py:140-149``).
 
 **What the stand-in's model says** (``Script``; a word is a token, as everywhere in the stand-in):
 completions continue the prompt with words up to ``max_tokens`` (16 by default), ``length``
@@ -93,7 +93,7 @@ class ServerError(Exception):
 
 
 class OpenAIError(Exception):
-    """An answer 0.5.9 gives as ``ErrorResponse`` (``serving_base.py:220-237``)."""
+    """An answer 0.5.9 gives as ``ErrorResponse`` (``serving_base.py:210-226``)."""
 
     def __init__(self, message: str, err_type: str = "BadRequestError", status: int = 400):
         super().__init__(message)
@@ -104,7 +104,7 @@ class OpenAIError(Exception):
                 "code": self.status}
 
     def stream_event(self) -> str:
-        """``create_streaming_error_response`` (``serving_base.py:239-253``): ``json.dumps``, spaced."""
+        """``create_streaming_error_response`` (``serving_base.py:228-242``): ``json.dumps``, spaced."""
         return "data: " + json.dumps({"error": self.body()}) + "\n\n"
 
 
@@ -296,7 +296,7 @@ class ChatPlan:
                 name = (self.tool_choice.get("function") or {}).get("name")
                 tool = next(t for t in offered if t["function"]["name"] == name)
             if self.tool_choice == "required" or isinstance(self.tool_choice, dict):
-                # constrained to a JSON array of calls (serving_chat.py:338-345): nothing else
+                # constrained to a JSON array of calls (serving_chat.py:343-350): nothing else
                 text = json.dumps([{"name": tool["function"]["name"], "parameters": tool_arguments(tool)}])
                 said = thought + [text[i:i + 8] for i in range(0, len(text), 8)]
             else:
@@ -438,7 +438,7 @@ def chat_plan(raw: bytes, content_type: str | None, served: Served) -> ChatPlan:
             raise ServerError() from exc
         raise refused(exc) from exc
     fields = common_fields(values)
-    fields["max_new_tokens"] = values["max_completion_tokens"] or values["max_tokens"]  # protocol.py:717
+    fields["max_new_tokens"] = values["max_completion_tokens"] or values["max_tokens"]  # protocol.py:727
     plan = ChatPlan(served, fields, values["messages"], values["tools"], values["tool_choice"],
                     values["chat_template_kwargs"], values["separate_reasoning"], values["stream_reasoning"])
     validate_chat(plan)
@@ -483,7 +483,7 @@ def prepare_chat(plan: ChatPlan) -> None:
                  or t["function"]["name"] == plan.tool_choice["function"].get("name")]
     try:
         prompt = served.template.render(plan.messages, tools, "medium", plan.kwargs)
-    except ValueError as exc:  # serving_base.py:110-115
+    except ValueError as exc:  # serving_base.py:114-119
         raise OpenAIError(str(exc), "BadRequest") from exc
     prompt_tokens = count_tokens(prompt)
     plan.generating = True

@@ -3,7 +3,7 @@ sglang 0.5.9's reasoning and tool-call parsers, as far as the stand-in's answers
 
 - **Reasoning** (``srt/parser/reasoning_parser.py``): ``BaseReasoningFormatDetector`` (19-136),
   whole and streamed, with the think tokens of each ``--reasoning-parser`` choice
-  (``DetectorMap``, 381-396): ``kimi_k2`` is the ``Qwen3Detector`` (``<think>``/``</think>``,
+  (``DetectorMap``, 375-390): ``kimi_k2`` is the ``Qwen3Detector`` (381) (``<think>``/``</think>``,
   not Kimi-VL's ``◁think▷``, which is ``kimi``). ``force_reasoning`` comes from the request
   (``serving_chat.py:1210-1232``) or the template (``template_manager.py:86-100``); ``deepseek-r1``
   and ``step3*`` always force, ``qwen3-thinking``/``minimax`` are forced (``ReasoningParser``).
@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import re
 
-THINK_TOKENS = {  # reasoning_parser.py:381-396
+THINK_TOKENS = {  # reasoning_parser.py:375-390
     "deepseek-r1": ("<think>", "</think>", True), "deepseek-v3": ("<think>", "</think>", False),
     "glm45": ("<think>", "</think>", False), "kimi": ("◁think▷", "◁/think▷", False),
     "kimi_k2": ("<think>", "</think>", False), "qwen3": ("<think>", "</think>", False),
@@ -83,7 +83,7 @@ class Detector:
 
 
 class ReasoningParser:
-    """``ReasoningParser`` (reasoning_parser.py:399-451)."""
+    """``ReasoningParser`` (reasoning_parser.py:364-437)."""
 
     def __init__(self, model_type: str, stream_reasoning: bool, force_reasoning: bool):
         start, end, always = THINK_TOKENS.get(model_type.lower(), ("<think>", "</think>", False))

@@ -8,7 +8,7 @@ for the fields the stand-in acts on, with pydantic's error dicts, in the models'
   any ``Content-Type`` but ``application/json``; then the fields are validated.
 - ``ChatCompletionRequest``'s ``model_validator(mode="before")`` runs first: ``tool_choice``
   defaults to ``none`` without tools, ``auto`` with them, written into the body (so an error's
-  ``input`` shows it, ``protocol.py:633-641``); a body that is a JSON array makes it raise an
+  ``input`` shows it, ``protocol.py:629-637``); a body that is a JSON array makes it raise an
   ``AttributeError``: Starlette's plain-text 500.
 - Lax coercion: integers from integral floats and digit strings, numbers from numeric strings,
   booleans from ``0``/``1`` and words like ``"yes"``; ``None`` only where the field is Optional.
@@ -263,7 +263,7 @@ def tools_errors(tools) -> list[dict]:
 
 
 def tool_choice_errors(choice) -> list[dict]:
-    """``Union[ToolChoice, Literal["auto", "required", "none"]]`` (protocol.py:553-555)."""
+    """``Union[ToolChoice, Literal["auto", "required", "none"]]`` (protocol.py:562-564)."""
     if choice in ("auto", "required", "none"):
         return []
     if isinstance(choice, dict):
@@ -307,7 +307,7 @@ def validate(body, model: Model, site: str) -> dict:
     if model is CHAT:
         if not isinstance(body, dict):  # set_tool_choice_default: values.get on a list
             raise Refused(None, None, server_error=True)
-        if body.get("tool_choice") is None:  # protocol.py:633-641
+        if body.get("tool_choice") is None:  # protocol.py:629-637
             body["tool_choice"] = "none" if body.get("tools") is None else "auto"
     if not isinstance(body, dict):
         raise Refused([err("model_attributes_type", (), body, OBJECT)], endpoint)
@@ -331,7 +331,7 @@ def validate(body, model: Model, site: str) -> dict:
             value, found = lax(kind, value, (name,))
             errors += found
             if model is COMPLETION and name == "max_tokens" and not found and value <= 0:
-                errors.append(value_error((name,), body[name], "max_tokens must be positive"))  # protocol.py:304-309
+                errors.append(value_error((name,), body[name], "max_tokens must be positive"))  # protocol.py:303-308
         values[name] = value
     if errors:
         raise Refused(errors, endpoint)
