@@ -134,6 +134,11 @@ class Traffic:
         self.done = threading.Event()
         self.pause, self.max_requests, self.max_seconds = threads / rate, max_requests, max_seconds
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.openai = None
+        if set(mix) & {"chat", "long_chat", "completion"}:
+            import openai  # a test and demo dependency, not a runtime one; imported before the clock starts
+
+            self.openai = openai
         self.started = time.monotonic()
         self.threads = [threading.Thread(target=self._send, args=(number,), daemon=True)
                         for number in range(threads)]
@@ -147,11 +152,9 @@ class Traffic:
         http = httpx.Client(base_url=self.url, headers=self.headers, timeout=REQUEST_TIMEOUT_S,
                             transport=_DoneWatch(seen))
         sdk = None
-        if set(self.mix) & {"chat", "long_chat", "completion"}:
-            import openai  # a test and demo dependency, not a runtime one
-
+        if self.openai is not None:
             # No retries: a retried request would hide the failure this traffic exists to count.
-            sdk = openai.OpenAI(base_url=f"{self.url}/v1", api_key=self.api_key or "none", http_client=http,
+            sdk = self.openai.OpenAI(base_url=f"{self.url}/v1", api_key=self.api_key or "none", http_client=http,
                                 max_retries=0)
         kinds = itertools.islice(itertools.cycle(self.mix), number, None)  # threads start apart in the mix
         with http:
@@ -176,10 +179,12 @@ class Traffic:
                 return "default"  # asked again by the next request
         return self.model
 
-    def _chat(self, request: Request, http, sdk, seen, max_tokens: int | None = None) -> None:
+    def _chat(self, request: Request, http, sdk, seen, long: bool = False) -> None:
         stream = sdk.chat.completions.create(
             model=self._served_model(http), stream=True, stream_options={"include_usage": True},
-            max_tokens=max_tokens or self.max_new_tokens,
+            max_tokens=self.long_tokens if long else self.max_new_tokens,
+            # sglang's own extension: past the end of the turn, so a long output is as long as asked
+            extra_body={"ignore_eos": True} if long else None,
             messages=[{"role": "user", "content": "Say hello to the fleet."}])
         request.status = stream.response.status_code
         finished = usage = False
@@ -199,7 +204,7 @@ class Traffic:
             request.error = f"stream cut after {chunks} chunks: no {', no '.join(missing)}"
 
     def _long_chat(self, request: Request, http, sdk, seen) -> None:
-        self._chat(request, http, sdk, seen, max_tokens=self.long_tokens)
+        self._chat(request, http, sdk, seen, long=True)
 
     def _completion(self, request: Request, http, sdk, seen) -> None:
         raw = sdk.completions.with_raw_response.create(model=self._served_model(http), prompt="Hello",
