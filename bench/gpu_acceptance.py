@@ -264,14 +264,14 @@ def write_models(folder: Path, vocab_size: int = 1024) -> tuple[Path, Path]:
     return folder / "tiny-llama", folder / "tiny-llama-eagle3"
 
 
-def bench_config(server: str, model: Path, draft: Path, **overrides):
-    """The prod inventory's host data, cut to one GPU and the tiny model, validated as the fleet validates it."""
+def bench_config(server: str, model: Path, draft: Path, flags=TINY_MODEL_FLAGS, **overrides):
+    """The prod inventory's host data, cut to one GPU and a tiny model (its ``flags``), validated as the fleet validates it."""
     prod: dict = {}
     exec(compile(PROD.read_text(), str(PROD), "exec"), prod)
     data = {key: value for key, value in prod.items() if key in SCHEMA_KEYS}
     data.update(ONE_GPU, server=server, gpu_less=server == "standin", model_path=str(model),
                 speculative_draft_model_path=str(draft),
-                extra_flags=[*prod["extra_flags"], *TINY_MODEL_FLAGS], **overrides)
+                extra_flags=[*prod["extra_flags"], *flags], **overrides)
     return validate_host_data("gpu-acceptance", data)
 
 
