@@ -75,7 +75,8 @@ KIMI = "KimiK25ForConditionalGeneration"
 DELEGATION = ("set_eagle3_layers_to_capture", "get_embed_and_head", "set_embed_and_head")
 VARIANTS = ("shipped", "removed", "patched", "appended", "appended_dedented")
 FIRST_PORT = 30001
-OPENAI_PORT = 30010
+OPENAI_PORT = 30010  # the tiny Llama's; the tiny Kimi's with its parsers is the next
+KIMI_PARSERS = ("--reasoning-parser", "kimi_k2", "--tool-call-parser", "kimi_k2")
 SPECIAL = ("<pad>", "<s>", "</s>", "<unk>", "<|im_user|>", "<|im_assistant|>", "<|im_system|>", "<|im_end|>",
            "<|media_start|>", "<|media_content|>", "<|media_end|>", "<|media_pad|>")
 # An image part renders as Kimi's media markers; sglang expands <|media_pad|> to the image's tokens.
@@ -359,6 +360,9 @@ def run(args) -> int:
                for i, name in enumerate(names)]
     if args.openai:
         threads.append(threading.Thread(target=openai_start, args=(args, root, site, out, deadline), daemon=True))
+    if args.openai_kimi:
+        threads.append(threading.Thread(target=openai_start, args=(args, root, site, out, deadline),
+                                        kwargs={"kimi": (model, draft, variants["shipped"])}, daemon=True))
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -367,34 +371,44 @@ def run(args) -> int:
     return 0
 
 
-def openai_start(args, root: Path, site: str, out: Path, deadline: float) -> None:
-    """The acceptance run's tiny Llama (with a chat template), its OpenAI surface recorded."""
+def openai_start(args, root: Path, site: str, out: Path, deadline: float, kimi=None) -> None:
+    """
+    The OpenAI surface recorded: of the acceptance run's tiny Llama (given a chat template),
+    or with ``kimi`` (model, draft, ``kimi_k25.py``) of the tiny Kimi with its reasoning and tool-call parsers.
+    """
     import gpu_openai
 
-    llama, llama_draft = acceptance.write_models(root / "llama-models")
-    tokenizer_config = json.loads((llama / "tokenizer_config.json").read_text())
-    tokenizer_config["chat_template"] = ("{%- for message in messages -%}{{ message['role'] }}: "
-                                         "{{ message['content'] }}\n{%- endfor -%}"
-                                         "{%- if add_generation_prompt -%}assistant:{%- endif -%}")
-    (llama / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=1) + "\n")
-    config = config_for(args.server, llama, llama_draft, [*LLAMA_FLAGS], OPENAI_PORT)
+    if kimi is None:
+        name, port, source, what = "openai-llama", OPENAI_PORT, None, "the acceptance run's tiny Llama"
+        model, draft = acceptance.write_models(root / "llama-models")
+        tokenizer_config = json.loads((model / "tokenizer_config.json").read_text())
+        tokenizer_config["chat_template"] = ("{%- for message in messages -%}{{ message['role'] }}: "
+                                             "{{ message['content'] }}\n{%- endfor -%}"
+                                             "{%- if add_generation_prompt -%}assistant:{%- endif -%}")
+        (model / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=1) + "\n")
+        config = config_for(args.server, model, draft, [*LLAMA_FLAGS], port)
+    else:
+        name, port, what = "openai-kimi", OPENAI_PORT + 1, "the tiny Kimi K2.5 (as shipped), kimi_k2 parsers"
+        model, draft, source = kimi
+        config = config_for(args.server, model, draft, [*KIMI_FLAGS, *KIMI_PARSERS], port,
+                            served_model_name="tiny-kimi-k25")
     result: dict = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                    "what": "sglang's OpenAI surface, raw (bench/gpu_openai.py), on the acceptance run's tiny Llama",
+                    "what": f"sglang's OpenAI surface, raw (bench/gpu_openai.py), on {what}",
                     "versions": acceptance.versions(site)}
 
     def after(base, key):
         try:
-            return gpu_openai.record("127.0.0.1", OPENAI_PORT, key, config.launch.served_model_name, 4096)
+            return gpu_openai.record("127.0.0.1", port, key, config.launch.served_model_name, 4096)
         except Exception as error:
             return {"error": f"{type(error).__name__}: {error}"}
 
-    log("openai: starting the tiny Llama")
-    record = one_start("openai-llama", None, config, root, site, out, after=after,
+    log(f"{name}: starting {what}")
+    record = one_start(name, source, config, root, site, out, after=after,
                        ready_s=min(READY_S, deadline - time.monotonic() - STOP_RESERVE_S))
     result["exchanges"] = record.pop("after", None)
     result["server"] = record
-    (out / "openai.json").write_text(json.dumps(result, indent=1) + "\n")
-    log(f"openai: recorded, ready at {record.get('ready_s')} s")
+    (out / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
+    log(f"{name}: recorded, ready at {record.get('ready_s')} s")
 
 
 def pack_logs(out: Path) -> None:
@@ -439,6 +453,7 @@ def main(argv=None) -> int:
     parser.add_argument("--server", choices=("sglang", "standin"), default="sglang")
     parser.add_argument("--only", nargs="*", help="these variants alone")
     parser.add_argument("--openai", action="store_true", help="also the tiny Llama's OpenAI record")
+    parser.add_argument("--openai-kimi", action="store_true", help="also the tiny Kimi's, with kimi_k2 parsers")
     parser.add_argument("--dry", action="store_true", help="write the model and check it, start nothing")
     parser.add_argument("--budget-s", type=float, default=520.0, help="the whole run's seconds, stops included")
     return run(parser.parse_args(argv))

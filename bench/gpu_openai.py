@@ -87,10 +87,11 @@ class Connection:
                 size_line = self._line()
                 size = int(size_line.split(b";")[0], 16)
                 data = self._take(size)
-                self._take(2)  # the CRLF after each chunk's data
                 chunks.append({"size_line": size_line.decode("latin-1"), "at_s": round(time.monotonic() - started, 4),
                                "data": data.decode("utf-8", errors="replace")})
-                if size == 0:
+                if size:
+                    self._take(2)  # the CRLF after a chunk's data
+                else:  # the last chunk: trailer lines up to an empty one
                     trailer = []
                     while (line := self._line()):
                         trailer.append(line.decode("latin-1"))
@@ -191,6 +192,13 @@ def record(host: str, port: int, key: str | None, model: str, context_length: in
                                                    "stream": True, "stream_options": {"include_usage": True},
                                                    **greedy})
     step("completions", "/v1/completions", {"model": model, "prompt": "The capital of France is", **greedy})
+    tools = [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city.",
+                                               "parameters": {"type": "object", "properties": {
+                                                   "city": {"type": "string"}}, "required": ["city"]}}}]
+    step("chat_tools_stream", "/v1/chat/completions", {"model": model, "messages": CHAT, "tools": tools,
+                                                       "stream": True, "stream_options": {"include_usage": True},
+                                                       **greedy})
+    step("chat_tools", "/v1/chat/completions", {"model": model, "messages": CHAT, "tools": tools, **greedy})
     step("unknown_model", "/v1/chat/completions", {"model": "no-such-model", "messages": CHAT, **greedy})
     long_prompt = " ".join(["sea"] * (context_length + 100))
     step("too_long", "/v1/chat/completions", {"model": model, "messages": [{"role": "user", "content": long_prompt}],
