@@ -76,7 +76,8 @@ class Connection:
             name, _, value = line.decode("latin-1").partition(":")
             header_list.append([name, value.strip()])
         named = {name.lower(): value for name, value in header_list}
-        answer = {"request": {"method": method, "path": path, "headers": headers,
+        shown = {k: ("Bearer <redacted>" if k == "Authorization" else v) for k, v in headers.items()}
+        answer = {"request": {"method": method, "path": path, "headers": shown,
                               "body": (body or b"").decode("latin-1")[:2000],
                               "body_bytes": len(body or b"")},
                   "status_line": status_line, "status": int(status_line.split()[1]),
