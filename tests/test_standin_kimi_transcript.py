@@ -45,8 +45,10 @@ KEY_LINE = re.compile(r"Scheduler hit an exception|Received sigquit|^\w+Error: |
 
 DIFFERENCES = {
     "time to fail": "the GPU fails 34-51 s after the start (imports, model load, memory pools, seven servers "
-                    "starting at once); the stand-in at once: files/standin/sglang_standin.py calls "
-                    "model_class_check and eagle3_check before its warm-up sleep",
+                    "starting at once); the stand-in within its standin_warmup_s: files/standin/sglang_standin.py "
+                    "calls model_class_check before, and eagle3_check right after, its warm-up sleep; the GPU "
+                    "logs two 'Load weight end' and two 'KV Cache is allocated' before the exception, the "
+                    "stand-in one 'Load weight end' and no KV cache",
     "time to serve": "the GPU listens after 137-150 s (CUDA graphs, triton compiles) and answers 200 about 14 s "
                      "later (its image warm-up); the stand-in after standin_warmup_s and standin_compile_s "
                      "(bench/gpu_acceptance.py ONE_GPU)",
@@ -183,6 +185,14 @@ def test_the_standin_ends_a_failed_start_with_the_gpus_lines(standin, transcript
         errors="replace").splitlines())
     ours = key_lines(standin[name]["log"])
     assert ours == gpu, DIFFERENCES["traceback frames"]
+    # At the same stage: after the weights ("Load weight end"), or before any model load for a file that
+    # does not parse; nothing listened in either.
+    def loaded_first(lines):
+        first = next(i for i, line in enumerate(lines) if KEY_LINE.search(line))
+        return any("Load weight end" in line for line in lines[:first])
+
+    gpu_log = TRANSCRIPT.with_name(f"kimi-k25-h200-sglang-0.5.14-{name}.log").read_text(errors="replace")
+    assert loaded_first(standin[name]["log"]) == loaded_first(gpu_log.splitlines()) == (name != "appended")
     # And the gate reads the same cause from either.
     assert start_failure_cause(standin[name]["log"]) == start_failure_cause(
         [line.replace("kimi_k25_variant.py", "kimi_k25.py") for line in gpu])

@@ -22,14 +22,14 @@ It follows sglang 0.5.9 (file:line below are of the 0.5.9 wheel, under
    the import errors it ignores, then cannot resolve the model class (an
    uncaught ValueError, exit 1; ``standin_model.model_class_check``).
 3. **Loading the model** (``_launch_subprocesses``, ``http_server.py:1893-1900``):
-   ``SGLFLEET_STANDIN_WARMUP`` seconds, the EAGLE-3 check of the installed
-   ``kimi_k25.py`` (a class without the delegation methods: "Scheduler hit an
-   exception" with the AttributeError's traceback, "Received sigquit ...", and
-   the server SIGKILLs itself, exit -9, as 0.5.14 did on an H200), then a staged
-   model's config and every safetensors shard
+   ``SGLFLEET_STANDIN_WARMUP`` seconds for a staged model's config and every safetensors shard
    (``standin_model``: a missing or truncated file fails as 0.5.9's loader
-   does; the warm-up grows by the bytes read over ``SGLFLEET_STANDIN_LOAD_BPS``);
-   such a failure is "Scheduler hit an exception" and exit 1. **Nothing listens meanwhile**: connections are refused, and
+   does, "Scheduler hit an exception" and exit 1; the warm-up grows by the bytes
+   read over ``SGLFLEET_STANDIN_LOAD_BPS``), "Load weight end", then the EAGLE-3
+   check of the installed ``kimi_k25.py`` (a class without the delegation
+   methods: "Scheduler hit an exception" with the AttributeError's traceback,
+   "Received sigquit ...", and the server SIGKILLs itself, exit -9, as 0.5.14
+   did on an H200 after loading both models). **Nothing listens meanwhile**: connections are refused, and
    SIGTERM has its default action (no handler is installed yet).
 4. **Listener, then warm-up** (``uvicorn.run`` at ``http_server.py:1966``, the
    warm-up thread at 347-352): ``/health`` is 503 until the server's own
@@ -250,10 +250,6 @@ def main(argv: list[str]) -> int:
                                                        "2.8")),
                     prefill_extra_s=prefill_extra, crash=scheduler_crashed)
     try:
-        eagle3_check(package, args, config.get("architectures"), version)
-    except AttributeError as error:  # the scheduler's exception: SIGQUIT, then its own SIGKILL (exit -9)
-        scheduler_crashed(error, traceback.format_exc().rstrip())
-    try:
         started = time.monotonic()
         loaded = load_weights(args.get("model_path"))
         if args.get("speculative_draft_model_path"):
@@ -266,6 +262,10 @@ def main(argv: list[str]) -> int:
     time.sleep(warmup)
     logger.info(f"Load weight end. ({loaded} bytes of weights read in {time.monotonic() - started:.2f} s)"
                 if loaded else "Load weight end. (stand-in: no weights)")
+    try:  # after the weights, before any CUDA graph: where 0.5.14's scheduler called them on an H200
+        eagle3_check(package, args, config.get("architectures"), version)
+    except AttributeError as error:  # the scheduler's exception: SIGQUIT, then its own SIGKILL (exit -9)
+        scheduler_crashed(error, traceback.format_exc().rstrip())
 
     # Kernels and CUDA graphs, before the port opens: minutes cold, seconds from the compile cache.
     compiler = Compiler(args, version, corrupt=fault is not None and fault.mode == "corrupt-cache")
