@@ -213,3 +213,30 @@ def test_the_gate_names_the_cause_of_the_standins_failed_start(standin, monkeypa
     assert str(failed.value) == ("unit: sglang.service failed (failed): the model class "
                                  "KimiK25ForConditionalGeneration lacks get_embed_and_head: "
                                  "the EAGLE-3 patch did not apply")
+
+
+def test_the_host_tools_gate_names_the_cause_of_a_failed_start(tmp_path, transcript):
+    # The host tool's own gate (sglfleet-release gate) on the stand-in's start of the file without the
+    # methods names the cause, read from the journal (here the server's log, as the bench answers it).
+    kimi = load_kimi_bench()
+    bench = sys.modules["gpu_acceptance"]
+    tree = python_tree("0.5.14")
+    site = variant_site(tree, kimi.kimi_variants((tree / KIMI).read_bytes())["removed"], tmp_path / "site")
+    model, draft = kimi.write_kimi(tmp_path / "models")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = kimi.config_for("standin", model, draft, list(kimi.KIMI_FLAGS), port, standin_warmup_s=0.5)
+    layout = bench.BenchLayout(root=str(tmp_path / "host"), service="sglang", etc=str(tmp_path / "host" / "etc"))
+    bench.stage(config, layout, sys.executable)
+    unit = bench.render_unit(config, layout=layout)
+    server = bench.start(layout, unit, str(site), "standin", tmp_path / "server.log")
+    try:
+        result = bench.host_tool(layout, server.proc, "gate", log=server.log)
+    finally:
+        bench.stop(server, 10.0)
+    assert result["exit_status"] == 1
+    release = result["messages"][0].split()[4].rstrip(":")
+    assert result["messages"] == [
+        f"gate failed on release {release}: unit: sglang.service failed (failed): the model class "
+        "KimiK25ForConditionalGeneration lacks get_embed_and_head: the EAGLE-3 patch did not apply"]
