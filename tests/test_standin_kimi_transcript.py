@@ -240,3 +240,18 @@ def test_the_host_tools_gate_names_the_cause_of_a_failed_start(tmp_path, transcr
     assert result["messages"] == [
         f"gate failed on release {release}: unit: sglang.service failed (failed): the model class "
         "KimiK25ForConditionalGeneration lacks get_embed_and_head: the EAGLE-3 patch did not apply"]
+
+
+def test_the_patched_start_ran_what_sglfleet_patch_apply_writes(tmp_path, transcript):
+    # The GPU's "patched" file was made by the patch engine; the console script writes the same bytes.
+    import hashlib
+    import subprocess
+
+    kimi = load_kimi_bench()
+    path = tmp_path / "kimi_k25.py"
+    path.write_bytes(kimi.kimi_variants((python_tree("0.5.14") / KIMI).read_bytes())["removed"])
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == transcript["variants"]["removed"]["sha256"]
+    done = subprocess.run([str(Path(sys.executable).with_name("sglfleet")), "patch", "apply", str(path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == transcript["variants"]["patched"]["sha256"]
