@@ -31,17 +31,19 @@ end), one ``/generate`` with EAGLE-3 (its ``meta_info``), the log lines that end
 it, its exit status, and the trace. ``--openai`` starts the acceptance run's tiny
 Llama beside them and records its OpenAI surface (``bench/gpu_openai.py``).
 
-**Example** (the run of ``tests/data/gpu/kimi-k25-h200-sglang-0.5.14.json``):
+**Example** (the run of ``tests/data/gpu/kimi-k25-h200-sglang-0.5.14.json``, about 170 s; ``docs/gpu.md``):
 
 .. code:: shell
 
-    # on the device, carry [".whl", ".gpucarry"], from a copy of this checkout in .gpucarry:
-    mkdir -p /tmp/site && tar -xJf .whl/sglang-0.5.14-site.tar.xz -C /tmp/site &&
-      PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 timeout 540 python3 .gpucarry/bench/gpu_kimi.py \\
-      --site /tmp/site --out $OUT --openai
+    # on the device, carry [".whl", ".gpucarry"] (.gpucarry: bench/, sglfleet/, files/, inventory/ of this checkout):
+    set -o pipefail; mkdir -p /tmp/site && tar -xJf .whl/sglang-0.5.14-site.tar.xz -C /tmp/site &&
+      cd .gpucarry && PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 timeout 555 python3 bench/gpu_kimi.py \\
+      --site /tmp/site --out $OUT --openai --openai-kimi --budget-s 520 2>&1 | tee $OUT/bench.log
 
-    # a rehearsal without a GPU, against the stand-in (the processor and template are checked, no server):
+    # without a GPU, over sglang 0.5.14's files: the config, processor and template checked (--dry),
+    # (--dry needs transformers 5), or the whole run rehearsed against the stand-in
     .venv/bin/python bench/gpu_kimi.py --site /tmp/sglang-0.5.14 --out /tmp/kimi --dry
+    .venv/bin/python bench/gpu_kimi.py --site /tmp/sglang-0.5.14 --out /tmp/kimi --server standin --openai
 """
 
 from __future__ import annotations
