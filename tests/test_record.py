@@ -1,9 +1,12 @@
 """What a run learns and reports lives in one RunRecord on pyinfra's state: each run its own, none in a module."""
 
+from types import SimpleNamespace
+
 import pytest
 from pyinfra.api import State
 from pyinfra.context import ctx_state
 
+from sglfleet.events import EventLog, read_events
 from sglfleet.run import compile_share, recording, summary
 from sglfleet.run.record import record
 
@@ -29,4 +32,25 @@ def test_outside_a_run_events_are_dropped_and_the_record_is_refused():
     recording.emit("GatePassed", host="node1")  # nothing to record in
     with pytest.raises(RuntimeError, match="no pyinfra run"):
         record()
+
+
+def test_fail_records_the_first_reason_and_one_host_failed_event(tmp_path):
+    state, logged = State(), []
+    state.failed_hosts = [SimpleNamespace(name="node3")]  # failed before its switch: pyinfra says so
+    host = SimpleNamespace(name="node2", log_styled=lambda message, **_: logged.append(message))
+    with ctx_state.use(state):
+        record(state).log = EventLog(tmp_path / "events.jsonl", "inv.py")
+        recording.batch_reached("canary", ("node2",))
+        recording.batch_started("canary")
+        assert recording.fail(state, host, "gate failed on release 3f2a9c1d0b7e6a55") is False
+        assert recording.fail(state, host, "a later line") is False
+        recording._finish(state)
+    assert logged == ["gate failed on release 3f2a9c1d0b7e6a55", "a later line"]
+    events = [(e["reason"], e["host"], e["message"]) for e in read_events(tmp_path / "events.jsonl")]
+    assert events[:4] == [("BatchStarted", None, "canary: node2"),
+                          ("HostFailed", "node2", "gate failed on release 3f2a9c1d0b7e6a55"),
+                          ("BatchCompleted", None, "canary: 0 of 1 passed; failed: node2"),
+                          ("HostFailed", "node3", recording.BEFORE_SWITCH)]
+    assert [reason for reason, _, _ in events[4:]] == ["RolloutAborted", "RunFinished"]
+    assert events[4][2] == f"node2: gate failed on release 3f2a9c1d0b7e6a55; node3: {recording.BEFORE_SWITCH}"
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import click
 import gevent
 import gevent.queue
+from pyinfra import logger
 
 from sglfleet.events import EventLog, default_path
 from sglfleet.plan.secrets import SecretsError, load_secrets
@@ -49,6 +50,26 @@ def emit(reason: str, **fields) -> None:
 def _emit(run: RunRecord, reason: str, **fields) -> None:
     if run.log is not None:
         run.log.emit(reason, **fields)
+
+
+def fail(state, host, message: str) -> bool:
+    """
+    Fail ``host`` for ``message``: log it as the host's error, keep it as the summary's reason
+    (the first counts; later lines explain it) and record ``HostFailed`` (once a host). False,
+    which fails the host from a ``FunctionCommand`` (pyinfra calls it with ``state, host``;
+    the record is that of the run under way).
+
+    **Example:**
+
+    .. code:: python
+
+        yield FunctionCommand(fail, ("cannot patch ...: no class KimiK25ForConditionalGeneration",), {})
+    """
+    host.log_styled(message, fg="red", log_func=logger.error)
+    if host.name not in summary.failed_hosts():
+        emit("HostFailed", host=host.name, message=message)
+    summary.failed(host.name, message)
+    return False
 
 
 def batch_reached(label: str, hosts: tuple[str, ...]) -> None:
