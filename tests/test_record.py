@@ -54,3 +54,17 @@ def test_fail_records_the_first_reason_and_one_host_failed_event(tmp_path):
     assert [reason for reason, _, _ in events[4:]] == ["RolloutAborted", "RunFinished"]
     assert events[4][2] == f"node2: gate failed on release 3f2a9c1d0b7e6a55; node3: {recording.BEFORE_SWITCH}"
 
+
+
+def test_what_a_run_computes_of_a_host_is_kept_on_its_inventory_not_by_name():
+    from pyinfra.api import Inventory
+
+    from sglfleet.run.context import computed, host_config, host_services
+
+    data = {"stack": "dev", "server": "standin", "gpu_less": True, "model_path": "moonshotai/Kimi-K2.5",
+            "speculative_draft_model_path": "lightseekorg/kimi-k2.5-eagle3", "allow_unpinned_models": True}
+    one = Inventory(([("node1", {**data, "listen_port": 30000})], {}))
+    other = Inventory(([("node1", {**data, "listen_port": 31000})], {}))
+    assert [s.port for s in host_services(one.get_host("node1"))] == [30000]
+    assert [s.port for s in host_services(other.get_host("node1"))] == [31000]  # the same name, its own answer
+    assert computed(one).configs["node1"] is host_config(one.get_host("node1"))
