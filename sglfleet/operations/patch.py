@@ -20,6 +20,7 @@ from sglfleet.artifacts.temporaries import temporary_beside
 from sglfleet.facts.files import FileBytesUnlessKnown
 from sglfleet.facts.host import READ
 from sglfleet.run.diffs import show_diff, wants_diff
+from sglfleet.run.recording import fail
 
 
 
@@ -65,7 +66,7 @@ def eagle3_methods(path: str, patch_path: str | None = None, done_digests: list[
         message = f"cannot patch {path}: {refusal}"
         if not state.is_executing:
             host.log_styled(f"will fail: {message}", fg="yellow", log_func=logger.warning)
-        yield FunctionCommand(_fail, (message,), {})
+        yield FunctionCommand(fail, (message,), {})
         return
 
     if new == source:
@@ -92,9 +93,3 @@ def eagle3_methods(path: str, patch_path: str | None = None, done_digests: list[
         f"else rm -f {q_temp}; echo {shlex.quote(f'{path} changed while patching; re-run')} >&2; "
         "exit 1; fi"
     )
-
-
-def _fail(state, host, message: str) -> bool:
-    # Returning False fails this host only; raising would print a traceback.
-    host.log_styled(message, fg="red", log_func=logger.error)
-    return False

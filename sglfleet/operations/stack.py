@@ -35,6 +35,7 @@ from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR
 from sglfleet.operations.drift import marked
 from sglfleet.operations.remote import HostFunctionCommand
 from sglfleet.run.diffs import first_pass, report_drift, wants_diff
+from sglfleet.run.recording import fail
 
 PROBE = FILES / "probe" / "verify_stack.py"
 
@@ -104,12 +105,12 @@ def _fetch_and_serve(state, host, connector_arguments, missing, sources, share: 
                      f"-mmin +{STALE_MINUTES} -exec rm -rf {{}} + && "
                      f"install -d -m 700 -o \"${{SUDO_USER:-$(id -un)}}\" {shlex.quote(incoming)}")
     if not ok:
-        return _failed(host, f"cannot prepare {incoming}: {' '.join(output.stderr_lines)[-300:]}")
+        return fail(state, host, f"cannot prepare {incoming}: {' '.join(output.stderr_lines)[-300:]}")
     left = dict(missing)
     asked = {name: entry for name, entry in left.items() if name not in own}
     if sources and asked:
         left = {**{name: left[name] for name in own}, **_from_peers(host, run, asked, sources, incoming)}
-    if left and not _from_controller(host, connector_arguments, run, left, incoming):
+    if left and not _from_controller(state, host, connector_arguments, run, left, incoming):
         return False
     run(f"rm -rf {shlex.quote(incoming)}")
     ok, errors = serve(run, share, wheelhouse_dir, LAYOUT.lib)
@@ -159,7 +160,7 @@ def _from_peers(host, run, left: dict, sources: tuple[str, ...], incoming: str) 
     return {name: left[name] for name in still}
 
 
-def _from_controller(host, connector_arguments, run, left: dict, incoming: str) -> bool:
+def _from_controller(state, host, connector_arguments, run, left: dict, incoming: str) -> bool:
     """Upload what is ``left`` as the SSH user (sftp cannot sudo), then check and rename it as root."""
     progress = Progress(host, "wheels from the controller", sum(local.size for local in left.values()))
     sent = 0
@@ -170,17 +171,12 @@ def _from_controller(host, connector_arguments, run, left: dict, incoming: str) 
             with open(local.path, "rb") as handle:
                 sftp.putfo(handle, target, callback=lambda done, _total, base=sent: progress.update(base + done))
         except Exception as error:  # noqa: BLE001 - the link, the disk: fail this host with the cause
-            return _failed(host, f"cannot send {name}: {type(error).__name__}: {error}")
+            return fail(state, host, f"cannot send {name}: {type(error).__name__}: {error}")
         sent += local.size
     corrupted = _checked_into_place(host, run, sorted(left), incoming, left)
     if corrupted:
-        return _failed(host, f"{', '.join(corrupted)} arrived corrupted (sha256 mismatch): run the deploy again")
+        return fail(state, host, f"{', '.join(corrupted)} arrived corrupted (sha256 mismatch): run the deploy again")
     return True
-
-
-def _failed(host, message: str) -> bool:
-    host.log_styled(message, fg="red", log_func=logger.error)
-    return False
 
 
 def uv_extract_command(stack: Stack) -> str:

@@ -1,10 +1,16 @@
-"""What the tasks need to know about the host at hand and its fleet, computed once."""
+"""
+What the tasks need to know about the host at hand and its fleet, computed once a run.
+
+What is computed is kept on the inventory (``Computed``): in a run, pyinfra's one
+``state.inventory``, which every host reaches as ``host.inventory``. It ends with the
+run, and two inventories (``sglfleet status``, tests) never share a host name's answers.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 
 import gevent
@@ -34,7 +40,41 @@ from sglfleet.plan.templates import render, render_gateway_unit, render_unit
 from sglfleet.plan.waves import Batch, Wave, fleet_setting, limit_waves, plan_batches, plan_waves, until
 
 
-_configs: dict[str, HostConfig] = {}
+@dataclass
+class Computed:
+    """
+    What this run computed of its inventory, each once.
+
+    + configs: host -> its validated configuration (``host_config``)
+    + services: host -> its services (``host_services``)
+    + service_files: (host, service) -> its unit and env file (``host_service_files``)
+    + releases: host, service and stack -> its release (``release_for``)
+    + gateway_files: gateway host -> its files (``host_gateway_files``)
+    + rollouts: targets -> the rollout (``fleet_rollout``)
+    + reads: host -> the greenlet of its one read (``host_state``)
+    + later: a rollout's batches -> which hosts hand compile caches on (``tasks/rollout.py``)
+    """
+
+    configs: dict[str, HostConfig] = field(default_factory=dict)
+    services: dict[str, list[Service]] = field(default_factory=dict)
+    service_files: dict[tuple[str, str], ServiceFiles] = field(default_factory=dict)
+    releases: dict[str, Release] = field(default_factory=dict)
+    gateway_files: dict[str, GatewayFiles] = field(default_factory=dict)
+    rollouts: dict[tuple[str, ...], Rollout] = field(default_factory=dict)
+    reads: dict[str, gevent.Greenlet] = field(default_factory=dict)
+    later: dict[tuple, dict[str, bool]] = field(default_factory=dict)
+
+
+def computed(inventory: Inventory) -> Computed:
+    """
+    What this run computed of ``inventory``, kept on it (made on first use).
+
+    + inventory: ``pyinfra.inventory``, or ``host.inventory``
+    """
+    found = getattr(inventory, "sglfleet_computed", None)
+    if found is None:
+        found = inventory.sglfleet_computed = Computed()
+    return found
 
 
 def host_config(host: Host) -> HostConfig:
@@ -44,12 +84,10 @@ def host_config(host: Host) -> HostConfig:
 
     + host: ``pyinfra.host``
     """
-    if host.name not in _configs:
-        _configs[host.name] = validate_host_data(host.name, host.data.dict())
-    return _configs[host.name]
-
-
-_services: dict[str, list[Service]] = {}
+    configs = computed(host.inventory).configs
+    if host.name not in configs:
+        configs[host.name] = validate_host_data(host.name, host.data.dict())
+    return configs[host.name]
 
 
 def host_services(host: Host) -> list[Service]:
@@ -59,9 +97,10 @@ def host_services(host: Host) -> list[Service]:
 
     + host: ``pyinfra.host``
     """
-    if host.name not in _services:
-        _services[host.name] = _host_services(host_config(host), LAYOUT)
-    return _services[host.name]
+    services = computed(host.inventory).services
+    if host.name not in services:
+        services[host.name] = _host_services(host_config(host), LAYOUT)
+    return services[host.name]
 
 
 def host_models(host: Host) -> list:
@@ -183,9 +222,6 @@ class ServiceFiles:
         return hashlib.sha256(f"{self.unit}\0{self.env}".encode()).hexdigest()[:16]
 
 
-_service_files: dict[tuple[str, str], ServiceFiles] = {}
-_releases: dict[str, Release] = {}
-
 
 def host_service_files(host: Host, service: Service | None = None) -> ServiceFiles:
     """
@@ -195,15 +231,15 @@ def host_service_files(host: Host, service: Service | None = None) -> ServiceFil
     + service: one of ``host_services(host)``; by default the first (a host's one service)
     """
     service = _service(host, service)
-    key = (host.name, service.name)
-    if key not in _service_files:
+    key, known = (host.name, service.name), computed(host.inventory).service_files
+    if key not in known:
         secrets = load_secrets(service.config.secrets_file)
-        _service_files[key] = ServiceFiles(
+        known[key] = ServiceFiles(
             unit=render_unit(service.config, layout=service.layout),
             env=render_env(secrets),
             env_redacted=render_env(secrets, redacted=True),
         )
-    return _service_files[key]
+    return known[key]
 
 
 @dataclass(frozen=True)
@@ -220,7 +256,6 @@ class GatewayFiles:
     digest: str
 
 
-_gateway_files: dict[str, GatewayFiles] = {}
 GATEWAY_LAUNCHER = FILES / "gateway" / "sglfleet-gateway.py"
 
 
@@ -252,7 +287,8 @@ def host_gateway_files(host: Host) -> GatewayFiles:
 
     + host: ``pyinfra.host`` (a gateway host)
     """
-    if host.name not in _gateway_files:
+    known = computed(host.inventory).gateway_files
+    if host.name not in known:
         config = host_config(host)
         secrets = gateway_secrets(load_secrets(config.secrets_file))
         env = render_env(secrets, template="sglang-gateway.env.j2")
@@ -263,10 +299,10 @@ def host_gateway_files(host: Host) -> GatewayFiles:
         # taken over the unit rendered without it.
         bare = render_gateway_unit(config, args, python, digest="")
         digest = hashlib.sha256(b"\0".join([bare.encode(), env.encode(), launcher])).hexdigest()[:16]
-        _gateway_files[host.name] = GatewayFiles(
+        known[host.name] = GatewayFiles(
             unit=render_gateway_unit(config, args, python, digest=digest), launcher=launcher, env=env,
             env_redacted=render_env(secrets, redacted=True, template="sglang-gateway.env.j2"), digest=digest)
-    return _gateway_files[host.name]
+    return known[host.name]
 
 
 HOST_PACKAGE = PROJECT_ROOT / "sglfleet" / "host"
@@ -302,14 +338,14 @@ def release_for(host: Host, stack: Stack, service: Service | None = None) -> Rel
     + service: one of ``host_services(host)``; by default the first (a host's one service)
     """
     service = _service(host, service)
-    key = f"{host.name}\0{service.name}\0{stack.id}"
-    if key not in _releases:
-        _releases[key] = render_release(
+    key, releases = f"{host.name}\0{service.name}\0{stack.id}", computed(host.inventory).releases
+    if key not in releases:
+        releases[key] = render_release(
             service.config, stack.id, patch_digest(),
             service_digest=host_service_files(host, service).digest,
             layout=service.layout, gpus=service.gpus,
         )
-    return _releases[key]
+    return releases[key]
 
 
 def host_release(host: Host, service: Service | None = None) -> Release:
@@ -351,8 +387,6 @@ class Rollout:
     held: tuple[Wave, ...]
 
 
-_rollouts: dict[tuple[str, ...], Rollout] = {}
-
 
 def fleet_rollout(inventory: Inventory, targets: list[str]) -> Rollout:
     """
@@ -361,8 +395,8 @@ def fleet_rollout(inventory: Inventory, targets: list[str]) -> Rollout:
     + inventory: ``pyinfra.inventory``
     + targets: names of the hosts this run acts on (after ``--limit``)
     """
-    key = tuple(targets)
-    if key not in _rollouts:
+    key, rollouts = tuple(targets), computed(inventory).rollouts
+    if key not in rollouts:
         configs = {host.name: host_config(host) for host in inventory}
         waves = fleet_waves(inventory, targets)
         now = until(waves, fleet_setting(configs, "rollout_until"))
@@ -370,10 +404,10 @@ def fleet_rollout(inventory: Inventory, targets: list[str]) -> Rollout:
         # holds batches back but sizes none differently.
         planned = plan_batches(waves, fleet_setting(configs, "rollout_serial"))
         started = {wave.name for wave in now}
-        _rollouts[key] = Rollout(batches=tuple(batch for batch in planned if batch.wave in started),
-                                 max_fail_percentage=fleet_setting(configs, "max_fail_percentage"),
-                                 held=tuple(waves[len(now):]))
-    return _rollouts[key]
+        rollouts[key] = Rollout(batches=tuple(batch for batch in planned if batch.wave in started),
+                                max_fail_percentage=fleet_setting(configs, "max_fail_percentage"),
+                                held=tuple(waves[len(now):]))
+    return rollouts[key]
 
 
 def fleet_shares(host: Host, targets: list, distribution: str, port: int, unit: str):
@@ -409,9 +443,6 @@ def peer_files(targets: list, round_number: int) -> frozenset[str]:
     earlier = [peer for hosts in rounds(targets)[:round_number] for peer in hosts if peer.name in active]
     return frozenset(f.filename for peer in earlier for f in host_stack(peer).files)
 
-
-# One greenlet per host: hosts whose deploys load side by side wait on the same reads.
-_reads: dict[str, gevent.Greenlet] = {}
 
 
 def _read_arguments(host: Host) -> dict:
@@ -465,10 +496,12 @@ def host_state(host: Host) -> HostState:
 
         host_state(host).release.current   # "3f2a9c1d0b7e6a55"
     """
-    if host.name not in _reads:
+    # One greenlet per host: hosts whose deploys load side by side wait on the same reads.
+    reads = computed(state.inventory).reads
+    if host.name not in reads:
         hosts = [h for h in state.inventory.get_active_hosts() if state.is_host_in_limit(h)]
         # The host itself, not pyinfra's context proxy of the host being loaded.
-        unread = [h for h in dict.fromkeys([state.inventory.get_host(host.name), *hosts]) if h.name not in _reads]
+        unread = [h for h in dict.fromkeys([state.inventory.get_host(host.name), *hosts]) if h.name not in reads]
         arguments = {h.name: _read_arguments(h) for h in unread}  # a refusal stops the run before any read
 
         def read(one: Host) -> HostState:
@@ -476,8 +509,8 @@ def host_state(host: Host) -> HostState:
                 return one.get_fact(HostRead, **arguments[one.name])
 
         # Not pyinfra's pool: its slots may all be held by the deploys being loaded.
-        _reads.update({h.name: gevent.spawn(read, h) for h in unread})
-    return _reads[host.name].get()
+        reads.update({h.name: gevent.spawn(read, h) for h in unread})
+    return reads[host.name].get()
 
 
 def peer_state(host: Host) -> HostState | None:
@@ -487,7 +520,7 @@ def peer_state(host: Host) -> HostState | None:
 
     + host: the other host
     """
-    greenlet = _reads.get(host.name)
+    greenlet = computed(host.inventory).reads.get(host.name)
     if greenlet is None:
         try:
             return host_state(host)
