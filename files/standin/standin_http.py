@@ -137,6 +137,7 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "uvicorn"
     sys_version = ""
     protocol_version = "HTTP/1.1"
+    outside_cors = True  # the server's own answers (a malformed request line); counted() clears it
     standin: Standin  # set on the subclass made by serve()
 
     GET_ROUTES = {"/health", "/health_generate", "/model_info", "/get_model_info",
@@ -165,7 +166,18 @@ class Handler(BaseHTTPRequestHandler):
     def do_OPTIONS(self):
         self.counted("OPTIONS")
 
+    def end_headers(self):
+        # 0.5.9 wraps its app in CORSMiddleware (http_server.py:366-372), and the stack's Starlette
+        # (1.10.0, files/stacks/locks/cu130-sglang-0.5.9/pylock.toml) answers a request without
+        # an Origin with "Vary: Origin" (starlette/middleware/cors.py:169-170), as the 0.5.14
+        # record shows. The API-key middleware (added at launch, so outside it) and
+        # ServerErrorMiddleware's 500 do not pass through it.
+        if not self.outside_cors:
+            self.send_header("Vary", "Origin")
+        super().end_headers()
+
     def counted(self, method: str) -> None:
+        self.outside_cors = False
         standin = self.standin
         with standin.in_flight_changed:
             standin.in_flight += 1
@@ -185,6 +197,7 @@ class Handler(BaseHTTPRequestHandler):
             header = self.headers.get("Authorization") or ""
             scheme, _, token = header.partition(" ")
             if scheme.lower() != "bearer" or token != key:
+                self.outside_cors = True
                 return self.reply(401, {"error": "Unauthorized"})
         http = self.standin.engine.http
         if http is not None:  # inside the API-key middleware, as 0.5.9 adds them
@@ -504,6 +517,7 @@ class Handler(BaseHTTPRequestHandler):
             return None
 
     def reply_text(self, status: int, text: str) -> None:
+        self.outside_cors = True  # Starlette's ServerErrorMiddleware, outermost
         self.status = status
         body = text.encode()
         self.send_response(status, HTTPStatus(status).phrase)
