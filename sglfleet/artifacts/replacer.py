@@ -71,7 +71,7 @@ class Replacement:
 
     @property
     def begin(self) -> str:
-        return f"{self.begin_prefix}{self.digest}: {_TAG}, `sglfleet patch revert` restores them"
+        return f"{self.begin_prefix}{self.digest}: {_TAG}, `sglfleet patch revert --all` restores them"
 
     @property
     def end(self) -> str:
