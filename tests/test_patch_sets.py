@@ -212,3 +212,32 @@ def test_operator_sets_come_after_the_shipped_ones_and_may_not_take_their_names(
     (tmp_path / "sm120_symm_mem.toml").write_text(BY_NAME["sm120_symm_mem"].path.read_text())
     with pytest.raises(PatchSetError, match="a shipped set has that name"):
         load_sets(tmp_path)
+
+
+# --- the venv's drift check leaves the patched files out -------------------------------
+
+
+def test_snapshot_check_leaves_out_the_patched_files_only(tmp_path):
+    import subprocess
+
+    from sglfleet.host.stacks import PATCHED, snapshot_check_command, snapshot_command
+
+    venv = tmp_path / "venv"
+    site = venv / "lib/python3.11/site-packages"
+    for member in (PATCHED, "sglang/srt/server_args.py", "sglang/srt/other.py"):
+        (site / member).parent.mkdir(parents=True, exist_ok=True)
+        (site / member).write_text("x = 1\n")
+    recorded = tmp_path / "venv.snapshot"
+    subprocess.run(f"{snapshot_command(str(venv), '3.11')} > {recorded}", shell=True, check=True)
+    for member in ("sglang/srt/server_args.py", "sglang/srt/other.py"):
+        (site / member).write_text("x = 2  # patched\n")
+
+    def check(members):
+        command = snapshot_check_command(str(venv), "3.11", str(recorded), members)
+        return subprocess.run(command, shell=True, capture_output=True, text=True).stdout.splitlines()
+
+    found = check((PATCHED, "sglang/srt/server_args.py"))
+    assert [line.split("\t")[0] for line in found] == ["< lib/python3.11/site-packages/sglang/srt/other.py",
+                                                       "> lib/python3.11/site-packages/sglang/srt/other.py"]
+    # A file no set changes any more is drift again: the stack is built again without the patch.
+    assert len(check((PATCHED,))) == 4 and len(check(())) == 4

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from sglfleet import FILES
+from sglfleet import FILES, PROJECT_ROOT
 from sglfleet.artifacts import patcher, replacer
 from sglfleet.artifacts.patcher import Patch, PatchRefused
 
@@ -201,6 +201,13 @@ def load_sets(extra: Path | str | None = None) -> list[PatchSet]:
             raise PatchSetError(f"patch set {sorted(clash)[0]} in {extra}: a shipped set has that name; rename the file")
         sets += own
     return sets
+
+
+def resolve_sets_dir(patch_sets_dir: str | None) -> Path | None:
+    """An inventory's ``patch_sets_dir`` as a path: ``~`` expanded, a relative path from the project's root."""
+    if patch_sets_dir is None:
+        return None
+    return PROJECT_ROOT / Path(patch_sets_dir).expanduser()
 
 
 def for_version(sets: list[PatchSet], version: str | None) -> list[PatchSet]:

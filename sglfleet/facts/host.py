@@ -46,6 +46,7 @@ from sglfleet.facts.stack import StackHostState, StackState
 from sglfleet.facts.sudo import SudoAccess
 from sglfleet.facts.users import PasswdEntry
 from sglfleet.host.layout import DEFAULT_SERVICE, LAYOUT
+from sglfleet.host.stacks import PATCHED
 
 MARK = "#sglfleet-read "
 END = f"{MARK}end"
@@ -105,7 +106,8 @@ class HostRead(FactBase[HostState]):
         return HostState()
 
     def _parts(self, stack_id, python, uv_version, user, paths, patch_path, patch_known, release_id,
-               model_spec, full, gateway_unit=None, gateway_runtime_dir=None, service_releases=None):
+               model_spec, full, gateway_unit=None, gateway_runtime_dir=None, service_releases=None,
+               patched=(PATCHED,)):
         if gateway_unit:  # a gateway host: its stack, its files and its gateway, nothing of sglang
             return {
                 "stack": (StackState(), StackState().command(stack_id, python, uv_version, hash_wheels=False,
@@ -118,7 +120,7 @@ class HostRead(FactBase[HostState]):
             "gpus": (NvidiaGpus(), "if command -v nvidia-smi >/dev/null 2>&1; then "
                                    f"{NvidiaGpus().command()}; fi"),
             "stack": (StackState(), StackState().command(stack_id, python, uv_version, hash_wheels=False,
-                                                          full=full)),
+                                                          full=full, patched=patched)),
             "user": (PasswdEntry(), PasswdEntry().command(user)),
             "files": (FileDigests(), FileDigests().command(paths)),
             "patch": (FileBytesUnlessKnown(), FileBytesUnlessKnown().command(patch_path, patch_known)),
@@ -145,19 +147,22 @@ class HostRead(FactBase[HostState]):
                 patch_path: str | None, patch_known: list[str], release_id: str | None,
                 model_spec: list | None = None, full: bool = False, sudo_check: bool = False,
                 variants: dict[str, dict] | None = None, gateway_unit: str | None = None,
-                gateway_runtime_dir: str | None = None, service_releases: dict[str, str] | None = None) -> str:
+                gateway_runtime_dir: str | None = None, service_releases: dict[str, str] | None = None,
+                patched: list[str] | tuple = (PATCHED,)) -> str:
         """
         + variants: ``{python: {"stack_id": ..., "patch_path": ..., "patch_known": ..., "release_id": ...}}``
           for each Python the stack serves; the host's ``python3`` picks one. The arguments
           given besides are read on a host of any other Python (one preflight refuses). A variant may
           give ``service_releases`` too
+        + patched: the files of the stack's sglang the patch step changes, left out of its drift check
         + gateway_unit, gateway_runtime_dir: on a gateway host, its unit and runtime folder: the read
           then holds its stack, its files and its gateway, nothing of sglang
         """
         common = dict(stack_id=stack_id, python=python, uv_version=uv_version, user=user, paths=paths,
                       patch_path=patch_path, patch_known=patch_known, release_id=release_id,
                       model_spec=model_spec, full=full, gateway_unit=gateway_unit,
-                      gateway_runtime_dir=gateway_runtime_dir, service_releases=service_releases)
+                      gateway_runtime_dir=gateway_runtime_dir, service_releases=service_releases,
+                      patched=tuple(patched))
         parts = self._parts(**common)
         body = (f"echo {shlex.quote(MARK + 'os')}; ( {HostOs().command()}\n); "
                 + self._joined(parts, [name for name in parts if not _per_python(name)]))

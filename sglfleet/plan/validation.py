@@ -168,6 +168,14 @@ def _interpreter_findings(name: str, config: HostConfig, stack, severity: str) -
             for problem in interpreter_problems(name, stack, found, others)]
 
 
+def _patch_set_names(config: HostConfig, version: str | None) -> tuple[str, ...]:
+    """The names of the patch sets a host's stack gets: its sglang version's, less ``patch_sets_skip``."""
+    from sglfleet.artifacts.patchsets import for_version, load_sets, resolve_sets_dir
+
+    sets = for_version(load_sets(resolve_sets_dir(config.patch_sets_dir)), version)  # the schema loaded them
+    return tuple(s.name for s in sets if s.name not in config.patch_sets_skip)
+
+
 def check_inventory(inventory, templates: Path = TEMPLATES, measured_os_severity: str = "error") -> list[str]:
     """
     Everything wrong with an inventory pyinfra has built, as lines; errors say ``error``.
@@ -223,11 +231,12 @@ def check_inventory(inventory, templates: Path = TEMPLATES, measured_os_severity
                                     f"flags were not checked"))
         findings += _interpreter_findings(name, config, stack, measured_os_severity)
         caps, source = _compute_caps(name, config)
+        applied = _patch_set_names(config, version)
         for service in services:
             # A service sees its own GPUs only (CUDA_VISIBLE_DEVICES).
             seen = caps if caps is None or service.gpus is None else [caps[0]] * len(service.gpus)
             findings += lint(name, service.config, flagset_for(version) if version else None, seen,
-                             version or "unknown", caps_source=source)
+                             version or "unknown", caps_source=source, patch_sets=applied)
     findings = list(dict.fromkeys(findings))  # services that share a launch share its findings: once each
     findings.sort(key=lambda finding: finding.severity != "error")
     return collapse([str(finding) for finding in findings], configs)
