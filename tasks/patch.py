@@ -7,7 +7,7 @@ from sglfleet.artifacts.patchsets import for_file
 from sglfleet.facts.host import READ
 from sglfleet.host.stacks import PATCHED, site_packages
 from sglfleet.operations import patch
-from sglfleet.run.context import (host_is_gateway, host_patch_sets, host_stack, host_state, patch_files,
+from sglfleet.run.context import (host_is_gateway, host_patch_files, host_patch_sets, host_stack, host_state,
                                   patched_digests)
 
 
@@ -18,7 +18,8 @@ def patch_sglang():
     stack = host_stack(host)
     found = host_state(host)
     sets = host_patch_sets(host, stack)
-    for member in patch_files(sets):
+    # One operation a file, in the same order on every host (host.loop keeps their order apart).
+    for member in host.loop(host_patch_files(host)):
         these = for_file(sets, stack.sglang_version, member)
         patch.patch_sets(
             name=f"Patch sets in {member}: {', '.join(s.name for s in these) or 'none'}",

@@ -241,3 +241,16 @@ def test_snapshot_check_leaves_out_the_patched_files_only(tmp_path):
                                                        "> lib/python3.11/site-packages/sglang/srt/other.py"]
     # A file no set changes any more is drift again: the stack is built again without the patch.
     assert len(check((PATCHED,))) == 4 and len(check(())) == 4
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.10"])
+def test_api_key_patch_leaves_the_flags_and_their_defaults_as_they_were(version, tmp_path):
+    # The lint and the stand-in read server_args.py on the host: the patched file gives the same flags.
+    from sglfleet.plan.server_flags import load_flags
+
+    original = sglang_file(version, "sglang/srt/server_args.py")
+    patched = tmp_path / "server_args.py"
+    patched.write_bytes(apply_sets(original.read_bytes(), [BY_NAME["api_key_not_logged"]])[0])
+    before, after = load_flags(original), load_flags(patched)
+    assert after.flags == before.flags
+    assert after.fields == before.fields

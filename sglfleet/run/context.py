@@ -169,15 +169,17 @@ def host_patch_sets(host: Host, stack: Stack | None = None) -> list[PatchSet]:
             if s.name not in config.patch_sets_skip]
 
 
-def patch_files(sets: list[PatchSet]) -> list[str]:
+def host_patch_files(host: Host) -> list[str]:
     """
-    The files the patch step visits, as the wheel names them: ``kimi_k25.py`` always (its
-    KimiK25 methods came before patch sets, and a file whose sets are gone loses its blocks),
-    then each file the sets change.
+    The files the patch step visits on the host, as the wheel names them: ``kimi_k25.py``
+    always (its KimiK25 methods came before patch sets), then each file any set it knows
+    changes, whether its stack gets that set or not: a set skipped, or not for the stack's
+    version, leaves no block behind. (A file whose only set was deleted is no longer
+    visited: the venv's drift check finds it changed, and the stack is built again.)
 
-    + sets: ``host_patch_sets``
+    + host: ``pyinfra.host``
     """
-    return list(dict.fromkeys([PATCHED, *patch_set_files(sets)]))
+    return list(dict.fromkeys([PATCHED, *patch_set_files(list(_sets(host_config(host).patch_sets_dir)))]))
 
 
 @cache
@@ -485,7 +487,7 @@ def _read_arguments(host: Host) -> dict:
         spec = None  # the models step reads its own and says what is missing
     return {**common, **variants[stack.pythons[0]], "variants": variants, "user": LAYOUT.service_user,
             "paths": sorted(paths), "model_spec": spec or None,
-            "patched": patch_files(host_patch_sets(host, stack))}
+            "patched": host_patch_files(host)}
 
 
 def host_state(host: Host) -> HostState:
