@@ -25,8 +25,9 @@ import subprocess
 SNAPSHOT = "venv.snapshot"  # beside the marker, in the stack's folder
 # When the build began and finished (seconds since the epoch), beside the marker: the build writes it.
 BUILD = "build.json"
-# The file sglfleet's patch changes after the build (in site-packages): the patch
-# step checks it on every converge, against the digests the patch gives.
+# The file of the first patch set (the KimiK25 EAGLE-3 methods), in site-packages: the host
+# read brings it on every converge, and the patch step checks it against the digests the
+# patch sets give. The other sets' files the patch step reads itself.
 PATCHED = "sglang/srt/models/kimi_k25.py"
 
 
