@@ -252,6 +252,7 @@ def strip(source: bytes) -> bytes:
             return source
         name = found.group(1).decode("ascii", errors="replace")
         line = found.string
+        # The marker says which engine wrote the block; each engine's revert needs only its name.
         if replacer.is_replacement_marker(line):
             source = replacer.revert(source, replacer.Replacement(name, "X", None, "pass", "pass"))
         else:
