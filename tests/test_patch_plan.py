@@ -25,7 +25,8 @@ def test_plan_on_0_5_9_applies_the_kimi_set_and_two_backports():
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0] == "sglang 0.5.9:"
     assert statuses(result.stdout) == {
-        "api_key_not_logged": "applies", "kimi_k25_eagle3": "applies", "sm120_symm_mem": "applies"}
+        "api_key_not_logged": "applies", "api_key_not_logged_annotated": "not for this version",
+        "kimi_k25_eagle3": "applies", "sm120_symm_mem": "applies"}
     assert "sm120_symm_mem: applies: sglang/srt/distributed/device_communicators/torch_symm_mem.py " \
            "(TorchSymmMemCommunicator.__init__); sgl-project/sglang#24548" in result.stdout
 
@@ -34,7 +35,8 @@ def test_plan_on_0_5_23_finds_the_kimi_methods_upstream():
     result = sglfleet("patch", "plan", "--sglang", "0.5.23")
     assert result.returncode == 0, result.stderr
     assert statuses(result.stdout) == {
-        "api_key_not_logged": "not for this version", "kimi_k25_eagle3": "upstream", "sm120_symm_mem": "upstream"}
+        "api_key_not_logged": "not for this version", "api_key_not_logged_annotated": "not for this version",
+        "kimi_k25_eagle3": "upstream", "sm120_symm_mem": "upstream"}
 
 
 def test_plan_of_a_stack_reads_its_sglang_version():

@@ -11,7 +11,7 @@ from sglfleet.artifacts.patcher import PatchRefused, load_patch
 from sglfleet.artifacts.patchsets import (APPLIES, NOT_FOR, UPSTREAM, PatchSetError, apply_sets, digest,
                                           for_file, for_version, load_set, load_sets, status, strip)
 from sglfleet.artifacts.stub_import import load_with_stubs
-from sglfleet.artifacts.upstream import sglang_file
+from sglfleet.artifacts.upstream import CACHE, sglang_file
 
 SETS = load_sets()
 BY_NAME = {s.name: s for s in SETS}
@@ -21,7 +21,10 @@ EXPECTED = {
                         "0.5.23": UPSTREAM},
     "sm120_symm_mem": {"0.5.9": APPLIES, "0.5.10": APPLIES, "0.5.14": UPSTREAM, "0.5.23": UPSTREAM},
     "api_key_not_logged": {"0.5.9": APPLIES, "0.5.10": APPLIES},
+    "api_key_not_logged_annotated": {"0.5.14": APPLIES, "0.5.15": APPLIES},
 }
+API_KEY = [("api_key_not_logged", "0.5.9"), ("api_key_not_logged", "0.5.10"),
+           ("api_key_not_logged_annotated", "0.5.14"), ("api_key_not_logged_annotated", "0.5.15")]
 CASES = [(s.name, version) for s in SETS for version in s.versions]
 SYMM = "sglang/srt/distributed/device_communicators/torch_symm_mem.py"
 
@@ -61,7 +64,7 @@ def test_every_set_on_every_version_it_names(name, version):
     assert status(result, patch_set, version) == APPLIES
 
 
-@pytest.mark.parametrize("version", ["0.5.9", "0.5.10"])
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.10", "0.5.14", "0.5.15"])
 def test_all_sets_of_a_version_on_one_file_each(version):
     for file in patchsets.files(for_version(SETS, version)):
         original = sglang_file(version, file).read_bytes()
@@ -164,21 +167,25 @@ def test_sm120_symm_mem_unpatched_raises_key_error_and_patched_disables(tmp_path
         .TorchSymmMemCommunicator(group=None, device=0).disabled is True
 
 
-@pytest.mark.parametrize("version", ["0.5.9", "0.5.10"])
-def test_api_key_left_out_of_the_logged_server_args(version):
-    patch_set = BY_NAME["api_key_not_logged"]
-    source = sglang_file(version, patch_set.file).read_bytes()
-    namespace: dict = {"dataclasses": dataclasses}
+@pytest.mark.parametrize("name, version", API_KEY)
+def test_api_key_left_out_of_the_logged_server_args(name, version):
+    import ast
+    from typing import Annotated
+
+    patch_set = BY_NAME[name]
+    result, _ = apply_sets(sglang_file(version, patch_set.file).read_bytes(), [patch_set])
     # The two fields, as the patched class body has them, in a dataclass of their own:
     # the file's dataclass needs all of sglang to import.
-    result, _ = apply_sets(source, [patch_set])
-    lines = [line.strip() for line in result.decode().splitlines()
-             if line.strip().startswith(("api_key:", "admin_api_key:"))]
-    assert len(lines) == 2
+    text = result.decode()
+    [cls] = [n for n in ast.parse(text).body if isinstance(n, ast.ClassDef) and n.name == "ServerArgs"]
+    fields = [ast.get_source_segment(text, n) for n in cls.body
+              if isinstance(n, ast.AnnAssign) and n.target.id in ("api_key", "admin_api_key")]
+    assert len(fields) == 2
+    namespace: dict = {"dataclasses": dataclasses, "A": Annotated}
     exec("from typing import Optional\n@dataclasses.dataclass\nclass Args:\n    model: str = 'm'\n"
-         + "".join(f"    {line}\n" for line in lines), namespace)
+         + "".join(f"    {field}\n" for field in fields), namespace)
     args = namespace["Args"](api_key="sk-secret-1", admin_api_key="sk-secret-2")
-    assert "sk-secret" not in repr(args) and f"{args=}".startswith("args=Args(model='m')")
+    assert "sk-secret" not in repr(args) and f"{args=}" == "args=Args(model='m')"
     assert dataclasses.asdict(args)["api_key"] == "sk-secret-1"  # /server_info and the CLI unchanged
     assert namespace["Args"]().api_key is None
 
@@ -243,14 +250,19 @@ def test_snapshot_check_leaves_out_the_patched_files_only(tmp_path):
     assert len(check((PATCHED,))) == 4 and len(check(())) == 4
 
 
-@pytest.mark.parametrize("version", ["0.5.9", "0.5.10"])
-def test_api_key_patch_leaves_the_flags_and_their_defaults_as_they_were(version, tmp_path):
+@pytest.mark.parametrize("name, version", API_KEY)
+def test_api_key_patch_leaves_the_flags_and_their_defaults_as_they_were(name, version, tmp_path):
     # The lint and the stand-in read server_args.py on the host: the patched file gives the same flags.
+    import shutil
+
+    from sglfleet.plan.flagsets import flagset_for
     from sglfleet.plan.server_flags import load_flags
 
-    original = sglang_file(version, "sglang/srt/server_args.py")
-    patched = tmp_path / "server_args.py"
-    patched.write_bytes(apply_sets(original.read_bytes(), [BY_NAME["api_key_not_logged"]])[0])
-    before, after = load_flags(original), load_flags(patched)
+    before = flagset_for(version)
+    tree = tmp_path / "tree"  # from 0.5.14 the flags come from dataclasses all over sglang/srt
+    shutil.copytree(CACHE / "tree" / version, tree)
+    patched = tree / "sglang/srt/server_args.py"
+    patched.write_bytes(apply_sets(patched.read_bytes(), [BY_NAME[name]])[0])
+    after = load_flags(patched, cache_dir=tmp_path / "cache")
     assert after.flags == before.flags
     assert after.fields == before.fields
