@@ -10,7 +10,7 @@ from sglfleet.artifacts import patchsets
 from sglfleet.artifacts.patcher import PatchRefused, load_patch
 from sglfleet.artifacts.patchsets import (APPLIES, NOT_FOR, UPSTREAM, PatchSetError, apply_sets, digest,
                                           for_file, for_version, load_set, load_sets, status, strip)
-from sglfleet.artifacts.stub_import import load_with_stubs
+from sglfleet.shipped.stub_import import load_with_stubs
 from sglfleet.artifacts.upstream import CACHE, sglang_file
 
 SETS = load_sets()
@@ -256,7 +256,7 @@ def test_api_key_patch_leaves_the_flags_and_their_defaults_as_they_were(name, ve
     import shutil
 
     from sglfleet.plan.flagsets import flagset_for
-    from sglfleet.plan.server_flags import load_flags
+    from sglfleet.shipped.server_flags import load_flags
 
     before = flagset_for(version)
     tree = tmp_path / "tree"  # from 0.5.14 the flags come from dataclasses all over sglang/srt
