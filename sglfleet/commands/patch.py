@@ -50,6 +50,7 @@ def plan_(version: str | None, stack_name: str | None, sets_dir: Path | None, sh
     """List each patch set as applies, upstream, not for this version, or refused, on that release's own files."""
     from sglfleet.artifacts import patchsets
     from sglfleet.artifacts.upstream import sglang_file
+    from sglfleet.plan.patch_plan import REFUSED, plan
 
     if (version is None) == (stack_name is None):
         raise click.UsageError("give --sglang VERSION or --stack NAME")
@@ -65,7 +66,7 @@ def plan_(version: str | None, stack_name: str | None, sets_dir: Path | None, sh
         sets = patchsets.load_sets(sets_dir)
     except patchsets.PatchSetError as error:
         raise click.ClickException(str(error))
-    planned = patchsets.plan(sets, version, lambda member: sglang_file(version, member).read_bytes())
+    planned = plan(sets, version, lambda member: sglang_file(version, member).read_bytes())
     click.echo(f"sglang {version}" + (f" (stack {stack_name})" if stack_name else "") + ":")
     for line in planned:
         click.echo(f"  {line}")
@@ -74,7 +75,7 @@ def plan_(version: str | None, stack_name: str | None, sets_dir: Path | None, sh
             if line.diff:
                 click.echo(f"# patch set {line.patch_set.name}: {line.patch_set.upstream}")
                 click.echo(line.diff, nl=False)
-    if any(line.status == patchsets.REFUSED for line in planned):
+    if any(line.status == REFUSED for line in planned):
         sys.exit(1)
 
 

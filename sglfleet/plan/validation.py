@@ -181,7 +181,7 @@ def _patch_sets(config: HostConfig, version: str | None) -> list:
 @cache
 def _patch_set_refusal(patch_set, version: str) -> str | None:
     """Why ``patch_set`` cannot be placed in sglang ``version``'s own file (its wheel, cached), or None."""
-    from sglfleet.artifacts.patchsets import REFUSED, plan
+    from sglfleet.plan.patch_plan import REFUSED, plan
     from sglfleet.artifacts.upstream import sglang_file
 
     (planned,) = plan([patch_set], version, lambda member: sglang_file(version, member).read_bytes())
