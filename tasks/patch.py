@@ -21,11 +21,13 @@ def patch_sglang():
     # One operation a file, in the same order on every host (host.loop keeps their order apart).
     for member in host.loop(host_patch_files(host)):
         these = for_file(sets, stack.sglang_version, member)
+        path = f"{stack.venv}/{site_packages(stack.python)}/{member}"
         patch.patch_sets(
             name=f"Patch sets in {member}: {', '.join(s.name for s in these) or 'none'}",
-            path=f"{stack.venv}/{site_packages(stack.python)}/{member}",
+            path=path,
             sets=these,
             done_digests=patched_digests(stack, member, these),
-            # The one read has kimi_k25.py; a stack built this run is read after its build.
-            source=found.patch if member == PATCHED and found.stack.verified else READ,
+            # The one read has every file; a stack built this run is read after its build.
+            source=(found.patch if member == PATCHED else found.patches.get(path, READ))
+            if found.stack.verified else READ,
         )

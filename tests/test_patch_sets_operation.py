@@ -86,3 +86,24 @@ def test_patch_sets_operation(case):
         (command,) = commands
         assert isinstance(command, FunctionCommand) and command.args == (spec["fails"],)
         assert logs == [f"will fail: {spec['fails']}"] and "\n" not in spec["fails"]
+
+
+def test_the_one_read_brings_every_patched_file(tmp_path):
+    """The host read (run here, in a shell) has each file the patch sets change: a no-op converge stays one command."""
+    import hashlib
+    import subprocess
+
+    from sglfleet.facts.host import HostRead
+
+    done, other = tmp_path / "server_args.py", tmp_path / "torch_symm_mem.py"
+    done.write_bytes(PATCHED)
+    other.write_bytes(b"x = 1\n")
+    command = HostRead().command(
+        stack_id="dev-0123456789ab", python="3.11", uv_version="0.9.2", user="nobody", paths=[],
+        patch_path="/nonexistent/kimi_k25.py", patch_known=[], release_id="3f2a9c1d0b7e6a55",
+        patch_more={str(done): [hashlib.sha256(PATCHED).hexdigest()], str(other): ["0" * 64],
+                    "/nonexistent/x.py": []})
+    output = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=60).stdout.splitlines()
+    found = HostRead().process(output)
+    assert found.patches == {str(done): hashlib.sha256(PATCHED).hexdigest(), str(other): b"x = 1\n",
+                             "/nonexistent/x.py": None}

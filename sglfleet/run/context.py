@@ -471,9 +471,15 @@ def _read_arguments(host: Host) -> dict:
     variants = {}
     for python in stack.pythons:
         built = stack.for_python(python)
+        sets = host_patch_sets(host, built)
         variants[python] = {"stack_id": built.id, "patch_path": f"{built.venv}/{patched(python)}",
                             "patch_known": sorted(patched_digests(
-                                built, PATCHED, for_file(host_patch_sets(host, built), built.sglang_version, PATCHED))),
+                                built, PATCHED, for_file(sets, built.sglang_version, PATCHED))),
+                            # The other files the patch step visits, in the same read: a no-op converge
+                            # stays one command a host.
+                            "patch_more": {f"{built.venv}/{patched(python, member)}": sorted(patched_digests(
+                                built, member, for_file(sets, built.sglang_version, member)))
+                                for member in host_patch_files(host) if member != PATCHED},
                             "release_id": release_for(host, built).release_id}
         if config.services:  # each service's releases, read in the same command
             variants[python]["service_releases"] = {
