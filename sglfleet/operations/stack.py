@@ -30,7 +30,7 @@ from sglfleet.artifacts.temporaries import RUN_TOKEN
 from sglfleet.facts.host import READ
 from sglfleet.facts.stack import StackHostState, StackState, WheelhouseFiles
 from sglfleet.host.layout import LAYOUT, STALE_MINUTES
-from sglfleet.host.stacks import SNAPSHOT, build_record_command, snapshot_command
+from sglfleet.host.stacks import PATCHED, SNAPSHOT, build_record_command, snapshot_check_command, snapshot_command
 from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR
 from sglfleet.operations.drift import marked
 from sglfleet.operations.remote import HostFunctionCommand
@@ -198,13 +198,15 @@ def uv_extract_command(stack: Stack) -> str:
 
 
 def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
-                   hashes: dict[str, str] | None = None) -> list:
+                   hashes: dict[str, str] | None = None, patched: list[str] | tuple = (PATCHED,)) -> list:
     """
     Commands that build ``stack`` offline in a temporary folder, verify it, and rename it into place.
 
     + state: the host's StackState; nothing is built when the stack is verified
     + gpu_less: the probe skips what needs a GPU, and says so in the marker
     + hashes: ``{filename: sha256}`` for files an allowed unhashed lock has no hash for
+    + patched: the files the patch step changes (as the wheel names them): another run's
+      patches do not make its build look changed
     """
     if state.verified:
         return []
@@ -248,7 +250,7 @@ def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
     # changed since). Not when this run builds it again because it drifted.
     done_meanwhile = "false" if state.built else (
         f"[ -f {shlex.quote(stack.marker)} ] && [ -f {q_snapshot} ] && "
-        f"{snapshot_command(stack.venv, stack.python)} | cmp -s {q_snapshot} -")
+        f"[ -z \"$({snapshot_check_command(stack.venv, stack.python, snapshot, patched)})\" ]")
     script = "\n".join([
         "set -e",
         f"if {done_meanwhile}; then rm -rf {q_upload}; exit 0; fi",
@@ -311,7 +313,7 @@ def collect_commands(stack: Stack, state: StackHostState, keep: int) -> list:
 
 @operation()
 def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: bool = False, found=READ,
-              sharing: str | None = None, textfile_dir: str = TEXTFILE_DIR):
+              sharing: str | None = None, textfile_dir: str = TEXTFILE_DIR, patched: list[str] | tuple = (PATCHED,)):
     """
     Ensure ``stack`` is built, verified, unchanged since, and in place on the host,
     and old stacks are collected. A stack that changed on the host (its venv
@@ -326,6 +328,7 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: b
     + sharing: the unit of the file server this host may have started for peers (``wheels_fanned_out``),
       stopped here, once every round has fetched
     + textfile_dir: node_exporter's textfile folder, where a drift found is marked (``sglfleet_drift``)
+    + patched: the files of its sglang the patch step changes (as the wheel names them): no drift
 
     **Example:**
 
@@ -337,7 +340,7 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: b
     # seconds a GB on every build and decide nothing here.
     state = found if found is not READ else host.get_fact(
         StackState, stack_id=stack.id, python=stack.python, uv_version=stack.uv.version,
-        hash_wheels=False, full=full_check)
+        hash_wheels=False, full=full_check, patched=tuple(patched))
     commands = []
     hashes = None
     if state.built and state.drift:
@@ -352,7 +355,7 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: b
         except StackError as e:
             raise OperationError(str(e)) from None
         hashes = {name: entry.sha256 for name, entry in local.items()}
-        commands += build_commands(stack, state, gpu_less, hashes)
+        commands += build_commands(stack, state, gpu_less, hashes, patched)
         summary = [f"  + build and verify {stack.path}"]
     else:
         summary = []

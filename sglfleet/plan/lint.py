@@ -33,6 +33,8 @@ KIMI_K25_MODEL = re.compile(r"kimi[-_.]?k2[-_.]?5", re.I)
 # sglang < 0.5.14 indexes TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES (entries for
 # capability 9 and 10 only) with [major]: KeyError 12 at start-up on SM120.
 SYMM_MEM_SM120_FIXED = Version("0.5.14")
+# The patch set that backports that fix (sgl-project/sglang#24548) to older releases.
+SYMM_MEM_BACKPORT = "sm120_symm_mem"
 
 
 @dataclass(frozen=True)
@@ -198,7 +200,7 @@ def _speculative_findings(host: str, config) -> list[Finding]:
 
 
 def _architecture_findings(host: str, config, compute_caps: list[str] | None, version: str,
-                           source: str) -> list[Finding]:
+                           source: str, patch_sets: tuple[str, ...] = ()) -> list[Finding]:
     findings = []
     if compute_caps is None:
         if not config.gpu_less and (config.launch.enable_torch_symm_mem or config.launch.enable_flashinfer_allreduce_fusion):
@@ -211,11 +213,16 @@ def _architecture_findings(host: str, config, compute_caps: list[str] | None, ve
     if 12 not in _majors(compute_caps):
         return findings
     if config.launch.enable_torch_symm_mem:
-        if Version(version) < SYMM_MEM_SM120_FIXED:
+        if Version(version) < SYMM_MEM_SM120_FIXED and SYMM_MEM_BACKPORT not in patch_sets:
             findings.append(Finding("error", host, "enable_torch_symm_mem",
                                     f"sglang {version} on SM120 ({source}) fails at start-up: its torch symmetric-memory "
                                     f"all-reduce sizes cover only SM90 and SM100, and the lookup raises KeyError 12 "
-                                    f"(fixed in {SYMM_MEM_SM120_FIXED}); set enable_torch_symm_mem = False"))
+                                    f"(fixed in {SYMM_MEM_SM120_FIXED}, patch set {SYMM_MEM_BACKPORT} backports it); "
+                                    "set enable_torch_symm_mem = False"))
+        elif Version(version) < SYMM_MEM_SM120_FIXED:
+            findings.append(Finding("warning", host, "enable_torch_symm_mem",
+                                    f"sglang {version} with patch set {SYMM_MEM_BACKPORT} has no torch symmetric-memory "
+                                    f"all-reduce for SM120 ({source}) and skips it; set enable_torch_symm_mem = False"))
         else:
             findings.append(Finding("warning", host, "enable_torch_symm_mem",
                                     f"sglang {version} has no torch symmetric-memory all-reduce for SM120 ({source}) and "
@@ -254,7 +261,7 @@ def _fleet_findings(host: str, config) -> list[Finding]:
 
 
 def lint(host_name: str, config, flagset, compute_caps: list[str] | None, sglang_version: str,
-         caps_source: str = "declared") -> list[Finding]:
+         caps_source: str = "declared", patch_sets: tuple[str, ...] = ()) -> list[Finding]:
     """
     Check one host's launch configuration; errors first, then warnings.
 
@@ -264,6 +271,7 @@ def lint(host_name: str, config, flagset, compute_caps: list[str] | None, sglang
     + compute_caps: the compute capability of each GPU (``["12.0"] * 8``), or None when unknown
     + sglang_version: the stack's sglang version, e.g. ``"0.5.9"``
     + caps_source: where ``compute_caps`` come from, named in the findings that depend on them
+    + patch_sets: the names of the patch sets the host's stack gets (a backport relaxes a rule)
 
     **Example:**
 
@@ -275,7 +283,7 @@ def lint(host_name: str, config, flagset, compute_caps: list[str] | None, sglang
     if flagset is not None:
         findings += _flag_findings(host_name, config, flagset, sglang_version)
     findings += _speculative_findings(host_name, config)
-    findings += _architecture_findings(host_name, config, compute_caps, sglang_version, caps_source)
+    findings += _architecture_findings(host_name, config, compute_caps, sglang_version, caps_source, patch_sets)
     findings += _fleet_findings(host_name, config)
     return sorted(findings, key=lambda finding: finding.severity != "error")
 

@@ -25,7 +25,10 @@ from sglfleet import FILES, PROJECT_ROOT
 from sglfleet.artifacts import wheelhouse
 from sglfleet.artifacts.fanout import Share, rounds
 from sglfleet.artifacts.models import ModelError, load_manifest, staged_models
-from sglfleet.artifacts.patcher import PatchRefused, apply, load_patch
+from sglfleet.artifacts.patcher import PatchRefused
+from sglfleet.artifacts.patchsets import (PatchSet, PatchSetError, apply_sets, files as patch_set_files,
+                                          digest as patch_sets_digest, for_file, for_version, load_sets,
+                                          resolve_sets_dir)
 from sglfleet.artifacts.stacks import Stack, StackError, load_stack
 from sglfleet.facts.host import HostRead, HostState
 from sglfleet.host.layout import GATEWAY, LAYOUT
@@ -183,30 +186,63 @@ def complete_stack(host: Host) -> Stack:
 
 
 @cache
-def patch_digest() -> str:
-    """The digest of the patch's methods, part of every release id."""
-    return load_patch().digest
+def _sets(patch_sets_dir: str | None) -> tuple[PatchSet, ...]:
+    # config.py validated every set before connecting: a problem here is the whole run's.
+    try:
+        return tuple(load_sets(resolve_sets_dir(patch_sets_dir)))
+    except PatchSetError as e:
+        raise PyinfraError(str(e)) from None
+
+
+def host_patch_sets(host: Host, stack: Stack | None = None) -> list[PatchSet]:
+    """
+    The patch sets for the host's stack, in order: the shipped ones, then those of its
+    ``patch_sets_dir``, each that names the stack's sglang version and is not in its ``patch_sets_skip``.
+
+    + host: ``pyinfra.host``
+    + stack: the host's stack (by default ``defined_stack(host)``)
+    """
+    stack = stack or defined_stack(host)
+    config = host_config(host)
+    return [s for s in for_version(list(_sets(config.patch_sets_dir)), stack.sglang_version)
+            if s.name not in config.patch_sets_skip]
+
+
+def host_patch_files(host: Host) -> list[str]:
+    """
+    The files the patch step visits on the host, as the wheel names them: ``kimi_k25.py``
+    always (its KimiK25 methods came before patch sets), then each file any set it knows
+    changes, whether its stack gets that set or not: a set skipped, or not for the stack's
+    version, leaves no block behind. (A file whose only set was deleted is no longer
+    visited: the venv's drift check finds it changed, and the stack is built again.)
+
+    + host: ``pyinfra.host``
+    """
+    return list(dict.fromkeys([PATCHED, *patch_set_files(list(_sets(host_config(host).patch_sets_dir)))]))
 
 
 @cache
-def _patched_digests(wheel: str) -> tuple[str, ...]:
+def _patched_digests(wheel: str, member: str, sets: tuple[PatchSet, ...]) -> tuple[str, ...]:
     try:
         with zipfile.ZipFile(wheel) as archive:
-            return (hashlib.sha256(apply(archive.read(PATCHED), load_patch())).hexdigest(),)
+            return (hashlib.sha256(apply_sets(archive.read(member), list(sets))[0]).hexdigest(),)
     except (KeyError, PatchRefused):
         return ()  # no such file, or one the engine refuses: each host reads and reports its own
 
 
-def patched_digests(stack: Stack) -> tuple[str, ...]:
+def patched_digests(stack: Stack, member: str = PATCHED, sets: list[PatchSet] | tuple = ()) -> tuple[str, ...]:
     """
-    The sha256 of the stack's ``kimi_k25.py`` once patched, computed once per run
-    from the stack's own sglang wheel: a host file with it need not be read or parsed.
+    The sha256 of the stack's ``member`` (a file of the sglang wheel) once patched with
+    ``sets``, computed once per run from the stack's own sglang wheel: a host file with it
+    need not be read or parsed.
 
     + stack: the host's stack
+    + member: the file, as the wheel names it (default ``kimi_k25.py``)
+    + sets: its patch sets, in order (``for_file``)
     """
     # The sglang wheel alone: the read asks this of every Python the stack serves.
     wheels = [local.path for local in wheelhouse.ensure(stack, names=frozenset({"sglang"})).values()]
-    return _patched_digests(str(wheels[0])) if wheels else ()
+    return _patched_digests(str(wheels[0]), member, tuple(sets)) if wheels else ()
 
 
 @dataclass(frozen=True)
@@ -331,7 +367,7 @@ def host_tool_files(server: str) -> dict[str, tuple[bytes, str]]:
 def release_for(host: Host, stack: Stack, service: Service | None = None) -> Release:
     """
     The release a service of this host serves from ``stack`` (one of its stack's Pythons), once per run:
-    the stack, the patch, the launch configuration and the service files, under one content hash.
+    the stack, its patch sets, the launch configuration and the service files, under one content hash.
 
     + host: ``pyinfra.host``
     + stack: the host's stack for one Python (``Stack.for_python``)
@@ -341,7 +377,7 @@ def release_for(host: Host, stack: Stack, service: Service | None = None) -> Rel
     key, releases = f"{host.name}\0{service.name}\0{stack.id}", computed(host.inventory).releases
     if key not in releases:
         releases[key] = render_release(
-            service.config, stack.id, patch_digest(),
+            service.config, stack.id, patch_sets_digest(host_patch_sets(host, stack)),
             service_digest=host_service_files(host, service).digest,
             layout=service.layout, gpus=service.gpus,
         )
@@ -466,8 +502,15 @@ def _read_arguments(host: Host) -> dict:
     variants = {}
     for python in stack.pythons:
         built = stack.for_python(python)
+        sets = host_patch_sets(host, built)
         variants[python] = {"stack_id": built.id, "patch_path": f"{built.venv}/{patched(python)}",
-                            "patch_known": sorted(patched_digests(built)),
+                            "patch_known": sorted(patched_digests(
+                                built, PATCHED, for_file(sets, built.sglang_version, PATCHED))),
+                            # The other files the patch step visits, in the same read: a no-op converge
+                            # stays one command a host.
+                            "patch_more": {f"{built.venv}/{patched(python, member)}": sorted(patched_digests(
+                                built, member, for_file(sets, built.sglang_version, member)))
+                                for member in host_patch_files(host) if member != PATCHED},
                             "release_id": release_for(host, built).release_id}
         if config.services:  # each service's releases, read in the same command
             variants[python]["service_releases"] = {
@@ -480,7 +523,8 @@ def _read_arguments(host: Host) -> dict:
     except ModelError:
         spec = None  # the models step reads its own and says what is missing
     return {**common, **variants[stack.pythons[0]], "variants": variants, "user": LAYOUT.service_user,
-            "paths": sorted(paths), "model_spec": spec or None}
+            "paths": sorted(paths), "model_spec": spec or None,
+            "patched": host_patch_files(host)}
 
 
 def host_state(host: Host) -> HostState:
