@@ -24,6 +24,7 @@ from pathlib import Path
 from sglfleet.errors import ConfigError
 from sglfleet.plan.gateway import gateway_problems, is_gateway, serving_groups
 from sglfleet.plan.measured import measured_caps, measured_os
+from sglfleet.plan.pd import backend_wheel_problem, pd_problems
 from sglfleet.plan.schema import STACKS_DIR, stack_problems, validate_host_data
 from sglfleet.plan.settings import HostConfig
 from sglfleet.plan.templates import TEMPLATES
@@ -130,6 +131,7 @@ def validate_inventory(inventory, stacks_dir: Path = STACKS_DIR) -> dict[str, Ho
             named = fleet_setting(configs, "rollout_waves")
             wave_names = named if named is not None else default_waves({g for gs in groups.values() for g in gs})
             problems += gateway_problems(groups, data, configs, wave_names)
+            problems += pd_problems(groups, configs, [host for host, names in groups.items() if is_gateway(names)])
             # The gateways are in no wave: the plan orders the serving hosts.
             until(plan_waves(serving_groups(groups), named), fleet_setting(configs, "rollout_until"))
         except ConfigError as error:
@@ -217,6 +219,9 @@ def check_inventory(inventory, templates: Path = TEMPLATES, measured_os_severity
             findings.append(Finding("error", name, "secrets_file", str(error)))
         except TemplateRenderError as error:
             findings.append(Finding("error", name, "templates", str(error)))
+        for service in services:
+            if wheel := backend_wheel_problem(name, service.config, stack):
+                findings.append(Finding("error", name, "disaggregation_transfer_backend", wheel))
         version = stack.sglang_version
         if version is None:
             findings.append(Finding("warning", name, "stack", f"{stack.name} names no sglang version; "
