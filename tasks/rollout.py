@@ -11,6 +11,7 @@ from sglfleet.host.protocol import lock_wait_s
 from sglfleet.operations import release, sharing, stack as stack_ops
 from sglfleet.run import summary
 from sglfleet.plan.gateway import worker_url
+from sglfleet.plan.pd import worker_of
 from sglfleet.plan.secrets import load_secrets
 from sglfleet.run.compile_share import CacheShare, later_of
 from sglfleet.run.context import (fleet_gateways, fleet_rollout, host_config, host_is_gateway,
@@ -60,9 +61,10 @@ def _service_steps(step, services, routed: bool):
     """``(service, step)`` of each of the host's services in a batch: its own worker URL, one after another.
     Only the host's one service takes and hands on compile caches (named services keep their own)."""
     for service in services:
+        url = worker_url(host.name, host.data.dict(), service.port)
         yield service, replace(
             step, service=service.name, cache=step.cache if not service.layout.name else None,
-            worker_url=worker_url(host.name, host.data.dict(), service.port) if routed else None)
+            worker_url=url if routed else None, worker_spec=tuple(worker_of(url, service.config).spec().items()))
 
 
 def _retired(found, services) -> dict:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 PREFILL, DECODE = "prefill", "decode"
 ROLES = (PREFILL, DECODE)
@@ -39,6 +40,31 @@ PAGE_SIZE, KV_CACHE_DTYPE, DECODE_TP = ("--page-size",), ("--kv-cache-dtype",), 
 # The wheel each backend imports on a real server (sglang 0.5.9 srt/disaggregation/mooncake/conn.py,
 # nixl/conn.py), as PyPI names it; the lock of a stack that serves with it must carry it.
 BACKEND_WHEELS = {"mooncake": "mooncake-transfer-engine", "nixl": "nixl"}
+
+
+@dataclass(frozen=True)
+class Worker:
+    """
+    One worker of the gateways: its URL, its role (None: a whole server) and, for a prefill, its
+    bootstrap port, as smg takes them (``--prefill URL PORT``, ``--decode URL``; ``POST /workers``
+    with ``worker_type`` and ``bootstrap_port``, smg ``crates/protocols/src/worker.rs`` ``WorkerSpec``).
+    """
+
+    url: str
+    role: str | None = None
+    bootstrap_port: int | None = None
+
+    def spec(self) -> dict:
+        """The ``POST /workers`` body's role fields (empty for a whole server)."""
+        if self.role is None:
+            return {}
+        return {"worker_type": self.role, **({"bootstrap_port": self.bootstrap_port} if self.role == PREFILL else {})}
+
+
+def worker_of(url: str, config) -> Worker:
+    """A service's ``Worker``: its URL, its role and its bootstrap port where it is a prefill."""
+    role = role_of(config)
+    return Worker(url, role, config.launch.disaggregation_bootstrap_port if role == PREFILL else None)
 
 
 def role_of(config) -> str | None:

@@ -24,6 +24,7 @@ from sglfleet.artifacts.stacks import Stack, StackError, load_stack
 from sglfleet.facts.host import HostRead, HostState
 from sglfleet.host.layout import GATEWAY, LAYOUT
 from sglfleet.host.stacks import PATCHED, patched
+from sglfleet.plan.pd import Worker, worker_of
 from sglfleet.plan.gateway import gateway_args, gateway_url, is_gateway, serving_groups, worker_url
 from sglfleet.plan.release import Release, render_release
 from sglfleet.plan.schema import validate_host_data
@@ -224,14 +225,14 @@ _gateway_files: dict[str, GatewayFiles] = {}
 GATEWAY_LAUNCHER = FILES / "gateway" / "sglfleet-gateway.py"
 
 
-def fleet_workers(inventory: Inventory) -> list[str]:
+def fleet_workers(inventory: Inventory) -> list[Worker]:
     """
-    Every serving host's URL as the gateways know it (one for each of its services), in inventory
-    order: each gateway's workers.
+    Every serving host's URL as the gateways know it (one for each of its services), with its role,
+    in inventory order: each gateway's workers.
 
     + inventory: ``pyinfra.inventory``
     """
-    return [worker_url(h.name, h.data.dict(), service.port)
+    return [worker_of(worker_url(h.name, h.data.dict(), service.port), service.config)
             for h in inventory if not host_is_gateway(h) for service in host_services(h)]
 
 

@@ -57,6 +57,7 @@ class BatchStep:
     + cache: how the host takes and hands on compile caches (``compile_share``), or None
     + service: which of the host's services this step switches (``sglang``: its one service); each
       service of a host has its own step, with its own ``worker_url``, one after another in the batch
+    + worker_spec: a PD worker's role as it rejoins the gateways (``sglfleet.plan.pd.Worker.spec``)
     """
 
     # The inventory's keys default as in inventory/group_data/all.py, the one place defaults live.
@@ -76,6 +77,7 @@ class BatchStep:
     textfile_dir: str = defaults()["textfile_dir"]
     cache: CacheShare | None = None
     service: str = DEFAULT_SERVICE
+    worker_spec: tuple[tuple[str, object], ...] = ()  # a PD worker's role at the gateways (Worker.spec())
 
     @property
     def unit(self) -> str:
@@ -130,10 +132,11 @@ def at_router(step: BatchStep, action) -> str | None:
     try:
         if step.router_url:
             action(step.router_url, step.worker_url)
+        role = {"spec": dict(step.worker_spec)} if action is router.join and step.worker_spec else {}
         for gateway in step.gateways:
             # A gateway that is not running routes nothing to the host (the first converge installs it last).
             action(gateway, step.worker_url, timeout=step.gateway_timeout_s, api_key=step.gateway_api_key,
-                   down_ok=True)
+                   down_ok=True, **role)
     except router.RouterError as error:
         return f"{step.label}: {error}"
     return None
