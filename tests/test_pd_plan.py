@@ -125,3 +125,20 @@ def test_the_pd_command_line_is_what_smg_parses(tmp_path):
     assert parsed.returncode == 0, parsed.stderr
     assert json.loads(parsed.stdout) == [True, [["http://10.0.0.1:30000", 8998], ["http://10.0.0.3:30000", 8999]],
                                          ["http://10.0.0.2:30000"], []]
+
+
+def test_the_standins_role_flags_are_the_lints():
+    from sglfleet import FILES
+    import ast
+    tree = ast.parse((FILES / "standin" / "standin_disagg.py").read_text())
+    found = next(ast.literal_eval(node.value) for node in tree.body
+                 if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "ROLE_FLAGS")
+    from sglfleet.plan.pd import ROLE_FLAGS
+    assert found == ROLE_FLAGS
+
+
+def test_a_decode_with_a_flag_its_prefills_lack_is_refused():
+    problems = pd_problems(GROUPS, configs({"node2": {"extra_flags": ["--max-running-requests", "32"]}}), ["gw1"])
+    assert any(line.startswith("node2: its launch flags differ from the prefill node1's") for line in problems), problems
+    own = {"node2": {"mem_fraction_static": 0.5}}  # a server's own: fine
+    assert pd_problems(GROUPS, configs(own), ["gw1"]) == []

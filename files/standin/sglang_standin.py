@@ -268,7 +268,7 @@ def main(argv: list[str]) -> int:
         hang(host, port)
     standin = Standin(args, version, config, engine, registry, fault)
     # A prefill's bootstrap server starts with the tokenizer manager, before the port opens (standin_disagg).
-    standin.disagg = Disaggregation.start(args, argv, registry)
+    standin.disagg = Disaggregation.start(args, argv, version, registry)
     engine.start()
     stop = threading.Event()
     stopped_by: list[int] = []

@@ -32,15 +32,15 @@ The stand-in's prefill and decode roles, as sglang 0.5.9 runs ``--disaggregation
 - **A skewed pair.** A decode whose prefill carries another release fingerprint refuses
   the request (500) and counts it in ``sglfleet_standin_pd_mismatched_pairs_total``: a
   real decode of another release (model, stack, KV-shaping flags) would read a cache it
-  cannot use, or fail. The fingerprint is the stack (the interpreter's prefix) and every
-  launch flag but those that are a server's own (``ROLE_FLAGS``), as ``sglfleet.plan.pd``
-  holds the lint to.
+  cannot use, or fail. The fingerprint is the stack's sglang version and every launch flag
+  but those that are a server's own (``ROLE_FLAGS``), as ``sglfleet.plan.pd`` holds the
+  lint to.
 
 **Example:**
 
 .. code:: python
 
-    disagg = Disaggregation.start(args, argv, registry)   # None for a whole server
+    disagg = Disaggregation.start(args, argv, "0.5.9", registry)   # None for a whole server
     refused = disagg.admit(body)                          # (status, payload) or None
 """
 
@@ -50,7 +50,6 @@ import hashlib
 import json
 import logging
 import random
-import sys
 import threading
 import time
 import urllib.error
@@ -67,8 +66,11 @@ ROLE_FLAGS = ("--disaggregation-mode", "--disaggregation-bootstrap-port", "--dis
 KV_WAIT_S = 30.0  # how long a decode waits for its room to reach the prefill (smg sends both at once)
 
 
-def release_fingerprint(argv: list[str], prefix: str = sys.prefix) -> str:
-    """The release a prefill and a decode must share: the stack's prefix and the launch flags but the role's own."""
+def release_fingerprint(argv: list[str], version: str) -> str:
+    """
+    The release a prefill and a decode must share: the stack's sglang and the launch flags but a server's own.
+    (Not the stack's id: that is one a Python version, and a fleet's hosts may run different ones.)
+    """
     kept, skip = [], False
     for token in argv:
         if skip:
@@ -79,7 +81,7 @@ def release_fingerprint(argv: list[str], prefix: str = sys.prefix) -> str:
             skip = not sep
             continue
         kept.append(token)
-    return hashlib.sha256(json.dumps([prefix, kept]).encode()).hexdigest()[:12]
+    return hashlib.sha256(json.dumps([version, kept]).encode()).hexdigest()[:12]
 
 
 def missing_room(rid) -> tuple[int, dict]:
@@ -118,12 +120,12 @@ class Disaggregation:
                 counter.inc({}, 0)  # present from the start: a scrape reads 0, not a missing series
 
     @classmethod
-    def start(cls, args: dict, argv: list[str], registry=None) -> "Disaggregation | None":
+    def start(cls, args: dict, argv: list[str], version: str, registry=None) -> "Disaggregation | None":
         """The server's role, its bootstrap server listening where it is a prefill; None for a whole server."""
         mode = args.get("disaggregation_mode") or "null"
         if mode == "null":
             return None
-        disagg = cls(mode, args, release_fingerprint(argv), registry)
+        disagg = cls(mode, args, release_fingerprint(argv, version), registry)
         logger.info(f"PD {mode}: transfer backend {args.get('disaggregation_transfer_backend')} "
                     f"(stand-in: KV over HTTP), release fingerprint {disagg.fingerprint}")
         if mode == "prefill":

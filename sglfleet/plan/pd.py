@@ -37,6 +37,11 @@ PREFILL, DECODE = "prefill", "decode"
 ROLES = (PREFILL, DECODE)
 # sglang 0.5.9 server_args.py: --page-size, --kv-cache-dtype, --disaggregation-decode-tp (flags in extra_flags).
 PAGE_SIZE, KV_CACHE_DTYPE, DECODE_TP = ("--page-size",), ("--kv-cache-dtype",), ("--disaggregation-decode-tp",)
+# A server's own launch flags: the rest a prefill and a decode of one release share (the stand-in's
+# files/standin/standin_disagg.py ROLE_FLAGS, held equal by test_pd_plan).
+ROLE_FLAGS = ("--disaggregation-mode", "--disaggregation-bootstrap-port", "--disaggregation-ib-device",
+              "--host", "--port", "--tp-size", "--tp", "--mem-fraction-static", "--cuda-graph-max-bs",
+              "--disaggregation-decode-tp", "--config")
 # The wheel each backend imports on a real server (sglang 0.5.9 srt/disaggregation/mooncake/conn.py,
 # nixl/conn.py), as PyPI names it; the lock of a stack that serves with it must carry it.
 BACKEND_WHEELS = {"mooncake": "mooncake-transfer-engine", "nixl": "nixl"}
@@ -100,6 +105,23 @@ def kv_shape(config, stack: str | None = None) -> dict:
     }
 
 
+def shared_args(config) -> list[str]:
+    """The launch flags a prefill and a decode of one release share: all but ``ROLE_FLAGS``."""
+    from sglfleet.plan.release import launch_args
+
+    kept, skip = [], False
+    for token in launch_args(config.launch):
+        if skip:
+            skip = False
+            continue
+        name, sep, _ = token.partition("=")
+        if name in ROLE_FLAGS:
+            skip = not sep
+            continue
+        kept.append(token)
+    return kept
+
+
 def fingerprint(shape: Mapping) -> str:
     """A short digest of ``kv_shape``: what the stand-in carries as its release's identity in a pair."""
     return hashlib.sha256(json.dumps(dict(shape), sort_keys=True).encode()).hexdigest()[:12]
@@ -161,6 +183,14 @@ def pd_problems(hosts_with_groups: Mapping[str, Iterable[str]], configs: Mapping
                     problems.append(f"{host}: {key} = {value!r}, but the prefill {first_host} has {reference[key]!r}: "
                                     f"every prefill and decode of a PD fleet must share it (a decode cannot take the "
                                     f"KV cache otherwise; docs/pd.md); make them equal")
+        shared = shared_args(first)
+        for host, service, _, config in prefills[1:] + decodes:
+            own = shared_args(config)
+            if own != shared and not any(line.startswith(f"{host}: ") for line in problems):
+                extra = sorted(set(own) ^ set(shared)) or own
+                problems.append(f"{host}: its launch flags differ from the prefill {first_host}'s beyond a server's "
+                                f"own (around {' '.join(extra[:4])}): a prefill and a decode of one release share "
+                                f"every flag but {', '.join(ROLE_FLAGS[:6])}, ...; make them equal")
         for host, service, _, config in decodes:
             decode_tp = config.launch.tp_size
             for p_host, _, _, prefill in prefills:

@@ -146,3 +146,29 @@ def join(router_url: str, worker_url: str, timeout: float = 60.0, api_key: str |
     except RouterDown:
         if not down_ok:
             raise
+
+
+def stop_routing(router_url: str, worker_urls, timeout: float = 60.0, api_key: str | None = None,
+                 down_ok: bool = False) -> None:
+    """
+    Take every one of ``worker_urls`` out of the router at once and wait until none of them gets a new
+    request (each gone or "draining"), not until their requests finish: a PD gateway's flip, where the
+    old release must stop being picked before the new one joins (``sglfleet.plan.pd_units``). The
+    requests in flight finish on their pair; each worker's own drain waits for them before it switches.
+
+    + router_url: the router's base URL
+    + worker_urls: the workers to take out
+    + timeout: seconds to wait for the router to apply it
+    + api_key: the router's API key, if it asks one
+    + down_ok: a router that is not running routes nothing: done
+    """
+    wanted = set(worker_urls)
+    try:
+        for url, listed in workers(router_url, api_key).items():
+            if url in wanted and listed.get("status") != "draining":
+                _call("DELETE", f"{router_url}/workers/{listed['id']}", api_key=api_key)
+        _wait(router_url, lambda now: not any(url in wanted and w.get("status") != "draining" for url, w in now.items()),
+              f"removal of {len(wanted)} workers", timeout, api_key)
+    except RouterDown:
+        if not down_ok:
+            raise
