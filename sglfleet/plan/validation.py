@@ -24,7 +24,9 @@ from pathlib import Path
 from sglfleet.errors import ConfigError
 from sglfleet.plan.gateway import gateway_problems, is_gateway, serving_groups
 from sglfleet.plan.measured import measured_caps, measured_os
-from sglfleet.plan.pd import backend_wheel_problem, pd_problems
+from sglfleet.plan.pd import backend_wheel_problem, pd_problems, role_of
+from sglfleet.plan.pd_units import plan_units, unit_problems
+from sglfleet.plan.services import host_services
 from sglfleet.plan.schema import STACKS_DIR, stack_problems, validate_host_data
 from sglfleet.plan.settings import HostConfig
 from sglfleet.plan.templates import TEMPLATES
@@ -133,7 +135,11 @@ def validate_inventory(inventory, stacks_dir: Path = STACKS_DIR) -> dict[str, Ho
             problems += gateway_problems(groups, data, configs, wave_names)
             problems += pd_problems(groups, configs, [host for host, names in groups.items() if is_gateway(names)])
             # The gateways are in no wave: the plan orders the serving hosts.
-            until(plan_waves(serving_groups(groups), named), fleet_setting(configs, "rollout_until"))
+            waves = plan_waves(serving_groups(groups), named)
+            until(waves, fleet_setting(configs, "rollout_until"))
+            roles = {name: role_of(host_services(configs[name])[0].config) for name in serving_groups(groups)}
+            if any(roles.values()) and not problems:
+                problems += unit_problems(plan_units(waves, fleet_setting(configs, "rollout_serial"), roles), roles)
         except ConfigError as error:
             problems += error.problems
     if problems:
