@@ -162,6 +162,8 @@ def _pd_steps(config, rollout, routers: dict, lock_wait: float, cache):
         if one.kind == "switch":
             yield step
             continue
+        if mine:  # the host's worker at the gateways, as its switch's step has it (one service a PD host)
+            step = next(own for _, own in _service_steps(step, host_services(host), bool(routers)))
         switching = mine and any(_restarts(inventory.get_host(name)) for name in batch.hosts)
         turn = SettleTurn(units=batch.units, flip=one.flip, leader=host.name == batch.hosts[0], workers=workers)
         yield ("settle", step, turn, switching) if mine else None
@@ -190,7 +192,7 @@ def roll_out():
         if isinstance(step, tuple):  # a PD batch's settle, in two turns (sglfleet.run.pd)
             kind, own, turn, switching = step
             settle_op = pd_ops.unit_settled if kind == "settle" else pd_ops.unit_flipped
-            settle_op(name=f"{own.label}: {'its units settle' if kind == 'settle' else 'the gateways flip'}",
+            settle_op(name=f"{own.label}: {'its units settle' if kind == 'settle' else 'its units join at the flip'}",
                       step=own, turn=turn, switching=switching)
             continue
         # A host's services one after another in its batch, each behind its own gate: one operation.

@@ -138,7 +138,7 @@ def test_a_rollout_under_traffic_never_pairs_two_releases(fleet, topology):
     print(f"through the PD gateway during the rollout: {load.summary()}")
     # Not one pair of two releases: every decode's stand-in would have refused and counted it.
     assert mismatched(fleet, decodes) == refused
-    assert "the gateways flip" in result.stdout
+    assert "the gateways flip to the new release" in result.stdout
     assert load.cut() == [], load.summary()
     if len(prefills) >= 2 and len(decodes) >= 2:
         assert load.failed() == [], load.summary()  # two units: one serves while the other switches
@@ -169,7 +169,7 @@ def test_a_decode_canary_that_fails_its_gate_rolls_its_unit_back(fleet, topology
     # Decode first: its prefill never switched; the unit serves what it served, back in the gateway, unflipped.
     assert {host: host_state(fleet, host)["current"] for host in serving} == before
     assert re.search(r"not switched: .* of its unit failed", result.stdout), result.stdout[-3000:]
-    assert "the gateways flip" not in result.stdout
+    assert "the gateways flip to the new release" not in result.stdout
     assert mismatched(fleet, decodes) == refused
     assert all(w["is_healthy"] for w in listed(url).values()) and len(listed(url)) == len(serving)
     print(f"through the PD gateway during the failed canary: {load.summary()}")

@@ -258,6 +258,11 @@ def _fleet_findings(host: str, config) -> list[Finding]:
         findings.append(Finding("warning", host, "gate_bake_s", "no router_url: the bake judges whatever "
                                 "traffic reaches the host, and without any it is inconclusive "
                                 f"(gate_on_inconclusive = {config.gate_on_inconclusive!r})"))
+    if config.launch.disaggregation_mode and config.gate_bake_s > 0 and config.gate_on_inconclusive == "fail":
+        # sglfleet.plan.pd_units: the first batch waits out of the gateways for the flip, so bakes on no traffic.
+        findings.append(Finding("warning", host, "gate_bake_s", "a PD fleet's first batch bakes out of the gateways "
+                                "(held for the flip), on no traffic, so inconclusive: set gate_on_inconclusive = "
+                                "\"pass\" or gate_bake_s = 0"))
     if config.gate_min_spec_accept_length is not None:
         if config.launch.speculative_algorithm is None:
             findings.append(Finding("error", host, "gate_min_spec_accept_length", "no speculative decoding "

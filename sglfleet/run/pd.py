@@ -63,7 +63,8 @@ def settled(state, host, connector_arguments, step: BatchStep, turn: SettleTurn)
     if turn.flip and turn.leader and not over and any(summary.passed_hosts()):
         new = {h for unit in turn.units if unit not in failed for h in unit}
         old = sorted(url for name, url in turn.workers if name not in new)
-        host.log(f"{step.label}: the gateways flip: {len(old)} workers of the old release leave them", logger.info)
+        host.log(f"{step.label}: the gateways flip to the new release: {len(old)} workers of the old release "
+                 f"leave them", logger.info)
         try:
             if step.router_url:
                 router.stop_routing(step.router_url, old)
