@@ -158,7 +158,7 @@ def _pd_steps(config, rollout, routers: dict, lock_wait: float, cache):
             max_fail_percentage=rollout.max_fail_percentage, bake_s=config.gate_bake_s, **routers,
             lock_wait_s=lock_wait, timeout_s=config.gate_answer_timeout_s or lock_wait + 2 * config.gate_warmup_s + 300,
             releases_keep=config.releases_keep, textfile_dir=config.textfile_dir, cache=cache,
-            unit=batch.unit_of(host.name), hold=one.hold)
+            pd_unit=batch.unit_of(host.name), hold=one.hold)
         if one.kind == "switch":
             yield step
             continue

@@ -140,3 +140,52 @@ def test_what_each_batch_costs():
     one_pair = {"n1": P, "n2": D}
     assert capacity(plan_units([Wave("canary", ("n1", "n2"))], None, one_pair), one_pair) == [
         ("canary batch 1 switching", 0.0), ("flip", 1.0), ("done", 1.0)]
+
+
+def test_each_hosts_operations_follow_the_units_in_step_with_the_others(monkeypatch):
+    """tasks/rollout.py's steps for a 2 + 2 fleet behind a gateway: the same positions on every host (pyinfra runs
+    them in step), each host's turn where its role and batch are, and its settle with its worker and role."""
+    from pyinfra.api import Inventory, State
+    from pyinfra.context import ctx_host, ctx_inventory, ctx_state
+
+    import tasks.rollout as rollout
+    from sglfleet.run import context
+
+    base = {"stack": "dev", "server": "standin", "gpu_less": True, "model_path": "m", "listen_host": "0.0.0.0"}
+    roles = {"node1": P, "node2": D, "node3": P, "node4": D}
+    hosts = [(name, {**base, "ssh_hostname": f"10.0.0.{i}", "disaggregation_mode": role})
+             for i, (name, role) in enumerate(roles.items(), 1)]
+    inventory = Inventory((hosts + [("gw", {**base, "ssh_hostname": "10.0.0.9"})], {}),
+                          canary=(["node1", "node2"], {}), wave1=(["node3", "node4"], {}), gateways=(["gw"], {}))
+    state = State(inventory)
+    monkeypatch.setattr(rollout, "_restarts", lambda one: True)
+    monkeypatch.setattr(rollout, "_cache_share", lambda config, plan: None)
+
+    def clear():
+        context._rollouts.clear()
+        for name in (*roles, "gw"):
+            context._configs.pop(name, None)
+            context._services.pop(name, None)
+
+    clear()
+    seen = {}
+    try:
+        for name in roles:
+            with ctx_state.use(state), ctx_inventory.use(inventory), ctx_host.use(inventory.get_host(name)):
+                seen[name] = [None if step is None else
+                              (step[0], step[1].label, step[2].flip, step[2].leader, step[1].worker_url,
+                               dict(step[1].worker_spec)) if isinstance(step, tuple) else
+                              ("switch", step.label, step.hold, step.pd_unit, len(step.earlier_units))
+                              for step in rollout._steps(context.host_config(inventory.get_host(name)))]
+    finally:
+        clear()
+    assert seen["node2"][:4] == [("switch", "canary batch 1 decodes", True, ("node1", "node2"), 0), None,
+                                 ("settle", "canary batch 1 settle", True, False, "http://10.0.0.2:30000",
+                                  {"worker_type": "decode"}),
+                                 ("flip", "canary batch 1 settle", True, False, "http://10.0.0.2:30000",
+                                  {"worker_type": "decode"})]
+    assert seen["node1"][1] == ("switch", "canary batch 1 prefills", True, ("node1", "node2"), 0)
+    assert seen["node1"][2][3] is True  # the batch's leader takes the old release out at the flip
+    assert seen["node3"][5] == ("switch", "wave1 batch 2 prefills", False, ("node3", "node4"), 1)
+    assert seen["node4"][4] == ("switch", "wave1 batch 2 decodes", False, ("node3", "node4"), 1)
+    assert {len(steps) for steps in seen.values()} == {8}

@@ -44,7 +44,7 @@ def _action(state, host, step: BatchStep, turn: SettleTurn) -> tuple[str, list, 
     batch = UnitBatch("", 0, turn.units)
     over = over_budget(batch, failed, step.max_fail_percentage)
     switched = host.name in summary.passed_hosts()
-    return settle(switched, bool(failed & set(step.unit)), over, turn.flip), failed_units(batch, failed), over
+    return settle(switched, bool(failed & set(step.pd_unit)), over, turn.flip), failed_units(batch, failed), over
 
 
 def settled(state, host, connector_arguments, step: BatchStep, turn: SettleTurn):
@@ -55,7 +55,7 @@ def settled(state, host, connector_arguments, step: BatchStep, turn: SettleTurn)
         host.log(f"{step.label}: back to the previous release: {why}", logger.warning)
         # Out of the gateways, it stays out where they serve the new release.
         back = step if action == "rollback" else replace(step, router_url=None, gateways=())
-        if not roll_back(state, host, connector_arguments, replace(back, unit=(), earlier=(), earlier_units=())):
+        if not roll_back(state, host, connector_arguments, replace(back, pd_unit=(), earlier=(), earlier_units=())):
             return False
         recording.emit("HostRolledBack", host=host.name, service=step.service,
                        message=f"{step.label}: its unit rolled back ({why})")

@@ -81,7 +81,7 @@ class BatchStep:
     worker_spec: tuple[tuple[str, object], ...] = ()  # a PD worker's role at the gateways (Worker.spec())
     # A PD fleet's rollout unit (sglfleet.plan.pd_units): the host's unit, whether it stays out of the
     # gateways after its gate until its batch flips them, and each earlier batch's units.
-    unit: tuple[str, ...] = ()
+    pd_unit: tuple[str, ...] = ()
     hold: bool = False
     earlier_units: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = ()
 
@@ -238,7 +238,7 @@ def switch(state, host, connector_arguments, step: BatchStep, release_id: str, r
     Switch the host once every earlier batch passed, keeping the router in step and
     taking the compile caches an earlier host hands on; then bake. Returns False to fail this host.
     """
-    if step.unit and (down := sorted({h.name for h in state.failed_hosts} & set(step.unit))):
+    if step.pd_unit and (down := sorted({h.name for h in state.failed_hosts} & set(step.pd_unit))):
         # A unit moves together: its prefills do not switch once one of its decodes failed (decode first).
         host.log(f"{step.label}: not switched: {', '.join(down)} of its unit failed; serves on", logger.warning)
         return True
@@ -278,7 +278,7 @@ def switch(state, host, connector_arguments, step: BatchStep, release_id: str, r
         fail(state, host, line)
     # Rolled back, the host serves its earlier release again: it rejoins either way; in a PD fleet, only
     # where the gateways serve the release it serves now (sglfleet.plan.pd_units.rejoins).
-    rejoin = (rejoins(status == PASSED, status == ROLLED_BACK, step.hold) if step.unit
+    rejoin = (rejoins(status == PASSED, status == ROLLED_BACK, step.hold) if step.pd_unit
               else status in (PASSED, ROLLED_BACK))
     if rejoin and (error := at_router(step, router.join)):
         return fail(state, host, error)
