@@ -189,3 +189,44 @@ def test_each_hosts_operations_follow_the_units_in_step_with_the_others(monkeypa
     assert seen["node3"][5] == ("switch", "wave1 batch 2 prefills", False, ("node3", "node4"), 1)
     assert seen["node4"][4] == ("switch", "wave1 batch 2 decodes", False, ("node3", "node4"), 1)
     assert {len(steps) for steps in seen.values()} == {8}
+
+
+class _Host:
+    def __init__(self, name):
+        self.name, self.lines = name, []
+
+    def log(self, line, *_):
+        self.lines.append(line)
+
+
+@pytest.mark.parametrize("failed, passed, flips, rolled", [
+    (set(), {"n1", "n2"}, ["http://n3:30000", "http://n4:30000"], []),     # within budget: the old release leaves
+    ({"n2"}, {"n1"}, [], ["n1"]),                                          # the decode failed: back, no flip
+    ({"n1"}, {"n2"}, [], ["n2"]),                                          # the prefill failed: the unit rolls back
+])
+def test_the_first_batch_settles_by_flipping_or_rolling_back(monkeypatch, failed, passed, flips, rolled):
+    from types import SimpleNamespace
+
+    from sglfleet.run import pd, router, summary
+    from sglfleet.run.rollout import BatchStep
+
+    calls = {"stop": [], "rolled": []}
+    monkeypatch.setattr(router, "stop_routing", lambda url, urls, **kw: calls["stop"].extend(urls))
+    monkeypatch.setattr(pd, "roll_back", lambda state, host, args, step: calls["rolled"].append(host.name) or True)
+    monkeypatch.setattr(pd.recording, "emit", lambda *a, **kw: None)
+    monkeypatch.setattr(summary, "passed_hosts", lambda: sorted(passed))
+    state = SimpleNamespace(failed_hosts=[SimpleNamespace(name=name) for name in failed])
+    turn = pd.SettleTurn(units=(("n1", "n2"),), flip=True, leader=True,
+                         workers=tuple((f"n{i}", f"http://n{i}:30000") for i in range(1, 5)))
+    for name in ("n1", "n2"):
+        if name in failed:
+            continue  # pyinfra runs nothing more on a failed host
+        step = BatchStep("canary batch 1 settle", gateways=("http://gw:30080",), pd_unit=("n1", "n2"), hold=True)
+        assert pd.settled(state, _Host(name), {}, step, replace_leader(turn, name == "n1"))
+    assert sorted(calls["stop"]) == flips
+    assert calls["rolled"] == rolled
+
+
+def replace_leader(turn, leader):
+    from dataclasses import replace
+    return replace(turn, leader=leader)

@@ -155,3 +155,19 @@ def test_a_worker_rejoins_smg_with_its_role(launch, sglang_059, gateway):
     assert router.workers(url)[decode.url].get("worker_type") == "decode"
     code, text = post(url + "/generate", chat_body())
     assert code == 200, text
+
+
+def test_the_flip_stops_smg_picking_the_old_release_at_once(launch, sglang_059, gateway):
+    """router.stop_routing: every worker named is no longer picked once it returns (smg answers 503 with no
+    pair), without waiting for their requests; the new ones then join with their roles."""
+    prefill, bootstrap, decode = pair(launch, sglang_059)
+    url = gateway([(prefill.url, bootstrap)], [decode.url])
+    router.stop_routing(url, [prefill.url, decode.url], timeout=30)
+    assert all(w.get("status") == "draining" for w in router.workers(url).values())
+    code, text = post(url + "/generate", chat_body())
+    assert code == 503, text
+    router.join(url, prefill.url, timeout=30, spec={"worker_type": "prefill", "bootstrap_port": bootstrap})
+    router.join(url, decode.url, timeout=30, spec={"worker_type": "decode"})
+    assert {w.get("worker_type") for w in router.workers(url).values()} == {"prefill", "decode"}
+    code, text = post(url + "/generate", chat_body())
+    assert code == 200, text
