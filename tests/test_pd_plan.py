@@ -142,3 +142,13 @@ def test_a_decode_with_a_flag_its_prefills_lack_is_refused():
     assert any(line.startswith("node2: its launch flags differ from the prefill node1's") for line in problems), problems
     own = {"node2": {"mem_fraction_static": 0.5}}  # a server's own: fine
     assert pd_problems(GROUPS, configs(own), ["gw1"]) == []
+
+
+def test_status_shows_each_workers_role():
+    from sglfleet.commands.status import _gateway_lines
+
+    row = {"host": "gw1", "gateway": "http://10.0.0.9:30080", "active_state": "active", "workers": [
+        {"url": "http://10.0.0.1:30000", "healthy": True, "status": "ready", "load": 0, "role": "prefill"},
+        {"url": "http://10.0.0.2:30000", "healthy": True, "status": "ready", "load": 1, "role": "decode"}]}
+    assert [line[3] for line in _gateway_lines(row)] == ["http://10.0.0.1:30000 (prefill)",
+                                                         "http://10.0.0.2:30000 (decode)"]

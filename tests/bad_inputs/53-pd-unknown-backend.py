@@ -6,6 +6,6 @@ _expect = ["disaggregation_transfer_backend: 'mooncake-tcp' is not a backend of 
 
 canary = [_fleet['host']("node1", listen_host="0.0.0.0", disaggregation_mode="prefill",
                          disaggregation_transfer_backend="mooncake-tcp")]
-wave1 = [_fleet['host']("node2", listen_host="0.0.0.0", disaggregation_mode="decode",
+canary += [_fleet['host']("node2", listen_host="0.0.0.0", disaggregation_mode="decode",
                         disaggregation_transfer_backend="mooncake-tcp")]
 gateways = [_fleet['host']("node4")]

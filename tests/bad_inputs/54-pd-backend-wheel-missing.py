@@ -6,5 +6,5 @@ _expect = ["disaggregation_transfer_backend", "needs the mooncake-transfer-engin
 
 _gpu = dict(stack='dev', server='sglang', gpu_less=False, gpu_compute_cap='12.0', gpu_count=8, listen_host="0.0.0.0")
 canary = [_fleet['host']("node1", disaggregation_mode="prefill", **_gpu)]
-wave1 = [_fleet['host']("node2", disaggregation_mode="decode", **_gpu)]
+canary += [_fleet['host']("node2", disaggregation_mode="decode", **_gpu)]
 gateways = [_fleet['host']("node4")]
