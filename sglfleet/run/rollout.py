@@ -135,10 +135,10 @@ def lost_link(host, why: str) -> str:
 
 def at_router(step: BatchStep, action) -> str | None:
     """Drain or join the host at the router, or at each of the fleet's gateways; an error message, or None."""
+    role = {"spec": dict(step.worker_spec)} if action is router.join and step.worker_spec else {}
     try:
         if step.router_url:
-            action(step.router_url, step.worker_url)
-        role = {"spec": dict(step.worker_spec)} if action is router.join and step.worker_spec else {}
+            action(step.router_url, step.worker_url, **role)
         for gateway in step.gateways:
             # A gateway that is not running routes nothing to the host (the first converge installs it last).
             action(gateway, step.worker_url, timeout=step.gateway_timeout_s, api_key=step.gateway_api_key,
