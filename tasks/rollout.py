@@ -220,7 +220,13 @@ def roll_back():
     config = host_config(host)
     routed = bool(_routers(config))
     for step in host.loop(_steps(config)):
-        if not step or isinstance(step, tuple):  # a PD settle: nothing to settle on the way back
+        if not step:
+            continue
+        if isinstance(step, tuple):  # a PD fleet goes back unit by unit, as it rolls out, flip and all
+            kind, own, turn, _ = step
+            settle_op = pd_ops.unit_settled if kind == "settle" else pd_ops.unit_flipped
+            settle_op(name=f"{own.label}: {'its units settle' if kind == 'settle' else 'its units join at the flip'}",
+                      step=own, turn=turn, switching=True)
             continue
         services = host_services(host)
         owns = [own for _, own in _service_steps(step, services, routed)]

@@ -4,8 +4,8 @@ prefills and decodes in turn (node1 prefill, node2 decode, ...), ``SGLFLEET_DEV_
 host the gateway, which runs the real smg 1.13.0 in PD mode. A converge and a generation through it
 (prefill -> decode, each role's metrics); a rollout under the clients' traffic that never pairs two
 releases (every decode's stand-in counts a pair it refused); a decode canary that fails its gate and
-rolls its unit back; a second converge that changes nothing; bad PD inventories refused before any
-connection. docs/pd.md is the design.
+rolls its unit back; a rollback that goes back unit by unit; a second converge that changes nothing;
+bad PD inventories refused before any connection. docs/pd.md is the design.
 
 The suite's fleet has three hosts: one prefill, one decode, the gateway. With one unit the first
 batch is the whole fleet, so while it switches no pair is routable, and the gateway answers 503
@@ -173,6 +173,27 @@ def test_a_decode_canary_that_fails_its_gate_rolls_its_unit_back(fleet, topology
     assert mismatched(fleet, decodes) == refused
     assert all(w["is_healthy"] for w in listed(url).values()) and len(listed(url)) == len(serving)
     print(f"through the PD gateway during the failed canary: {load.summary()}")
+    assert load.cut() == [], load.summary()
+
+
+def test_a_rollback_goes_back_unit_by_unit_and_never_pairs_two_releases(fleet, topology):
+    gateway, url, prefills, decodes = topology
+    serving = [*prefills, *decodes]
+    before = {host: host_state(fleet, host) for host in serving}
+    refused = mismatched(fleet, decodes)
+    load = Load(url, mix=CLIENT_MIX)
+    time.sleep(2)
+    try:
+        result = pyinfra("rollback.py", "-y", env=PD, timeout=900)
+    finally:
+        time.sleep(2)
+        load.stop()
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert {host: host_state(fleet, host)["current"] for host in serving} == \
+        {host: before[host]["previous"] for host in serving}
+    assert "the gateways flip to the new release" in result.stdout
+    assert mismatched(fleet, decodes) == refused
+    print(f"through the PD gateway during the rollback: {load.summary()}")
     assert load.cut() == [], load.summary()
 
 

@@ -334,13 +334,19 @@ def relink(state, host, connector_arguments, step: BatchStep, release_id: str):
 
 def roll_back(state, host, connector_arguments, step: BatchStep):
     """Switch the host back to its previous release behind its gate, in its batch's turn, drained meanwhile."""
+    if step.pd_unit and (down := sorted({h.name for h in state.failed_hosts} & set(step.pd_unit))):
+        host.log(f"{step.label}: not rolled back: {', '.join(down)} of its unit failed; serves on", logger.warning)
+        return True
     said = drained_answer(state, host, connector_arguments, step, "rollback")
     if said is None:
         return False
     status, results, messages = said
     for line in () if status == PASSED else messages:
         fail(state, host, line)
-    if status in (PASSED, ROLLED_BACK) and (error := at_router(step, router.join)):
+    # In a PD fleet a rollback is a rollout to the previous release, unit by unit (sglfleet.plan.pd_units).
+    rejoin = (rejoins(status == PASSED, status == ROLLED_BACK, step.hold) if step.pd_unit
+              else status in (PASSED, ROLLED_BACK))
+    if rejoin and (error := at_router(step, router.join)):
         return fail(state, host, error)
     if status == PASSED:
         back = results[-1]["release"] if results else None
