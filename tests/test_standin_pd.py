@@ -41,7 +41,9 @@ def gateway(smg_site):
     def start(prefills, decodes):
         port = free_port()
         argv = [sys.executable, "-m", "smg.launch_router", "--host", "127.0.0.1", "--port", str(port),
-                "--policy", "round_robin", "--log-level", "warn", "--pd-disaggregation"]
+                "--policy", "round_robin", "--log-level", "warn", "--pd-disaggregation",
+                # its metrics on a port of its own (29000 by default): another smg or router may hold it
+                "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port())]
         for url, bootstrap in prefills:
             argv += ["--prefill", url, str(bootstrap)]
         for url in decodes:
