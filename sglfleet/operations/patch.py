@@ -128,7 +128,7 @@ def patch_sets(path: str, sets: list[PatchSet] | tuple = (), done_digests: list[
         message = f"cannot patch {path}: {refusal}"
         if not state.is_executing:
             host.log_styled(f"will fail: {message}", fg="yellow", log_func=logger.warning)
-        yield FunctionCommand(_fail, (message,), {})
+        yield FunctionCommand(fail, (message,), {})
         return
 
     done = ", ".join(f"{patch_set.name} ({outcome})" for patch_set, outcome in outcomes) or "none"
