@@ -266,3 +266,14 @@ def test_api_key_patch_leaves_the_flags_and_their_defaults_as_they_were(name, ve
     after = load_flags(patched, cache_dir=tmp_path / "cache")
     assert after.flags == before.flags
     assert after.fields == before.fields
+
+
+def test_a_check_matches_whole_names_not_the_end_of_a_longer_one():
+    # `api_key: ...` must not be found in `admin_api_key: ...`: verify and upstream_has would pass wrongly.
+    patch_set = BY_NAME["api_key_not_logged"]
+    source = sglang_file("0.5.9", patch_set.file).read_bytes()
+    only_admin = source.replace(b"    admin_api_key: Optional[str] = None",
+                                b"    admin_api_key: Optional[str] = dataclasses.field(default=None, repr=False)")
+    assert not patch_set.has_upstream(only_admin)
+    assert patch_set.verify.failures(only_admin, "ServerArgs", None) == [
+        "lacks `api_key: Optional[str] = dataclasses.field(default=None, repr=False)`"]

@@ -14,6 +14,7 @@ from pyinfra.context import ctx_host, ctx_state
 from sglfleet.artifacts.patchsets import apply_sets, load_sets
 from sglfleet.artifacts.upstream import sglang_file
 from sglfleet.operations import patch
+from sglfleet.run.recording import fail
 
 SETS = {s.name: s for s in load_sets()}
 SERVER_ARGS = sglang_file("0.5.9", "sglang/srt/server_args.py").read_bytes()
@@ -85,6 +86,7 @@ def test_patch_sets_operation(case):
     else:
         (command,) = commands
         assert isinstance(command, FunctionCommand) and command.args == (spec["fails"],)
+        assert command.function is fail  # fails this host alone, recorded for the run's summary
         assert logs == [f"will fail: {spec['fails']}"] and "\n" not in spec["fails"]
 
 

@@ -56,9 +56,9 @@ class Check:
         tree = patcher._parse(source)
         node = replacer.scope(tree, target, function)
         defined = {n.name for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        text = _squeeze(ast.get_source_segment(source.decode(patcher._encoding(source), errors="replace"), node) or "")
+        text = ast.get_source_segment(source.decode(patcher._encoding(source), errors="replace"), node) or ""
         return ([f"defines no {name}" for name in self.defines if name not in defined]
-                + [f"lacks `{snippet}`" for snippet in self.contains if _squeeze(snippet) not in text])
+                + [f"lacks `{snippet}`" for snippet in self.contains if not _holds(text, snippet)])
 
 
 @dataclass(frozen=True)
@@ -309,3 +309,17 @@ def apply_sets(source: bytes, sets: list[PatchSet]) -> tuple[bytes, list[tuple[P
 
 def _squeeze(text: str) -> str:
     return "".join(text.split())
+
+
+def _holds(text: str, snippet: str) -> bool:
+    """
+    Whether ``snippet`` is in ``text``, spaces and line breaks aside, as whole names:
+    `api_key: ...` is not in `admin_api_key: ...`.
+    """
+    wanted = _squeeze(snippet)
+    pattern = r"\s*".join(map(re.escape, wanted))
+    if wanted[:1].isalnum() or wanted[:1] == "_":
+        pattern = r"(?<![A-Za-z0-9_])" + pattern
+    if wanted[-1:].isalnum() or wanted[-1:] == "_":
+        pattern += r"(?![A-Za-z0-9_])"
+    return re.search(pattern, text) is not None
