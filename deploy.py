@@ -11,7 +11,7 @@ from tasks.access import check_access
 from tasks.drift import drift_repaired
 from tasks.gateway import install_gateway
 from tasks.models import collect_models, stage_models
-from tasks.patch import patch_eagle3_methods
+from tasks.patch import patch_sglang
 from tasks.preflight import preflight
 from tasks.release import stage_release
 from tasks.rollout import roll_out
@@ -23,7 +23,7 @@ check_access()
 preflight()
 install_service()
 install_stack()
-patch_eagle3_methods()
+patch_sglang()
 stage_models()
 stage_release()
 

@@ -264,14 +264,14 @@ def write_models(folder: Path, vocab_size: int = 1024) -> tuple[Path, Path]:
     return folder / "tiny-llama", folder / "tiny-llama-eagle3"
 
 
-def bench_config(server: str, model: Path, draft: Path, **overrides):
-    """The prod inventory's host data, cut to one GPU and the tiny model, validated as the fleet validates it."""
+def bench_config(server: str, model: Path, draft: Path, flags=TINY_MODEL_FLAGS, **overrides):
+    """The prod inventory's host data, cut to one GPU and a tiny model (its ``flags``), validated as the fleet validates it."""
     prod: dict = {}
     exec(compile(PROD.read_text(), str(PROD), "exec"), prod)
     data = {key: value for key, value in prod.items() if key in SCHEMA_KEYS}
     data.update(ONE_GPU, server=server, gpu_less=server == "standin", model_path=str(model),
                 speculative_draft_model_path=str(draft),
-                extra_flags=[*prod["extra_flags"], *TINY_MODEL_FLAGS], **overrides)
+                extra_flags=[*prod["extra_flags"], *flags], **overrides)
     return validate_host_data("gpu-acceptance", data)
 
 
@@ -389,8 +389,11 @@ def start(layout: Layout, unit: str, site: str, server: str, log_path: Path) -> 
 
 
 @contextlib.contextmanager
-def unit_of(proc: subprocess.Popen):
-    """``systemctl show`` for the host tool, answered from the launch script's process (Type=exec)."""
+def unit_of(proc: subprocess.Popen, log: Path | None = None):
+    """
+    ``systemctl show`` for the host tool, answered from the launch script's process (Type=exec),
+    and the unit's journal from the server's ``log``, where given.
+    """
     def properties(layout=None) -> dict[str, str]:
         status = proc.poll()
         state, sub = (("active", "running") if status is None else
@@ -398,19 +401,22 @@ def unit_of(proc: subprocess.Popen):
         return {"ActiveState": state, "SubState": sub, "NRestarts": "0",
                 "MainPID": str(proc.pid if status is None else 0), "ActiveEnterTimestamp": ""}
 
-    saved = service.properties
-    service.properties = properties
+    def journal_lines(layout=None, lines: int = 400) -> list[str]:
+        return log.read_text(errors="replace").splitlines()[-lines:] if log and log.exists() else []
+
+    saved = service.properties, service.journal_lines
+    service.properties, service.journal_lines = properties, journal_lines
     try:
         yield
     finally:
-        service.properties = saved
+        service.properties, service.journal_lines = saved
 
 
-def host_tool(layout: Layout, proc: subprocess.Popen, *argv: str) -> dict:
+def host_tool(layout: Layout, proc: subprocess.Popen, *argv: str, log: Path | None = None) -> dict:
     """``sglfleet-release ARGV``, run in this process: its exit status, result line and messages."""
     out, err = io.StringIO(), io.StringIO()
     started = time.monotonic()
-    with unit_of(proc), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with unit_of(proc, log), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         status = cli.main(["--textfile-dir", posixpath.join(layout.root, "textfile"), *argv], layout)
     results = [json.loads(line.split(" ", 1)[1]) for line in out.getvalue().splitlines()
                if line.startswith(RESULT + " ")]
@@ -724,7 +730,7 @@ def serve(name: str, layout: Layout, unit: str, release: Release, args, full: bo
     watch = HealthWatch(base, server)
     watch.start()
     try:
-        record["gate"] = host_tool(layout, server.proc, "gate")
+        record["gate"] = host_tool(layout, server.proc, "gate", log=server.log)
         watch.join(30)
         record.update(health=watch.sequence, listen_s=watch.first(), ready_s=watch.first("200"),
                       metrics_at_ready=watch.metrics_at_ready)

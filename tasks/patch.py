@@ -1,24 +1,33 @@
-"""Patch: the KimiK25 EAGLE-3 delegation methods, inside the class body of the stack's sglang."""
+"""Patch: the stack's patch sets (the KimiK25 EAGLE-3 methods first), each file of its sglang in turn."""
 
 from pyinfra import host
 from pyinfra.api import deploy
 
+from sglfleet.artifacts.patchsets import for_file
 from sglfleet.facts.host import READ
-from sglfleet.host.stacks import patched
+from sglfleet.host.stacks import PATCHED, site_packages
 from sglfleet.operations import patch
-from sglfleet.run.context import host_is_gateway, host_stack, host_state, patched_digests
+from sglfleet.run.context import (host_is_gateway, host_patch_files, host_patch_sets, host_stack, host_state,
+                                  patched_digests)
 
 
 @deploy("Patch")
-def patch_eagle3_methods():
+def patch_sglang():
     if host_is_gateway(host):
         return  # no sglang to patch
     stack = host_stack(host)
     found = host_state(host)
-    patch.eagle3_methods(
-        name="KimiK25 EAGLE-3 methods inside the class body",
-        path=f"{stack.venv}/{patched(stack.python)}",
-        done_digests=patched_digests(stack),
-        # A stack built this run is read after its build.
-        source=found.patch if found.stack.verified else READ,
-    )
+    sets = host_patch_sets(host, stack)
+    # One operation a file, in the same order on every host (host.loop keeps their order apart).
+    for member in host.loop(host_patch_files(host)):
+        these = for_file(sets, stack.sglang_version, member)
+        path = f"{stack.venv}/{site_packages(stack.python)}/{member}"
+        patch.patch_sets(
+            name=f"Patch sets in {member}: {', '.join(s.name for s in these) or 'none'}",
+            path=path,
+            sets=these,
+            done_digests=patched_digests(stack, member, these),
+            # The one read has every file; a stack built this run is read after its build.
+            source=(found.patch if member == PATCHED else found.patches.get(path, READ))
+            if found.stack.verified else READ,
+        )

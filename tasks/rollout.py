@@ -16,7 +16,7 @@ from sglfleet.plan.pd_units import unit_steps
 from sglfleet.run.pd import SettleTurn
 from sglfleet.plan.secrets import load_secrets
 from sglfleet.run.compile_share import CacheShare, later_of
-from sglfleet.run.context import (fleet_gateways, fleet_rollout, host_config, host_is_gateway,
+from sglfleet.run.context import (computed, fleet_gateways, fleet_rollout, host_config, host_is_gateway,
                                   host_release, host_services, host_stack, host_state, peer_state)
 from sglfleet.run.rollout import BatchStep
 
@@ -89,19 +89,16 @@ def _key(one) -> str:
     return cache_key(host_stack(one).id, [(gpu.compute_cap, gpu.driver) for gpu in found.gpus])
 
 
-_later: dict[tuple, dict[str, bool]] = {}  # per batch plan: the fleet is read once a run
-
-
 def _cache_share(config, rollout) -> CacheShare | None:
     """How this host takes and hands on compile caches in this rollout; None where hosts share none."""
     if config.distribution != "peers" or not config.share_compile_caches:
         return None
-    batches = tuple(batch.hosts for batch in rollout.batches)
-    if batches not in _later:
+    batches, known = tuple(batch.hosts for batch in rollout.batches), computed(inventory).later
+    if batches not in known:  # per batch plan: the fleet is read once a run
         hosts = [inventory.get_host(name) for batch in batches for name in batch]
-        _later[batches] = later_of(list(batches), {h.name: _key(h) for h in hosts},
-                                   {h.name for h in hosts if _restarts(h)})
-    later = _later[batches]
+        known[batches] = later_of(list(batches), {h.name: _key(h) for h in hosts},
+                                  {h.name for h in hosts if _restarts(h)})
+    later = known[batches]
     return CacheShare(key=_key(host), stack_id=host_stack(host).id, port=config.compile_share_port,
                       unit=f"sglfleet-compile-share-{RUN_TOKEN}", later=later.get(host.name, False))
 

@@ -6,7 +6,8 @@ from pyinfra.api import deploy
 from sglfleet.artifacts.temporaries import RUN_TOKEN
 from sglfleet.facts.host import READ
 from sglfleet.operations import stack as stack_ops
-from sglfleet.run.context import complete_stack, fleet_shares, host_config, host_is_gateway, host_state, peer_files
+from sglfleet.run.context import (complete_stack, fleet_shares, host_config, host_is_gateway, host_patch_files,
+                                  host_state, peer_files)
 
 
 @deploy("Stack")
@@ -37,4 +38,5 @@ def install_stack():
         # A host that fetches wheels serves them to later rounds, until every stack is built.
         sharing=next((s.unit for s in shares if s and s.serves), None) if known is READ else None,
         textfile_dir=config.textfile_dir,
+        patched=host_patch_files(host),
     )

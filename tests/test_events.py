@@ -145,16 +145,17 @@ def test_a_run_posts_to_each_webhook_in_the_order_its_events_happened(receiver, 
 import gevent.monkey; gevent.monkey.patch_all()
 from sglfleet.events import EventLog
 from sglfleet.run import recording
+from sglfleet.run.record import RunRecord
 from sglfleet.run.webhooks import Webhook
 from pathlib import Path
-recording._log = EventLog(Path({str(tmp_path / "events.jsonl")!r}), "inv.py")
+run = RunRecord(log=EventLog(Path({str(tmp_path / "events.jsonl")!r}), "inv.py"))
 hook = Webhook({receiver.url + '/hook'!r}, ("GateFailed", "RolloutAborted", "RunFinished"))
-outbox = recording._Outbox(hook)
+outbox = recording._Outbox(hook, run)
 outbox.listener({{"reason": "GateFailed", "host": "node1"}})
 outbox.listener({{"reason": "RunStarted", "host": None}})
 outbox.listener({{"reason": "RolloutAborted", "host": None}})
 outbox.close(10.0)
-late = recording._Outbox(hook)  # the end of a run waits a bounded time, and says what it left
+late = recording._Outbox(hook, run)  # the end of a run waits a bounded time, and says what it left
 late.listener({{"reason": "RunFinished", "host": None}})
 late.listener({{"reason": "RolloutAborted", "host": None}})
 late.close(0.5)

@@ -108,6 +108,14 @@ def test_sm120_torch_symm_mem_by_version(flags):
     assert later.startswith("gpu1: warning: enable_torch_symm_mem")
 
 
+def test_sm120_torch_symm_mem_with_the_backport_is_a_warning(flags):
+    data = {**BASE, "enable_torch_symm_mem": True}
+    (line,) = [str(f) for f in lint("gpu1", validate_host_data("gpu1", data), flags, SM120, "0.5.9",
+                                     patch_sets=("kimi_k25_eagle3", "sm120_symm_mem"))]
+    assert line.startswith("gpu1: warning: enable_torch_symm_mem: sglang 0.5.9 with patch set sm120_symm_mem "
+                           "has no torch symmetric-memory all-reduce for SM120")
+
+
 def test_sm120_allreduce_fusion_is_a_warning(flags):
     (line,) = findings(flags, SM120, enable_flashinfer_allreduce_fusion=True)
     assert line.startswith("gpu1: warning: enable_flashinfer_allreduce_fusion: ignored on SM120")

@@ -257,3 +257,26 @@ def test_standin_truncation_error_is_the_one_safetensors_gives(tmp_path):
     with pytest.raises(standin_model.SafetensorError) as ours:
         standin_model.read_shard(shard)
     assert str(ours.value) == str(real.value)
+
+
+def test_the_controllers_copy_is_hashed_once_per_content_and_a_changed_file_again(tmp_path):
+    import hashlib
+    import os
+
+    from sglfleet.artifacts.models import Manifest, ModelFile
+    from sglfleet.operations.models import controller_copy
+
+    good = b"weights"
+    manifest = Manifest("org/m", "a" * 40, (ModelFile("w.bin", len(good), sha256=hashlib.sha256(good).hexdigest()),),
+                        digest="d", text="")
+    local = tmp_path / "org/m" / ("a" * 40) / "w.bin"
+    local.parent.mkdir(parents=True)
+    local.write_bytes(good)
+    assert controller_copy(str(tmp_path), manifest, ["w.bin"]) == {"w.bin": local}
+    local.write_bytes(b"wEights")  # the same size, a new mtime: hashed again
+    os.utime(local, ns=(1, 1))
+    with pytest.raises(ModelError, match="does not match the manifest: fetch it again"):
+        controller_copy(str(tmp_path), manifest, ["w.bin"])
+    local.write_bytes(b"short")
+    with pytest.raises(ModelError, match="does not match"):
+        controller_copy(str(tmp_path), manifest, ["w.bin"])

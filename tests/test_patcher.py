@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from sglfleet.artifacts.patcher import DEFAULT_PATCH, PatchRefused, apply, load_patch, missing_methods, revert, unified_diff
-from sglfleet.artifacts.stub_import import load_with_stubs
+from sglfleet.shipped.stub_import import load_with_stubs
 from sglfleet.artifacts.upstream import sglang_file
 
 TARGET = "KimiK25ForConditionalGeneration"

@@ -161,24 +161,14 @@ def test_each_hosts_operations_follow_the_units_in_step_with_the_others(monkeypa
     monkeypatch.setattr(rollout, "_restarts", lambda one: True)
     monkeypatch.setattr(rollout, "_cache_share", lambda config, plan: None)
 
-    def clear():
-        context._rollouts.clear()
-        for name in (*roles, "gw"):
-            context._configs.pop(name, None)
-            context._services.pop(name, None)
-
-    clear()
     seen = {}
-    try:
-        for name in roles:
-            with ctx_state.use(state), ctx_inventory.use(inventory), ctx_host.use(inventory.get_host(name)):
-                seen[name] = [None if step is None else
-                              (step[0], step[1].label, step[2].flip, step[2].leader, step[1].worker_url,
-                               dict(step[1].worker_spec)) if isinstance(step, tuple) else
-                              ("switch", step.label, step.hold, step.pd_unit, len(step.earlier_units))
-                              for step in rollout._steps(context.host_config(inventory.get_host(name)))]
-    finally:
-        clear()
+    for name in roles:  # the run's caches are the inventory's own (context.computed): this one's are fresh
+        with ctx_state.use(state), ctx_inventory.use(inventory), ctx_host.use(inventory.get_host(name)):
+            seen[name] = [None if step is None else
+                          (step[0], step[1].label, step[2].flip, step[2].leader, step[1].worker_url,
+                           dict(step[1].worker_spec)) if isinstance(step, tuple) else
+                          ("switch", step.label, step.hold, step.pd_unit, len(step.earlier_units))
+                          for step in rollout._steps(context.host_config(inventory.get_host(name)))]
     assert seen["node2"][:4] == [("switch", "canary batch 1 decodes", True, ("node1", "node2"), 0), None,
                                  ("settle", "canary batch 1 settle", True, False, "http://10.0.0.2:30000",
                                   {"worker_type": "decode"}),

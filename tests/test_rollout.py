@@ -155,7 +155,7 @@ def test_canary_never_ready_is_rolled_back_when_the_budget_runs_out(fleet_up):
 @pytest.mark.parametrize("data, message", [
     (('extra_flags=["--speculative-num-stepz", "3"]',),
      "--speculative-num-stepz is not a flag of sglang 0.5.9"),
-    (("enable_torch_symm_mem=true", "gpu_compute_cap=12.0", "gpu_less=false"),
+    (("enable_torch_symm_mem=true", "gpu_compute_cap=12.0", "gpu_less=false", "patch_sets_skip=sm120_symm_mem"),
      "enable_torch_symm_mem: sglang 0.5.9 on SM120 (declared: gpu_compute_cap 12.0) fails at start-up"),
 ], ids=["misspelt-flag", "sm120-torch-symm-mem"])
 def test_lint_refusal_changes_no_host(fleet_up, data, message):

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from sglfleet import PROJECT_ROOT
-from sglfleet.artifacts.stub_import import load_with_stubs
+from sglfleet.shipped.stub_import import load_with_stubs
 from sglfleet.artifacts.upstream import sglang_file, sglang_wheel
-from sglfleet.plan.server_flags import build_parser, extract_flags, load_flags
+from sglfleet.shipped.server_flags import build_parser, extract_flags, load_flags
 
 
 def python_tree(version: str) -> Path:

@@ -17,13 +17,19 @@ It follows sglang 0.5.9 (file:line below are of the 0.5.9 wheel, under
 2. **ServerArgs** (``standin_server_args``): ``__post_init__``'s defaults and
    refusals for speculative decoding and parallelism, then
    ``check_server_args``: an uncaught exception, exit 1, nothing listens
-   (``launch_server.py:32``, ``entrypoints/engine.py:1026``).
+   (``launch_server.py:32``, ``entrypoints/engine.py:1026``). A Kimi K2.5
+   ``kimi_k25.py`` that does not parse ends the start here too: sglang logs
+   the import errors it ignores, then cannot resolve the model class (an
+   uncaught ValueError, exit 1; ``standin_model.model_class_check``).
 3. **Loading the model** (``_launch_subprocesses``, ``http_server.py:1893-1900``):
-   ``SGLFLEET_STANDIN_WARMUP`` seconds, the EAGLE-3 check of the installed
-   ``kimi_k25.py``, then a staged model's config and every safetensors shard
+   ``SGLFLEET_STANDIN_WARMUP`` seconds for a staged model's config and every safetensors shard
    (``standin_model``: a missing or truncated file fails as 0.5.9's loader
-   does; the warm-up grows by the bytes read over ``SGLFLEET_STANDIN_LOAD_BPS``);
-   a failure is "Scheduler hit an exception" and exit 1. **Nothing listens meanwhile**: connections are refused, and
+   does, "Scheduler hit an exception" and exit 1; the warm-up grows by the bytes
+   read over ``SGLFLEET_STANDIN_LOAD_BPS``), "Load weight end", then the EAGLE-3
+   check of the installed ``kimi_k25.py`` (a class without the delegation
+   methods: "Scheduler hit an exception" with the AttributeError's traceback,
+   "Received sigquit ...", and the server SIGKILLs itself, exit -9, as 0.5.14
+   did on an H200 after loading both models). **Nothing listens meanwhile**: connections are refused, and
    SIGTERM has its default action (no handler is installed yet).
 4. **Listener, then warm-up** (``uvicorn.run`` at ``http_server.py:1966``, the
    warm-up thread at 347-352): ``/health`` is 503 until the server's own
@@ -73,7 +79,8 @@ detokenizer), only the metrics a unified
 ``/generate`` even for Kimi K2.5 (0.5.9 sends an image through
 ``/v1/chat/completions`` to a model with a vision config). With a later
 sglang installed the flags follow it, the behaviour stays 0.5.9's. Logs go to stderr (journald);
-the API key never does. Standard library only (python3.11 on the hosts).
+the API key never does. Standard library only (python3.11 on the hosts), but jinja2
+for chat templates (``standin_chat``; the dev stacks carry it, as sglang's own do).
 
 **Example:**
 
@@ -97,9 +104,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 try:  # on a host: shipped beside this file
     import server_flags
-except ImportError:  # in the repository: files/standin/ -> the root holding sglfleet/
-    sys.path.insert(1, str(Path(__file__).resolve().parents[2]))
-    from sglfleet.plan import server_flags
+except ImportError:  # in the repository: files/standin/ -> files/shipped/
+    sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "shipped"))
+    import server_flags
 
 from standin_compile import Compiler, KernelImageInvalid
 from standin_disagg import Disaggregation
@@ -107,7 +114,7 @@ from standin_engine import Engine
 from standin_faults import read_fault
 from standin_http import TIME_SCALE, Standin, serve
 from standin_metrics import Registry, start_cpu_monitor
-from standin_model import eagle3_check, load_weights, model_config
+from standin_model import eagle3_check, load_weights, model_class_check, model_config
 from standin_server_args import (check_server_args, find_sglang, merge_config, server_args_repr,
                                  resolve, sglang_version)
 
@@ -128,10 +135,11 @@ def die_of(signum: int) -> None:
     time.sleep(10)  # SIGKILL cannot be caught; the others end the process at once
 
 
-def scheduler_crashed(error: Exception) -> None:
+def scheduler_crashed(error: Exception, trace: str | None = None) -> None:
     """A scheduler's exception: it sends SIGQUIT to the server, which kills its own tree,
-    itself included (scheduler.py:3191, engine.py:862-874, tokenizer_manager.py:2506-2511)."""
-    logger.error(f"Scheduler hit an exception: {type(error).__name__}: {error}")
+    itself included (scheduler.py:3191, engine.py:862-874, tokenizer_manager.py:2506-2511).
+    ``trace``, the formatted traceback, is logged as sglang logs it (0.5.14 on an H200 too)."""
+    logger.error("Scheduler hit an exception: " + (trace or f"{type(error).__name__}: {error}"))
     logger.error("Received sigquit from a child process. It usually means the child failed.")
     die_of(signal.SIGKILL)
 
@@ -205,6 +213,9 @@ def main(argv: list[str]) -> int:
     logger.info(f"stand-in for sglang {version} (no GPU): {package}"
                 + (f"; fault mode {fault.mode}" if fault else ""))
     check_server_args(args)  # _launch_subprocesses, before the schedulers start
+    # The tokenizer manager resolves the model class (its multimodal processor) before any scheduler:
+    # a kimi_k25.py that does not parse ends the start here, uncaught, exit 1 (0.5.14 on an H200).
+    model_class_check(package, config.get("architectures"))
 
     # The schedulers load the model; SIGTERM keeps its default action meanwhile.
     warmup = float(os.environ.get("SGLFLEET_STANDIN_WARMUP", "5"))
@@ -241,7 +252,6 @@ def main(argv: list[str]) -> int:
                                                        "2.8")),
                     prefill_extra_s=prefill_extra, crash=scheduler_crashed)
     try:
-        eagle3_check(package, args, config.get("architectures"))
         started = time.monotonic()
         loaded = load_weights(args.get("model_path"))
         if args.get("speculative_draft_model_path"):
@@ -254,6 +264,10 @@ def main(argv: list[str]) -> int:
     time.sleep(warmup)
     logger.info(f"Load weight end. ({loaded} bytes of weights read in {time.monotonic() - started:.2f} s)"
                 if loaded else "Load weight end. (stand-in: no weights)")
+    try:  # after the weights, before any CUDA graph: where 0.5.14's scheduler called them on an H200
+        eagle3_check(package, args, config.get("architectures"), version)
+    except AttributeError as error:  # the scheduler's exception: SIGQUIT, then its own SIGKILL (exit -9)
+        scheduler_crashed(error, traceback.format_exc().rstrip())
 
     # Kernels and CUDA graphs, before the port opens: minutes cold, seconds from the compile cache.
     compiler = Compiler(args, version, corrupt=fault is not None and fault.mode == "corrupt-cache")

@@ -98,6 +98,11 @@ class Req:
         self.finished_time = self.finished_time_perf = 0.0
         self.response_sent_to_client_ts = 0.0
         self.outputs: queue.Queue = queue.Queue()
+        # An OpenAI answer scripts its output (standin_openai.Script): each token's text, and
+        # the finish_reason at max_new_tokens when it is not "length" (an EOS or a stop string).
+        self.tokens: list[str] | None = None
+        self.finish: dict | None = None
+        self.final_text: str | None = None  # the text once finished, a stop string trimmed
 
     @classmethod
     def make(cls, prompt, sampling: dict, stream: bool = False, rid: str | None = None,
@@ -112,6 +117,10 @@ class Req:
                    sampled=not 0 <= temperature < SAMPLING_EPS)
 
     def text(self) -> str:
+        if self.finished and self.final_text is not None:
+            return self.final_text
+        if self.tokens is not None:
+            return "".join(self.tokens[:len(self.output_ids)])
         return "".join(" " + WORDS[i % len(WORDS)] for i in range(len(self.output_ids)))
 
 
@@ -386,7 +395,7 @@ class Engine:
         # (scheduler_output_processor_mixin.py:57-67, 1026) is still a list, so the key is there.
         meta.update(completion_tokens=n, cached_tokens=0, cached_tokens_details=None)
         if req.finished:
-            meta["finish_reason"] = {"type": "length", "length": req.max_new_tokens}
+            meta["finish_reason"] = req.finish or {"type": "length", "length": req.max_new_tokens}
             req.finished_time, req.finished_time_perf = now, time.perf_counter()
             meta["e2e_latency"] = req.finished_time - req.created_time
             if self.spec:

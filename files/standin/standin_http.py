@@ -17,9 +17,13 @@ The stand-in's HTTP surface, as sglang 0.5.9's ``srt/entrypoints/http_server.py`
   ``server_status`` to ``Up`` and logs "The server is fired up and ready to
   roll!". A failed warm-up kills the process. The warm-up is an ordinary
   request: it shows in the counters and histograms.
-- ``/generate`` (650-683) and ``/v1/completions`` serve whatever the status
+- ``/generate`` (650-683), ``/v1/completions`` and ``/v1/chat/completions``
+  (1343-1358, answered by ``standin_openai``) serve whatever the status
   (0.5.9 does not refuse generations while ``Starting``); a streaming
-  ``/generate`` sends one event per output (cumulative text). A client that
+  ``/generate`` sends one event per output (cumulative text), an OpenAI stream
+  the chunks of each output (incremental), chunked as uvicorn sends a
+  ``StreamingResponse``. A request being answered, streamed or not, is in
+  flight for the SIGTERM drain until its last byte (``engine.answered``). A client that
   disconnects from a request in flight aborts it
   (``num_aborted_requests_total``, tokenizer_manager.py:1100-1210, 1428-1440).
 - ``/model_info``, ``/server_info`` (and their ``/get_`` names), ``/v1/models``;
@@ -27,6 +31,13 @@ The stand-in's HTTP surface, as sglang 0.5.9's ``srt/entrypoints/http_server.py`
   request/response counters of ``add_prometheus_track_response_middleware``.
 - With ``--api-key`` every path but ``/health*`` and ``/metrics*`` needs
   ``Authorization: Bearer <key>`` (401 otherwise; ``srt/utils/auth.py``).
+- A route it does not serve is answered as FastAPI (Starlette's router) answers
+  it: 404 ``{"detail":"Not Found"}``, or 405 ``{"detail":"Method Not Allowed"}``
+  with ``Allow`` for a known path. **Every reply leaves a keep-alive connection
+  usable**: the request's body is read (per ``Content-Length``) before anything
+  is answered, or the connection is closed; a body left unread would be parsed
+  as the next request on that connection (a gateway in front then answers 501
+  to another client's request).
 
 **Example:**
 
@@ -50,6 +61,8 @@ import urllib.request
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import standin_openai as openai
+from standin_chat import ChatTemplate
 from standin_engine import Engine, Req
 
 logger = logging.getLogger("sglang.standin")
@@ -126,11 +139,12 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "uvicorn"
     sys_version = ""
     protocol_version = "HTTP/1.1"
+    outside_cors = True  # the server's own answers (a malformed request line); counted() clears it
     standin: Standin  # set on the subclass made by serve()
 
     GET_ROUTES = {"/health", "/health_generate", "/model_info", "/get_model_info",
                   "/server_info", "/get_server_info", "/metrics", "/v1/models", "/generate"}
-    POST_ROUTES = {"/generate", "/v1/completions"}
+    POST_ROUTES = {"/generate", "/v1/completions", "/v1/chat/completions"}
 
     def log_message(self, format, *args):  # uvicorn's access log line
         logger.info(f'{self.client_address[0]}:{self.client_address[1]} - "{self.requestline}" '
@@ -145,11 +159,32 @@ class Handler(BaseHTTPRequestHandler):
     def do_PUT(self):
         self.counted("PUT")
 
+    def do_DELETE(self):
+        self.counted("DELETE")
+
+    def do_PATCH(self):
+        self.counted("PATCH")
+
+    def do_OPTIONS(self):
+        self.counted("OPTIONS")
+
+    def end_headers(self):
+        # 0.5.9 wraps its app in CORSMiddleware (http_server.py:366-372), and the stack's Starlette
+        # (1.10.0, files/stacks/locks/cu130-sglang-0.5.9/pylock.toml) answers a request without
+        # an Origin with "Vary: Origin" (starlette/middleware/cors.py:169-170), as the 0.5.14
+        # record shows. The API-key middleware (added at launch, so outside it) and
+        # ServerErrorMiddleware's 500 do not pass through it.
+        if not self.outside_cors:
+            self.send_header("Vary", "Origin")
+        super().end_headers()
+
     def counted(self, method: str) -> None:
+        self.outside_cors = False
         standin = self.standin
         with standin.in_flight_changed:
             standin.in_flight += 1
         try:
+            self.raw_body = self.read_body()
             self.route(method)
         finally:
             with standin.in_flight_changed:
@@ -164,6 +199,7 @@ class Handler(BaseHTTPRequestHandler):
             header = self.headers.get("Authorization") or ""
             scheme, _, token = header.partition(" ")
             if scheme.lower() != "bearer" or token != key:
+                self.outside_cors = True
                 return self.reply(401, {"error": "Unauthorized"})
         http = self.standin.engine.http
         if http is not None:  # inside the API-key middleware, as 0.5.9 adds them
@@ -179,13 +215,16 @@ class Handler(BaseHTTPRequestHandler):
                 http.active.inc(labels, -1)
 
     def dispatch(self, path: str, method: str) -> None:
-        routes = self.POST_ROUTES if method in ("POST", "PUT") else self.GET_ROUTES
+        routes = {"GET": self.GET_ROUTES, "POST": self.POST_ROUTES}.get(method, set())
         if path == "/metrics" and self.standin.registry is None:
             return self.reply(404, {"detail": "Not Found"})
-        if path not in routes:
-            known = path in self.GET_ROUTES | self.POST_ROUTES
-            return self.reply(405 if known else 404,
-                              {"detail": "Method Not Allowed" if known else "Not Found"})
+        if path not in routes:  # starlette/routing.py: Router.not_found, Route.handle
+            allowed = [name for name, paths in (("GET", self.GET_ROUTES), ("POST", self.POST_ROUTES))
+                       if path in paths]
+            if not allowed:
+                return self.reply(404, {"detail": "Not Found"})
+            return self.reply(405, {"detail": "Method Not Allowed"},
+                              {"Allow": ", ".join(allowed)})
         handler = getattr(self, "route_" + path.strip("/").replace("/", "_"))
         try:
             handler()
@@ -291,35 +330,102 @@ class Handler(BaseHTTPRequestHandler):
             for req in reqs:
                 engine.answered(req)
 
+    def served(self) -> openai.Served:
+        """What the OpenAI answers need; the chat template is read at the first one."""
+        standin = self.standin
+        if getattr(standin, "openai_served", None) is None:
+            args = standin.args
+            template = ChatTemplate.load(args.get("tokenizer_path") or args.get("model_path"))
+            site = os.path.dirname(os.path.dirname(openai.__file__))
+            try:
+                from standin_server_args import find_sglang
+                site = str(find_sglang())
+            except Exception:
+                pass
+            standin.openai_served = openai.Served(args, standin.config, template, site)
+        return standin.openai_served
+
     def route_v1_completions(self):
-        body = self.body()
-        if body is None:
-            return
-        self.standin.first_request.set()
-        sampling = {"max_new_tokens": body.get("max_tokens", 16),
-                    "temperature": body.get("temperature", 1.0)}
-        req = Req.make(body.get("prompt"), sampling)
-        self.standin.engine.submit(req)
+        """``/v1/completions`` (http_server.py:1343-1348, serving_completions.py)."""
+        self.openai(openai.completion_plan, openai.prepare_completion)
+
+    def route_v1_chat_completions(self):
+        """``/v1/chat/completions`` (http_server.py:1351-1358, serving_chat.py)."""
+        self.openai(openai.chat_plan, openai.prepare_chat)
+
+    def openai(self, read, prepare) -> None:
+        """``OpenAIServingBase.handle_request`` (serving_base.py:73-134), then the engine."""
+        plan = None
+        if (refused := self.admitted_pd()) is not None:  # a PD role's bootstrap fields (standin_disagg)
+            status, payload = refused
+            kind = "BadRequestError" if status == 400 else "InternalServerError"
+            return self.reply(status, openai.OpenAIError(payload["error"]["message"], kind, status).body())
         try:
+            plan = read(self.raw_body, self.headers.get("Content-Type"), self.served())
+            prepare(plan)
+        except openai.OpenAIError as error:
+            if plan is not None and plan.generating:  # refused by generate_request itself
+                self.standin.first_request.set()
+            return self.reply(error.status, error.body())
+        except openai.ServerError:  # Starlette's ServerErrorMiddleware
+            return self.reply_text(500, "Internal Server Error")
+        except Exception as error:  # serving_base.py:127-133
+            logger.exception(f"Error in request: {error}")
+            failed = openai.OpenAIError(f"Internal server error: {error}", "InternalServerError", 500)
+            return self.reply(500, failed.body())
+        self.standin.first_request.set()  # generate_request -> auto_create_handle_loop
+        if plan.req is None:  # refused inside generate_request, the stream's headers already out
+            return self.event_stream([plan.stream_error.stream_event(), "data: [DONE]\n\n"])
+        req, engine = plan.req, self.standin.engine
+        engine.submit(req)
+        try:
+            if plan.fields["stream"]:
+                return self.openai_stream(plan.stream(), req)
             out = self.wait(req)
             if out is not None:
-                self.completion(body, out)
+                self.reply(200, plan.response(out))
         finally:
-            self.standin.engine.answered(req)
+            engine.answered(req)
 
-    def completion(self, body: dict, out: dict) -> None:
-        """The OpenAI completion object of one generation."""
-        meta = out["meta_info"]
-        self.reply(200, {
-            "id": meta["id"], "object": "text_completion", "created": int(time.time()),
-            "model": body.get("model") or self.standin.args.get("served_model_name"),
-            "choices": [{"index": 0, "text": out["text"], "logprobs": None,
-                         "finish_reason": "length", "matched_stop": None}],
-            "usage": {"prompt_tokens": meta["prompt_tokens"],
-                      "total_tokens": meta["prompt_tokens"] + meta["completion_tokens"],
-                      "completion_tokens": meta["completion_tokens"],
-                      "prompt_tokens_details": None},
-        })
+    def openai_stream(self, stream, req: Req) -> None:
+        """Each engine output as it comes, as chunks; the finish and usage chunks; ``[DONE]``."""
+        def events():
+            while True:
+                out = req.outputs.get()
+                if not req.response_sent_to_client_ts:
+                    req.response_sent_to_client_ts = time.time()
+                    out["meta_info"]["response_sent_to_client_ts"] = req.response_sent_to_client_ts
+                for chunk in stream.events(out):
+                    yield f"data: {openai.dumps(chunk)}\n\n"
+                if out["meta_info"]["finish_reason"] is not None:
+                    break
+            for chunk in stream.end():
+                yield f"data: {openai.dumps(chunk)}\n\n"
+            yield "data: [DONE]\n\n"
+
+        if not self.event_stream(events()):
+            # create_abort_task (tokenizer_manager.py:1428-1440): abort 2 s later if still running.
+            threading.Timer(2, self.standin.engine.abort, (req,)).start()
+
+    def event_stream(self, events) -> bool:
+        """Starlette's StreamingResponse under uvicorn: ``text/event-stream``, chunked, so the
+        connection stays usable after it; False when the client went away."""
+        self.status = 200
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for event in events:
+                data = event.encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+            return True
+        except OSError:
+            self.close_connection = True
+            return False
 
     # -- waiting for the engine ----------------------------------------------
 
@@ -377,10 +483,38 @@ class Handler(BaseHTTPRequestHandler):
 
     # -- plumbing -----------------------------------------------------------
 
-    def body(self) -> dict | None:
-        length = int(self.headers.get("Content-Length") or 0)
+    def read_body(self) -> bytes:
+        """The request's whole body, read before any reply so the connection stays in step."""
+        length = self.headers.get("Content-Length")
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            return self.read_chunked()
+        if length is None:
+            return b""
         try:
-            data = json.loads(self.rfile.read(length) or b"{}")
+            return self.rfile.read(int(length))
+        except ValueError:  # a Content-Length that is no number: where the body ends is unknown
+            self.close_connection = True
+            return b""
+
+    def read_chunked(self) -> bytes:
+        """A chunked request body (uvicorn reads those too), its trailers dropped."""
+        data = b""
+        try:
+            while True:
+                size = int(self.rfile.readline(65537).split(b";", 1)[0].strip(), 16)
+                if size == 0:
+                    while self.rfile.readline(65537) not in (b"\r\n", b"\n", b""):
+                        pass
+                    return data
+                data += self.rfile.read(size)
+                self.rfile.readline(65537)  # the CRLF after the chunk
+        except ValueError:  # not chunked after all: where the body ends is unknown
+            self.close_connection = True
+            return data
+
+    def body(self) -> dict | None:
+        try:
+            data = json.loads(self.raw_body or b"{}")
             if not isinstance(data, dict):
                 raise ValueError("expected a JSON object")
         except ValueError as error:
@@ -393,10 +527,37 @@ class Handler(BaseHTTPRequestHandler):
             return None
         return data
 
-    def reply(self, status: int, payload) -> None:
+    def admitted_pd(self):
+        """A PD role's refusal of an OpenAI request ``(status, payload)``, else None (its body as the role has it)."""
+        disagg = getattr(self.standin, "disagg", None)
+        try:
+            data = json.loads(self.raw_body or b"{}") if disagg else None
+        except ValueError:
+            return None  # not JSON: the OpenAI reader says so
+        if not isinstance(data, dict):
+            return None
+        refused = disagg.admit(data)
+        if refused is None:
+            self.raw_body = json.dumps(data).encode()
+        return refused
+
+    def reply_text(self, status: int, text: str) -> None:
+        self.outside_cors = True  # Starlette's ServerErrorMiddleware, outermost
         self.status = status
-        body = b"" if payload is None else json.dumps(payload).encode()
+        body = text.encode()
         self.send_response(status, HTTPStatus(status).phrase)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def reply(self, status: int, payload, headers: dict | None = None) -> None:
+        """A JSON answer, compact as ORJSONResponse and Starlette's JSONResponse write it."""
+        self.status = status
+        body = b"" if payload is None else openai.dumps(payload).encode()
+        self.send_response(status, HTTPStatus(status).phrase)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         if payload is not None:
             self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))

@@ -19,13 +19,27 @@ a host with no weights) loads nothing, and the fleet serves Kimi K2.5 by name;
 nor does a folder with a ``config.json`` and neither an index nor a shard
 (how tests name an architecture without weights).
 
+A Kimi K2.5 target whose ``kimi_k25.py`` does not parse (a fix appended after
+``EntryClass`` with its indentation) is not a model sglang knows:
+``model_class_check`` logs the import errors sglang ignores and raises the
+ValueError its tokenizer manager dies of, before any scheduler starts, as
+0.5.14 did on an H200 (``tests/data/gpu/kimi-k25-h200-sglang-0.5.14.json``,
+start ``appended``: ``srt/models/registry.py:109``, then
+``srt/model_loader/utils.py:152`` from ``managers/multimodal_processor.py:58``).
+
 With ``--speculative-algorithm EAGLE3`` and a Kimi K2.5 target, ``eagle3_check``
 loads the installed ``kimi_k25.py`` with its heavy imports stubbed
-(``stub_import``) and calls the target's ``set_eagle3_layers_to_capture`` then
-``get_embed_and_head`` as 0.5.9's model runner
-(``model_executor/model_runner.py:622``) and EAGLE worker
-(``speculative/eagle_worker.py:157``) do. A class without the delegation
-methods raises the AttributeError the real scheduler dies of.
+(``stub_import``) and calls the target's delegation methods in the order the
+installed release does (``EAGLE3_CALLS``). 0.5.9's model runner calls
+``set_eagle3_layers_to_capture`` first (``model_executor/model_runner.py:622``),
+then its EAGLE worker ``get_embed_and_head`` (``speculative/eagle_worker.py:157``);
+0.5.14 on an H200 called ``get_embed_and_head`` first, while the scheduler
+allocates its memory pools (``speculative/eagle_worker_v2.py:319``, from
+``managers/scheduler.py:841``), and ``set_eagle3_layers_to_capture`` only
+before the CUDA graphs (``model_executor/model_runner.py:1009``); neither
+calls ``set_embed_and_head`` on the target (traced, same transcript). A class
+without the delegation methods raises the AttributeError the real scheduler
+dies of, for the method the release calls first.
 
 **Example:**
 
@@ -40,15 +54,19 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import struct
+import sys
 from pathlib import Path
 
 try:  # on a host: shipped beside this file
     import stub_import
-except ImportError:  # in the repository: files/standin/ -> the root holding sglfleet/
-    from sglfleet.artifacts import stub_import
+except ImportError:  # in the repository: files/standin/ -> files/shipped/
+    sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "shipped"))
+    import stub_import
 
 KIMI_K25 = "KimiK25ForConditionalGeneration"
+logger = logging.getLogger("sglang.standin")
 
 
 def model_config(model_path: str | None) -> dict:
@@ -129,7 +147,41 @@ class _LanguageModel:
         pass
 
 
-def eagle3_check(package: Path, args: dict, architectures: list | None) -> None:
+# The order a release calls the target's delegation methods in, from its version on.
+EAGLE3_CALLS = (
+    ((0, 5, 14), ("get_embed_and_head", "set_eagle3_layers_to_capture")),  # traced on an H200
+    ((0, 0, 0), ("set_eagle3_layers_to_capture", "get_embed_and_head")),  # 0.5.9, read from its source
+)
+
+
+def release_tuple(version: str) -> tuple:
+    """``"0.5.14"`` -> ``(0, 5, 14)``; a part that is no number ends it."""
+    parts = []
+    for part in version.split(".")[:3]:
+        if not part.isdigit():
+            break
+        parts.append(int(part))
+    return tuple(parts)
+
+
+def model_class_check(package: Path, architectures: list | None) -> None:
+    """Log and raise what the real server does when the Kimi K2.5 model file does not import."""
+    path = package / "srt" / "models" / "kimi_k25.py"
+    if KIMI_K25 not in (architectures or []) or not path.is_file():
+        return
+    try:
+        compile(path.read_bytes(), path.name, "exec")
+    except SyntaxError as error:
+        # registry.py:109 and the multimodal processors' registry log it and go on without the model
+        for module in ("sglang.srt.multimodal.processors.kimi_k25", "sglang.srt.models.kimi_k25"):
+            logger.warning(f"Ignore import error when loading {module}: {error}")
+        raise ValueError(
+            f"Cannot find model module. '{KIMI_K25}' is not a registered model in the Transformers library "
+            "(only relevant if the model is meant to be in Transformers) and 'AutoModel' is not present in "
+            "the model config's 'auto_map' (relevant if the model is custom).") from None
+
+
+def eagle3_check(package: Path, args: dict, architectures: list | None, version: str = "0.5.9") -> None:
     """Raise what the real server raises when the target model cannot run EAGLE-3."""
     if args.get("speculative_algorithm") != "EAGLE3" or KIMI_K25 not in (architectures or []):
         return
@@ -141,5 +193,9 @@ def eagle3_check(package: Path, args: dict, architectures: list | None) -> None:
     model = cls.__new__(cls)
     object.__setattr__(model, "language_model", _LanguageModel())
     draft = model_config(args.get("speculative_draft_model_path")).get("eagle_config") or {}
-    model.set_eagle3_layers_to_capture(draft.get("eagle_aux_hidden_state_layer_ids"))
-    model.get_embed_and_head()
+    calls = next(calls for since, calls in EAGLE3_CALLS if release_tuple(version) >= since)
+    for name in calls:
+        if name == "set_eagle3_layers_to_capture":
+            model.set_eagle3_layers_to_capture(draft.get("eagle_aux_hidden_state_layer_ids"))
+        else:
+            model.get_embed_and_head()

@@ -113,6 +113,8 @@ releases_keep = 3                 # old releases kept besides current and previo
 stacks_keep = 1                   # old stacks kept besides those of current and previous
 allow_unhashed_lock = False       # never in production: a stack lock without hashes is refused
 secrets_file = "~/.config/sglfleet/secrets.env"  # on the controller, outside the repo, mode 0600
+patch_sets_dir = None             # a controller folder of your own patch sets (docs/patches.md), after the shipped ones
+patch_sets_skip = []              # names of patch sets (shipped or your own) this host does not apply
 
 # --- what happened stays visible (sglfleet events) ---
 events_file = None                # the controller's event log; None: $XDG_STATE_HOME/sglfleet/events.jsonl

@@ -1,4 +1,9 @@
-"""``sglfleet patch diff|apply|verify|revert FILE``: the patch engine on a local file.
+"""``sglfleet patch plan``: the patch sets on an sglang release; ``diff|apply|verify|revert FILE``: one patch on a local file.
+
+``plan --sglang VERSION`` (or ``--stack NAME``) reads that release's own files
+from its wheel (downloaded once into the upstream cache, as the lint does) and
+says of each patch set: applies, upstream (the release has the fix), not for
+this version, or refused (with the reason); ``--diff`` shows each set's change.
 
 A refusal prints one line on stderr, exits 1 and leaves the file as it was.
 
@@ -6,6 +11,8 @@ A refusal prints one line on stderr, exits 1 and leaves the file as it was.
 
 .. code:: console
 
+    $ sglfleet patch plan --sglang 0.5.9 --diff
+    $ sglfleet patch plan --stack cu130-sglang-0.5.23 --sets-dir inventory/patches
     $ sglfleet patch diff .venv/lib/python3.11/site-packages/sglang/srt/models/kimi_k25.py
     $ sglfleet patch apply .venv/lib/python3.11/site-packages/sglang/srt/models/kimi_k25.py
 """
@@ -13,6 +20,7 @@ A refusal prints one line on stderr, exits 1 and leaves the file as it was.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -29,7 +37,46 @@ _patch = click.option(
 
 @click.group()
 def patch():
-    """Put the KimiK25 EAGLE-3 methods inside the class body of kimi_k25.py."""
+    """Patch sets on sglang releases (plan); the KimiK25 EAGLE-3 methods on one file (diff, apply, verify, revert)."""
+
+
+@patch.command("plan")
+@click.option("--sglang", "version", metavar="VERSION", help="An sglang release, e.g. 0.5.9.")
+@click.option("--stack", "stack_name", metavar="NAME", help="A stack of files/stacks: its sglang release.")
+@click.option("--sets-dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="An operator's folder of patch sets (an inventory's patch_sets_dir), after the shipped ones.")
+@click.option("--diff", "show_diff", is_flag=True, help="Print each applying set's change as a unified diff.")
+def plan_(version: str | None, stack_name: str | None, sets_dir: Path | None, show_diff: bool):
+    """List each patch set as applies, upstream, not for this version, or refused, on that release's own files."""
+    from sglfleet.artifacts import patchsets
+    from sglfleet.artifacts.upstream import sglang_file
+    from sglfleet.plan.patch_plan import REFUSED, plan
+
+    if (version is None) == (stack_name is None):
+        raise click.UsageError("give --sglang VERSION or --stack NAME")
+    if stack_name is not None:
+        from sglfleet.artifacts.stacks import StackError, load_stack
+        try:
+            version = load_stack(stack_name, allow_unhashed=True).sglang_version
+        except StackError as error:
+            raise click.ClickException(str(error))
+        if version is None:
+            raise click.ClickException(f"stack {stack_name} names no sglang version")
+    try:
+        sets = patchsets.load_sets(sets_dir)
+    except patchsets.PatchSetError as error:
+        raise click.ClickException(str(error))
+    planned = plan(sets, version, lambda member: sglang_file(version, member).read_bytes())
+    click.echo(f"sglang {version}" + (f" (stack {stack_name})" if stack_name else "") + ":")
+    for line in planned:
+        click.echo(f"  {line}")
+    if show_diff:
+        for line in planned:
+            if line.diff:
+                click.echo(f"# patch set {line.patch_set.name}: {line.patch_set.upstream}")
+                click.echo(line.diff, nl=False)
+    if any(line.status == REFUSED for line in planned):
+        sys.exit(1)
 
 
 @patch.command()
@@ -73,9 +120,14 @@ def verify(file: Path, patch_path: Path | None):
 @patch.command()
 @_file
 @_patch
-def revert(file: Path, patch_path: Path | None):
+@click.option("--all", "every", is_flag=True, help="Remove every sglfleet block, whichever patch set wrote it.")
+def revert(file: Path, patch_path: Path | None, every: bool):
     """Remove the inserted block, restoring the original bytes, atomically."""
-    old, new = _compute(file, patch_path, patcher.revert)
+    if every:
+        from sglfleet.artifacts.patchsets import strip
+        old, new = _compute(file, patch_path, lambda source, _: strip(source))
+    else:
+        old, new = _compute(file, patch_path, patcher.revert)
     if new == old:
         click.echo(f"{file}: unchanged, no sglfleet block")
         return

@@ -47,6 +47,12 @@ def shard_bytes(tensors: dict[str, int], seed: int) -> bytes:
     return struct.pack("<Q", len(text)) + text + random.Random(seed).randbytes(offset)
 
 
+# ChatML, as small models on the Hub carry it: the stand-in renders it for /v1/chat/completions.
+CHAT_TEMPLATE = ("{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content']"
+                 " + '<|im_end|>' + '\\n' }}{% endfor %}"
+                 "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+
+
 def write_model(folder: Path, seed: int, shard_sizes=(1 << 20, 2 << 20, 512 << 10),
                 architecture: str = "LlamaForCausalLM") -> Path:
     """Write a small sharded model into ``folder``; return it."""
@@ -63,8 +69,10 @@ def write_model(folder: Path, seed: int, shard_sizes=(1 << 20, 2 << 20, 512 << 1
         {"metadata": {"total_size": total}, "weight_map": dict(sorted(weight_map.items()))}, indent=2))
     (folder / "config.json").write_text(json.dumps(
         {"architectures": [architecture], "model_type": "llama", "hidden_size": 64, "vocab_size": 256,
-         "num_hidden_layers": count, "torch_dtype": "float32"}, indent=2))
-    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "PreTrainedTokenizerFast"}))
+         "num_hidden_layers": count, "torch_dtype": "float32", "bos_token_id": 1, "eos_token_id": 2}, indent=2))
+    (folder / "tokenizer_config.json").write_text(json.dumps(
+        {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "t1", "eos_token": "t2",
+         "chat_template": CHAT_TEMPLATE}))
     (folder / "tokenizer.json").write_text(json.dumps(
         {"version": "1.0", "model": {"type": "WordLevel", "vocab": {f"t{i}": i for i in range(256)},
                                      "unk_token": "t0"}}))

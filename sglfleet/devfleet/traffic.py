@@ -33,10 +33,11 @@ MAX_REQUESTS = 4000   # the traffic stops by itself at whichever limit comes fir
 MAX_SECONDS = 240
 REQUEST_TIMEOUT_S = 60
 
-# What clients send, in the order each thread cycles through it: three of four are the OpenAI
-# API, as people reach a Kimi K2.5 fleet; one in eight chats asks for a long output.
-CLIENT_MIX = ("chat", "completion", "chat", "generate", "chat", "completion", "chat", "long_chat",
-              "chat", "generate", "chat", "completion", "chat", "generate", "chat", "unknown_route")
+# What clients send, in the order each thread cycles through it (each thread starts one further
+# on): mostly the OpenAI API, as people reach a Kimi K2.5 fleet, half of it streamed chats, one
+# of them with a long output; native /generate; a route no server has.
+CLIENT_MIX = ("chat", "completion", "chat", "generate", "chat", "long_chat", "chat", "unknown_route",
+              "chat", "completion", "chat", "generate")
 GENERATE_ONLY = ("generate",)
 KINDS = {  # kind -> how the report names it
     "chat": "chat completions (openai SDK, streamed)",
@@ -123,7 +124,7 @@ class Traffic:
 
     def __init__(self, url: str, api_key: str | None = None, threads: int = 4, max_new_tokens: int = 8,
                  rate: float = 15.0, max_requests: int = MAX_REQUESTS, max_seconds: float = MAX_SECONDS,
-                 mix: tuple[str, ...] = CLIENT_MIX, long_tokens: int = 256, model: str | None = None):
+                 mix: tuple[str, ...] = CLIENT_MIX, long_tokens: int = 1024, model: str | None = None):
         unknown = set(mix) - set(KINDS)
         if unknown:
             raise ValueError(f"unknown traffic kinds {sorted(unknown)}; the kinds are {', '.join(KINDS)}")
@@ -133,6 +134,11 @@ class Traffic:
         self.done = threading.Event()
         self.pause, self.max_requests, self.max_seconds = threads / rate, max_requests, max_seconds
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.openai = None
+        if set(mix) & {"chat", "long_chat", "completion"}:
+            import openai  # a test and demo dependency, not a runtime one; imported before the clock starts
+
+            self.openai = openai
         self.started = time.monotonic()
         self.threads = [threading.Thread(target=self._send, args=(number,), daemon=True)
                         for number in range(threads)]
@@ -146,11 +152,9 @@ class Traffic:
         http = httpx.Client(base_url=self.url, headers=self.headers, timeout=REQUEST_TIMEOUT_S,
                             transport=_DoneWatch(seen))
         sdk = None
-        if set(self.mix) & {"chat", "long_chat", "completion"}:
-            import openai  # a test and demo dependency, not a runtime one
-
+        if self.openai is not None:
             # No retries: a retried request would hide the failure this traffic exists to count.
-            sdk = openai.OpenAI(base_url=f"{self.url}/v1", api_key=self.api_key or "none", http_client=http,
+            sdk = self.openai.OpenAI(base_url=f"{self.url}/v1", api_key=self.api_key or "none", http_client=http,
                                 max_retries=0)
         kinds = itertools.islice(itertools.cycle(self.mix), number, None)  # threads start apart in the mix
         with http:
@@ -162,7 +166,7 @@ class Traffic:
                 except httpx.HTTPError as error:
                     request.error = _described(error)
                 except Exception as error:  # the SDK's own errors
-                    request.status = getattr(error, "status_code", None)
+                    request.status = getattr(error, "status_code", request.status)
                     request.error = request.error or _described(error)
                 self.requests.append(request)
                 self.done.wait(self.pause)  # a steady rate, so traffic lasts through a whole rollout
@@ -175,18 +179,24 @@ class Traffic:
                 return "default"  # asked again by the next request
         return self.model
 
-    def _chat(self, request: Request, http, sdk, seen, max_tokens: int | None = None) -> None:
+    def _chat(self, request: Request, http, sdk, seen, long: bool = False) -> None:
         stream = sdk.chat.completions.create(
             model=self._served_model(http), stream=True, stream_options={"include_usage": True},
-            max_tokens=max_tokens or self.max_new_tokens,
+            max_tokens=self.long_tokens if long else self.max_new_tokens,
+            # sglang's own extension: past the end of the turn, so a long output is as long as asked
+            extra_body={"ignore_eos": True} if long else None,
             messages=[{"role": "user", "content": "Say hello to the fleet."}])
         request.status = stream.response.status_code
         finished = usage = False
         chunks = 0
-        for chunk in stream:
-            chunks += 1
-            finished = finished or any(choice.finish_reason for choice in chunk.choices)
-            usage = usage or chunk.usage is not None
+        try:
+            for chunk in stream:
+                chunks += 1
+                finished = finished or any(choice.finish_reason for choice in chunk.choices)
+                usage = usage or chunk.usage is not None
+        except Exception as error:  # the connection broke mid-stream (the SDK's APIConnectionError)
+            request.error = f"stream cut after {chunks} chunks: {_described(error)}"
+            return
         request.complete = finished and usage and seen.done
         if not request.complete:
             missing = [name for name, there in (("finish chunk", finished), ("usage", usage),
@@ -194,7 +204,7 @@ class Traffic:
             request.error = f"stream cut after {chunks} chunks: no {', no '.join(missing)}"
 
     def _long_chat(self, request: Request, http, sdk, seen) -> None:
-        self._chat(request, http, sdk, seen, max_tokens=self.long_tokens)
+        self._chat(request, http, sdk, seen, long=True)
 
     def _completion(self, request: Request, http, sdk, seen) -> None:
         raw = sdk.completions.with_raw_response.create(model=self._served_model(http), prompt="Hello",

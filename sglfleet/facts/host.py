@@ -46,6 +46,7 @@ from sglfleet.facts.stack import StackHostState, StackState
 from sglfleet.facts.sudo import SudoAccess
 from sglfleet.facts.users import PasswdEntry
 from sglfleet.host.layout import DEFAULT_SERVICE, LAYOUT
+from sglfleet.host.stacks import PATCHED
 
 MARK = "#sglfleet-read "
 END = f"{MARK}end"
@@ -54,10 +55,11 @@ END = f"{MARK}end"
 PER_PYTHON = ("stack", "patch", "release")
 SERVICE_PART = "release:"
 USER_PART = "user:"  # each service's own user
+PATCH_PART = "patch:"  # each other file the patch sets change, by its path on the host
 
 
 def _per_python(name: str) -> bool:
-    return name in PER_PYTHON or name.startswith(SERVICE_PART)
+    return name in PER_PYTHON or name.startswith((SERVICE_PART, PATCH_PART))
 
 
 @dataclass
@@ -72,6 +74,7 @@ class HostState:
     + user: ``PasswdEntry``'s for the service user
     + files: ``FileDigests``'s for the service's files (the unit, the env file, the host tool)
     + patch: ``FileBytesUnlessKnown``'s for the patch target: its digest when known, else its bytes
+    + patches: ``FileBytesUnlessKnown``'s for each other file the patch sets change, by its path
     + release: ``ReleaseState``'s, with the staged files of the release this run serves
     + models: ``ModelState``'s answers, or None when the host pins no model
     + gateway: ``GatewayService``'s, on a gateway host (which reads no GPU, patch, release or model)
@@ -87,6 +90,7 @@ class HostState:
     user: dict | None = None
     files: dict = field(default_factory=lambda: {"files": {}, "leftovers": []})
     patch: str | bytes | None = None
+    patches: dict = field(default_factory=dict)
     release: ReleaseHostState | None = None
     models: list | None = None
     gateway: dict | None = None
@@ -105,7 +109,8 @@ class HostRead(FactBase[HostState]):
         return HostState()
 
     def _parts(self, stack_id, python, uv_version, user, paths, patch_path, patch_known, release_id,
-               model_spec, full, gateway_unit=None, gateway_runtime_dir=None, service_releases=None):
+               model_spec, full, gateway_unit=None, gateway_runtime_dir=None, service_releases=None,
+               patched=(PATCHED,), patch_more=None):
         if gateway_unit:  # a gateway host: its stack, its files and its gateway, nothing of sglang
             return {
                 "stack": (StackState(), StackState().command(stack_id, python, uv_version, hash_wheels=False,
@@ -118,12 +123,14 @@ class HostRead(FactBase[HostState]):
             "gpus": (NvidiaGpus(), "if command -v nvidia-smi >/dev/null 2>&1; then "
                                    f"{NvidiaGpus().command()}; fi"),
             "stack": (StackState(), StackState().command(stack_id, python, uv_version, hash_wheels=False,
-                                                          full=full)),
+                                                          full=full, patched=patched)),
             "user": (PasswdEntry(), PasswdEntry().command(user)),
             "files": (FileDigests(), FileDigests().command(paths)),
             "patch": (FileBytesUnlessKnown(), FileBytesUnlessKnown().command(patch_path, patch_known)),
             "installed": (InstalledServices(), InstalledServices().command()),
         }
+        parts.update({f"{PATCH_PART}{path}": (FileBytesUnlessKnown(), FileBytesUnlessKnown().command(path, known))
+                      for path, known in (patch_more or {}).items()})
         if service_releases:  # several services: each one's releases, none at the host's root
             parts.update({f"{SERVICE_PART}{name}": (ReleaseState(), ReleaseState().command(one, service=name))
                           for name, one in service_releases.items()})
@@ -145,19 +152,24 @@ class HostRead(FactBase[HostState]):
                 patch_path: str | None, patch_known: list[str], release_id: str | None,
                 model_spec: list | None = None, full: bool = False, sudo_check: bool = False,
                 variants: dict[str, dict] | None = None, gateway_unit: str | None = None,
-                gateway_runtime_dir: str | None = None, service_releases: dict[str, str] | None = None) -> str:
+                gateway_runtime_dir: str | None = None, service_releases: dict[str, str] | None = None,
+                patched: list[str] | tuple = (PATCHED,), patch_more: dict[str, list[str]] | None = None) -> str:
         """
         + variants: ``{python: {"stack_id": ..., "patch_path": ..., "patch_known": ..., "release_id": ...}}``
           for each Python the stack serves; the host's ``python3`` picks one. The arguments
           given besides are read on a host of any other Python (one preflight refuses). A variant may
           give ``service_releases`` too
+        + patched: the files of the stack's sglang the patch step changes, left out of its drift check
+        + patch_more: ``{path: known digests}`` of the other files the patch step visits (``patch_path``
+          is the first); a variant gives its own
         + gateway_unit, gateway_runtime_dir: on a gateway host, its unit and runtime folder: the read
           then holds its stack, its files and its gateway, nothing of sglang
         """
         common = dict(stack_id=stack_id, python=python, uv_version=uv_version, user=user, paths=paths,
                       patch_path=patch_path, patch_known=patch_known, release_id=release_id,
                       model_spec=model_spec, full=full, gateway_unit=gateway_unit,
-                      gateway_runtime_dir=gateway_runtime_dir, service_releases=service_releases)
+                      gateway_runtime_dir=gateway_runtime_dir, service_releases=service_releases,
+                      patched=tuple(patched), patch_more=patch_more)
         parts = self._parts(**common)
         body = (f"echo {shlex.quote(MARK + 'os')}; ( {HostOs().command()}\n); "
                 + self._joined(parts, [name for name in parts if not _per_python(name)]))
@@ -197,6 +209,8 @@ class HostRead(FactBase[HostState]):
                           for name, lines in sections.items() if name.startswith(SERVICE_PART)}
         found.users = {name[len(USER_PART):]: PasswdEntry().process(lines) if lines else None
                        for name, lines in sections.items() if name.startswith(USER_PART)}
+        found.patches = {name[len(PATCH_PART):]: FileBytesUnlessKnown().process(lines) if lines else None
+                         for name, lines in sections.items() if name.startswith(PATCH_PART)}
         if "user" in sections and not found.users:
             found.users = {DEFAULT_SERVICE: found.user}
         if "release" in sections:

@@ -20,7 +20,7 @@ from pyinfra.api import FactBase
 from sglfleet.artifacts.stacks import MARKER
 from sglfleet.facts import sections as cut_sections
 from sglfleet.host.layout import LAYOUT, STALE_MINUTES
-from sglfleet.host.stacks import PATCHED, SNAPSHOT, describe, snapshot_command
+from sglfleet.host.stacks import PATCHED, SNAPSHOT, describe, snapshot_check_command
 
 
 @dataclass
@@ -69,7 +69,11 @@ class StackState(FactBase[StackHostState]):
     """
 
     def command(self, stack_id: str, python: str, uv_version: str, hash_wheels: bool = True,
-                full: bool = False) -> str:
+                full: bool = False, patched: list[str] | tuple = (PATCHED,)) -> str:
+        """
+        + patched: the files the patch step changes (as the wheel names them), left out of
+          the drift check and the RECORD check
+        """
         marker = shlex.quote(LAYOUT.stack(stack_id, MARKER))
         venv_python = shlex.quote(LAYOUT.python(stack_id))
         snapshot = shlex.quote(LAYOUT.stack(stack_id, SNAPSHOT))
@@ -78,7 +82,7 @@ class StackState(FactBase[StackHostState]):
         # The full check reads every installed file against its wheel's RECORD: on request only.
         records = (f"echo '## records'; [ -x {venv_python} ] && {venv_python} "
                    f"{shlex.quote(LAYOUT.stack(stack_id, 'verify_stack.py'))} "
-                   f"--records {shlex.quote(PATCHED)} 2>&1 | head -n 50" if full else "true")
+                   f"--records {' '.join(shlex.quote(member) for member in patched)} 2>&1 | head -n 50" if full else "true")
         # The host's one service's, and each named service's (services/<name>/current): a stack any uses stays.
         releases = (f"{shlex.quote(LAYOUT.current)} {shlex.quote(LAYOUT.previous)} "
                     f"{shlex.quote(LAYOUT.services)}/*/current {shlex.quote(LAYOUT.services)}/*/previous")
@@ -104,8 +108,9 @@ class StackState(FactBase[StackHostState]):
             "-type f -exec sha256sum {} +; fi",
             # Milliseconds, not a re-hash of gigabytes: what the venv holds against its build-time snapshot.
             f"echo '## drift'; if [ -d {venv} ] && [ -f {marker} ]; then "
-            f"if [ -f {snapshot} ]; then {snapshot_command(LAYOUT.venv(stack_id), python)} | diff {snapshot} - "
-            "| grep '^[<>]' | head -n 200; else echo 'no-snapshot'; fi; fi",
+            f"if [ -f {snapshot} ]; then "
+            f"{snapshot_check_command(LAYOUT.venv(stack_id), python, LAYOUT.stack(stack_id, SNAPSHOT), patched)} "
+            "| head -n 200; else echo 'no-snapshot'; fi; fi",
             records,
             "true",
         ])

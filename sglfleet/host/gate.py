@@ -42,6 +42,7 @@ It passes only when, in order:
 from __future__ import annotations
 
 import json
+import re
 import time
 from dataclasses import asdict, dataclass, field, fields
 
@@ -141,15 +142,59 @@ def metrics_enabled(release: dict) -> bool:
     return bool(release.get("launch", {}).get("enable_metrics"))
 
 
+# The EAGLE-3 delegation methods sglfleet's patch puts into KimiK25ForConditionalGeneration.
+DELEGATION = ("set_eagle3_layers_to_capture", "get_embed_and_head", "set_embed_and_head")
+# The lines real sglang logs for each cause (0.5.14 on an H200: tests/data/gpu/kimi-k25-h200-sglang-0.5.14-*.log).
+_LACKS = re.compile(r"AttributeError: '(\w+)' object has no attribute '(" + "|".join(DELEGATION) + ")'")
+_BROKEN = re.compile(r"Ignore import error when loading sglang\.srt\.models\.(\w+): (.*\(\S+\.py, line \d+\))")
+_UNKNOWN = re.compile(r"Cannot find model module\. '(\w+)'|Model architectures \['?(\w+)")
+_EXCEPTION = re.compile(r"^(?:\[[^\]]*\] )?(?:\w+\.)*(\w*(?:Error|Exception)): (.+)$")
+
+
+def start_failure_cause(lines: list[str]) -> str | None:
+    """
+    What ended a failed start, in one line, read from the server's log; None when it names nothing.
+
+    In order: a model class that lacks an EAGLE-3 delegation method (the scheduler's
+    AttributeError), a model file that does not parse (sglang ignores the import error,
+    then knows no such model class), else the last exception the log names.
+
+    + lines: the unit's journal, oldest first
+
+    **Example:**
+
+    .. code:: python
+
+        start_failure_cause(service.journal_lines(layout))
+        # "the model class KimiK25ForConditionalGeneration lacks get_embed_and_head: the EAGLE-3 patch did not apply"
+    """
+    for line in reversed(lines):
+        if found := _LACKS.search(line):
+            return f"the model class {found[1]} lacks {found[2]}: the EAGLE-3 patch did not apply"
+    unknown = next((m[1] or m[2] for line in reversed(lines) if (m := _UNKNOWN.search(line))), None)
+    broken = next((m for line in reversed(lines) if (m := _BROKEN.search(line))), None)
+    if unknown and broken:
+        return (f"sglang cannot import srt/models/{broken[1]}.py ({broken[2]}), so it does not know "
+                f"{unknown}: the file does not parse (methods appended after EntryClass?); "
+                f"reinstall the stack's sglang and let sglfleet patch it")
+    for line in reversed(lines):
+        if found := _EXCEPTION.match(line.strip()):
+            return f"the server ended with {found[1]}: {found[2][:200]}"
+    return None
+
+
 def wait_until_healthy(base: str, settings: GateSettings, restarts_at_start: int, layout: Layout) -> None:
     deadline = time.monotonic() + settings.warmup_s
     last = "no answer yet"
     while True:
         unit = service.properties(layout)
         if unit.get("ActiveState") == "failed":
-            raise GateFailed("unit", f"{layout.unit} failed ({unit.get('SubState')})")
+            cause = start_failure_cause(service.journal_lines(layout))
+            raise GateFailed("unit", f"{layout.unit} failed ({unit.get('SubState')})" + (f": {cause}" if cause else ""))
         if int(unit.get("NRestarts") or 0) > restarts_at_start:
-            raise GateFailed("unit", f"{layout.unit} crashed and was restarted by systemd")
+            cause = start_failure_cause(service.journal_lines(layout))
+            raise GateFailed("unit", f"{layout.unit} crashed and was restarted by systemd"
+                             + (f": {cause}" if cause else ""))
         if unit.get("ActiveState") == "active":
             status, text = request(f"{base}/health", timeout=HEALTH_TIMEOUT_S)
             if status == 200:

@@ -35,6 +35,26 @@ def restart(layout: Layout = LAYOUT) -> int:
     return restarts(layout)
 
 
+def journal_lines(layout: Layout = LAYOUT, lines: int = 400) -> list[str]:
+    """
+    The unit's last ``lines`` log lines, whole; none where there is no journal to read.
+
+    + lines: how many; a failed start's traceback and the import errors before it fit in 400
+
+    **Example:**
+
+    .. code:: python
+
+        cause = gate.start_failure_cause(journal_lines(layout))
+    """
+    try:
+        out = subprocess.run(["journalctl", "-u", layout.unit, "-n", str(lines), "--no-pager", "-o", "cat"],
+                             capture_output=True, text=True).stdout
+    except OSError:  # no journalctl (the GPU bench answers systemd's part itself)
+        return []
+    return out.splitlines()
+
+
 def journal_tail(layout: Layout = LAYOUT) -> str:
     """The unit's last log lines, each cut to 300 characters (sglang logs every argument on one line)."""
     out = subprocess.run(["journalctl", "-u", layout.unit, "-n", str(LOG_LINES), "--no-pager", "-o", "cat"],

@@ -25,14 +25,20 @@ import subprocess
 SNAPSHOT = "venv.snapshot"  # beside the marker, in the stack's folder
 # When the build began and finished (seconds since the epoch), beside the marker: the build writes it.
 BUILD = "build.json"
-# The file sglfleet's patch changes after the build (in site-packages): the patch
-# step checks it on every converge, against the digests the patch gives.
+# The file of the first patch set (the KimiK25 EAGLE-3 methods), in site-packages: the host
+# read brings it on every converge, and the patch step checks it against the digests the
+# patch sets give. The other sets' files the patch step reads itself.
 PATCHED = "sglang/srt/models/kimi_k25.py"
 
 
-def patched(python: str) -> str:
-    """The patched file's path in a venv of python ``python`` (e.g. "3.11"), relative to the venv."""
-    return f"lib/python{python}/site-packages/{PATCHED}"
+def site_packages(python: str) -> str:
+    """The ``site-packages`` folder of a venv of python ``python`` (e.g. "3.11"), relative to the venv."""
+    return f"lib/python{python}/site-packages"
+
+
+def patched(python: str, member: str = PATCHED) -> str:
+    """A patched file's path in a venv of python ``python`` (e.g. "3.11"), relative to the venv."""
+    return f"{site_packages(python)}/{member}"
 
 
 def build_record_command(folder: str) -> str:
@@ -68,6 +74,19 @@ def snapshot_command(venv: str, python: str) -> str:
     # Folders without their time: adding and removing a file leaves no change behind.
     return (f"find {shlex.quote(venv)} -path {skip} -prune -o \\( -type d -printf '%P\\td\\n' \\) "
             f"-o -printf '%P\\t%y\\t%s\\t%T@\\n' | LC_ALL=C sort")
+
+
+def snapshot_check_command(venv: str, python: str, recorded: str, members=(PATCHED,)) -> str:
+    """
+    A shell command that prints how ``venv`` differs from its snapshot file ``recorded``, as
+    ``diff``'s ``<`` and ``>`` lines; the files the patch sets change (``members``, as the
+    wheel names them) left out, whatever snapshot recorded them. A file no set changes any
+    more counts again: a patched one is drift, and the stack is built again without it.
+    """
+    skip = " ".join(f"-e {shlex.quote(f'{side} {patched(python, member)}' + chr(9))}"
+                    for side in "<>" for member in members)
+    return (f"{snapshot_command(venv, python)} | diff {shlex.quote(recorded)} - | grep '^[<>]'"
+            + (f" | grep -v -F {skip}" if skip else ""))
 
 
 def differences(venv: str, python: str, recorded: str, limit: int = 10) -> list[str]:

@@ -30,6 +30,7 @@ from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR, FILE as TEXTFILE
 from sglfleet.operations.remote import HostFunctionCommand
 from sglfleet.run import recording, summary
 from sglfleet.run.diffs import first_pass
+from sglfleet.run.recording import fail
 
 
 @operation()
@@ -138,7 +139,7 @@ def _restart(state, host, connector_arguments, unit: str, digest: str, earlier: 
     """Restart the gateway (``Type=notify``: systemctl returns once it routes); False fails the host."""
     down = [name for name in earlier if name in {h.name for h in state.failed_hosts}]
     if down:
-        return _failed(host, f"{unit} not restarted: gateway {', '.join(down)} did not come back, and two "
+        return fail(state, host, f"{unit} not restarted: gateway {', '.join(down)} did not come back, and two "
                              f"gateways are never down together; fix it, then run again")
     q_unit = shlex.quote(unit)
     ok, output = host.run_shell_command(
@@ -148,15 +149,8 @@ def _restart(state, host, connector_arguments, unit: str, digest: str, earlier: 
         _, journal = host.run_shell_command(
             StringCommand(f"journalctl -u {q_unit} -n 8 --no-pager -o cat"), **connector_arguments)
         why = " ".join(output.stderr_lines)[-300:] or "systemctl restart failed"
-        return _failed(host, f"{unit} did not come back: {why}; its journal: {' | '.join(journal.stdout_lines)[-600:]}")
+        return fail(state, host, f"{unit} did not come back: {why}; its journal: {' | '.join(journal.stdout_lines)[-600:]}")
     host.log(f"{unit} restarted and routes (configuration {digest})", logger.info)
     summary.passed(host.name, f"gateway serves configuration {digest}")
     recording.emit("GatewayRestarted", host=host.name, message=f"{unit} restarted with configuration {digest}")
     return True
-
-
-def _failed(host, message: str) -> bool:
-    host.log_styled(message, fg="red", log_func=logger.error)
-    summary.failed(host.name, message)
-    recording.emit("HostFailed", host=host.name, message=message)
-    return False

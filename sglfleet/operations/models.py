@@ -26,6 +26,7 @@ import json
 import posixpath
 import shlex
 import threading
+from functools import cache
 from pathlib import Path
 
 import gevent
@@ -47,7 +48,6 @@ GIB = 1 << 30
 # Room left beside the model: the store's filesystem also holds releases, logs
 # and the next revision's partial folder. 2 % of the model, at least 256 MiB.
 MARGIN_SHARE, MARGIN_MIN = 0.02, 256 << 20
-_checked: dict[tuple[str, int, int], str] = {}
 _checked_lock = threading.Lock()
 
 
@@ -81,16 +81,23 @@ def controller_copy(folder: str, manifest: Manifest, paths: list[str]) -> dict[s
             raise ModelError(f"{manifest.repo}@{manifest.revision[:12]}: {local} is missing on the controller: "
                              f"copy the revision there (e.g. hf download --revision {manifest.revision} "
                              f"--local-dir {root})") from None
-        key = (str(local), st.st_size, st.st_mtime_ns)
         with _checked_lock:  # hosts are planned concurrently: one hash per file
-            if key not in _checked:
-                _, got = digest_of(str(local), {"sha256": entry.sha256, "git_sha1": entry.git_sha1})
-                _checked[key] = got if st.st_size == entry.size else "size"
-            if _checked[key] not in (entry.sha256, entry.git_sha1):
-                raise ModelError(f"{manifest.repo}@{manifest.revision[:12]}: the controller's {local} does not match "
-                                 f"the manifest: fetch it again")
+            got = (_digest(str(local), st.st_size, st.st_mtime_ns, entry.sha256, entry.git_sha1)
+                   if st.st_size == entry.size else "size")
+        if got not in (entry.sha256, entry.git_sha1):
+            raise ModelError(f"{manifest.repo}@{manifest.revision[:12]}: the controller's {local} does not match "
+                             f"the manifest: fetch it again")
         found[path] = local
     return found
+
+
+@cache
+def _digest(path: str, size: int, mtime_ns: int, sha256: str | None, git_sha1: str | None) -> str:
+    """
+    The digest of the controller's file ``path``, sha256 (else git blob sha1): once per
+    ``size`` and ``mtime_ns``, which name the file's content (a changed file is hashed again).
+    """
+    return digest_of(path, {"sha256": sha256, "git_sha1": git_sha1})[1]
 
 
 def space_problem(free: int, needed: int, store: str, what: str) -> str | None:

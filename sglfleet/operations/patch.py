@@ -1,7 +1,7 @@
 """
-Patch a Python file on a host with the class-body patch engine.
+Patch a Python file on a host: the patch sets of its stack, or the KimiK25 methods alone.
 
-The host's exact bytes come over through a fact; the engine runs here, on the
+The host's exact bytes come over through a fact; the engines run here, on the
 controller; the new bytes go back to a temporary file beside the target and
 replace it with one rename.
 """
@@ -16,10 +16,12 @@ from pyinfra import host, logger, state
 from pyinfra.api import FileUploadCommand, FunctionCommand, operation
 
 from sglfleet.artifacts.patcher import PatchRefused, apply, load_patch
+from sglfleet.artifacts.patchsets import PatchSet, apply_sets
 from sglfleet.artifacts.temporaries import temporary_beside
 from sglfleet.facts.files import FileBytesUnlessKnown
 from sglfleet.facts.host import READ
 from sglfleet.run.diffs import show_diff, wants_diff
+from sglfleet.run.recording import fail
 
 
 
@@ -65,7 +67,7 @@ def eagle3_methods(path: str, patch_path: str | None = None, done_digests: list[
         message = f"cannot patch {path}: {refusal}"
         if not state.is_executing:
             host.log_styled(f"will fail: {message}", fg="yellow", log_func=logger.warning)
-        yield FunctionCommand(_fail, (message,), {})
+        yield FunctionCommand(fail, (message,), {})
         return
 
     if new == source:
@@ -76,6 +78,71 @@ def eagle3_methods(path: str, patch_path: str | None = None, done_digests: list[
         show_diff(f"Will patch {path} (class {the_patch.target})",
                   source.decode(errors="replace"), new.decode(errors="replace"))
 
+    yield from _replace(path, source, new)
+
+
+@operation()
+def patch_sets(path: str, sets: list[PatchSet] | tuple = (), done_digests: list[str] | tuple = (), source=READ):
+    """
+    Ensure ``path`` is the package's file with the patch sets, in order, and no other sglfleet block.
+
+    A set whose fix the file already has (upstream) leaves it alone; a set that
+    was removed leaves nothing behind; no sets and no blocks: no change. A set
+    the engine refuses (anchor missing or ambiguous, a conflict) fails this host
+    alone, with one line that names the set and the reason, and the file is
+    left as it was. Under ``--diff`` the change is printed as a unified diff
+    titled with each set, in a dry run too.
+
+    + path: the file on the host, e.g. the stack's ``sglang/srt/server_args.py``
+    + sets: the sets for this file and the stack's sglang version
+      (``sglfleet.artifacts.patchsets.for_file``), in order
+    + done_digests: sha256 of files known to need nothing (the stack's
+      upstream file, patched); a host whose file has one of them is not read
+    + source: ``FileBytesUnlessKnown``'s answer for ``path`` and ``done_digests``, already
+      read; by default the operation reads it
+
+    **Example:**
+
+    .. code:: python
+
+        patch.patch_sets(
+            name="Patch sets in server_args.py",
+            path=f"{venv}/lib/python3.11/site-packages/sglang/srt/server_args.py",
+            sets=for_file(load_sets(), "0.5.9", "sglang/srt/server_args.py"),
+        )
+    """
+    names = ", ".join(s.name for s in sets) or "none"
+    if source is READ:
+        source = host.get_fact(FileBytesUnlessKnown, path=path, known=sorted(done_digests))
+    if isinstance(source, str):
+        host.noop(f"{path} has its patch sets ({names}; sha256 {source[:12]})")
+        return
+    if source is None and not sets:
+        host.noop(f"{path} does not exist and no patch set is for it")
+        return
+    try:
+        if source is None:
+            raise PatchRefused("the file does not exist; is the stack's sglang installed?")
+        new, outcomes = apply_sets(source, list(sets))
+    except PatchRefused as refusal:
+        message = f"cannot patch {path}: {refusal}"
+        if not state.is_executing:
+            host.log_styled(f"will fail: {message}", fg="yellow", log_func=logger.warning)
+        yield FunctionCommand(_fail, (message,), {})
+        return
+
+    done = ", ".join(f"{patch_set.name} ({outcome})" for patch_set, outcome in outcomes) or "none"
+    if new == source:
+        host.noop(f"{path} has its patch sets: {done}")
+        return
+    if wants_diff():
+        show_diff(f"Will patch {path} with patch sets: {done}",
+                  source.decode(errors="replace"), new.decode(errors="replace"))
+    yield from _replace(path, source, new)
+
+
+def _replace(path: str, source: bytes, new: bytes):
+    """The commands that put ``new`` in place of ``source`` at ``path``, by one rename."""
     # This run's own temporary file: a concurrent run never renames a half-written one.
     temporary = temporary_beside(path)
     yield FileUploadCommand(BytesIO(new), temporary)
@@ -92,9 +159,3 @@ def eagle3_methods(path: str, patch_path: str | None = None, done_digests: list[
         f"else rm -f {q_temp}; echo {shlex.quote(f'{path} changed while patching; re-run')} >&2; "
         "exit 1; fi"
     )
-
-
-def _fail(state, host, message: str) -> bool:
-    # Returning False fails this host only; raising would print a traceback.
-    host.log_styled(message, fg="red", log_func=logger.error)
-    return False

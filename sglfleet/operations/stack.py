@@ -30,11 +30,12 @@ from sglfleet.artifacts.temporaries import RUN_TOKEN
 from sglfleet.facts.host import READ
 from sglfleet.facts.stack import StackHostState, StackState, WheelhouseFiles
 from sglfleet.host.layout import LAYOUT, STALE_MINUTES
-from sglfleet.host.stacks import SNAPSHOT, build_record_command, snapshot_command
+from sglfleet.host.stacks import PATCHED, SNAPSHOT, build_record_command, snapshot_check_command, snapshot_command
 from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR
 from sglfleet.operations.drift import marked
 from sglfleet.operations.remote import HostFunctionCommand
 from sglfleet.run.diffs import first_pass, report_drift, wants_diff
+from sglfleet.run.recording import fail
 
 PROBE = FILES / "probe" / "verify_stack.py"
 
@@ -104,12 +105,12 @@ def _fetch_and_serve(state, host, connector_arguments, missing, sources, share: 
                      f"-mmin +{STALE_MINUTES} -exec rm -rf {{}} + && "
                      f"install -d -m 700 -o \"${{SUDO_USER:-$(id -un)}}\" {shlex.quote(incoming)}")
     if not ok:
-        return _failed(host, f"cannot prepare {incoming}: {' '.join(output.stderr_lines)[-300:]}")
+        return fail(state, host, f"cannot prepare {incoming}: {' '.join(output.stderr_lines)[-300:]}")
     left = dict(missing)
     asked = {name: entry for name, entry in left.items() if name not in own}
     if sources and asked:
         left = {**{name: left[name] for name in own}, **_from_peers(host, run, asked, sources, incoming)}
-    if left and not _from_controller(host, connector_arguments, run, left, incoming):
+    if left and not _from_controller(state, host, connector_arguments, run, left, incoming):
         return False
     run(f"rm -rf {shlex.quote(incoming)}")
     ok, errors = serve(run, share, wheelhouse_dir, LAYOUT.lib)
@@ -159,7 +160,7 @@ def _from_peers(host, run, left: dict, sources: tuple[str, ...], incoming: str) 
     return {name: left[name] for name in still}
 
 
-def _from_controller(host, connector_arguments, run, left: dict, incoming: str) -> bool:
+def _from_controller(state, host, connector_arguments, run, left: dict, incoming: str) -> bool:
     """Upload what is ``left`` as the SSH user (sftp cannot sudo), then check and rename it as root."""
     progress = Progress(host, "wheels from the controller", sum(local.size for local in left.values()))
     sent = 0
@@ -170,17 +171,12 @@ def _from_controller(host, connector_arguments, run, left: dict, incoming: str) 
             with open(local.path, "rb") as handle:
                 sftp.putfo(handle, target, callback=lambda done, _total, base=sent: progress.update(base + done))
         except Exception as error:  # noqa: BLE001 - the link, the disk: fail this host with the cause
-            return _failed(host, f"cannot send {name}: {type(error).__name__}: {error}")
+            return fail(state, host, f"cannot send {name}: {type(error).__name__}: {error}")
         sent += local.size
     corrupted = _checked_into_place(host, run, sorted(left), incoming, left)
     if corrupted:
-        return _failed(host, f"{', '.join(corrupted)} arrived corrupted (sha256 mismatch): run the deploy again")
+        return fail(state, host, f"{', '.join(corrupted)} arrived corrupted (sha256 mismatch): run the deploy again")
     return True
-
-
-def _failed(host, message: str) -> bool:
-    host.log_styled(message, fg="red", log_func=logger.error)
-    return False
 
 
 def uv_extract_command(stack: Stack) -> str:
@@ -202,13 +198,15 @@ def uv_extract_command(stack: Stack) -> str:
 
 
 def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
-                   hashes: dict[str, str] | None = None) -> list:
+                   hashes: dict[str, str] | None = None, patched: list[str] | tuple = (PATCHED,)) -> list:
     """
     Commands that build ``stack`` offline in a temporary folder, verify it, and rename it into place.
 
     + state: the host's StackState; nothing is built when the stack is verified
     + gpu_less: the probe skips what needs a GPU, and says so in the marker
     + hashes: ``{filename: sha256}`` for files an allowed unhashed lock has no hash for
+    + patched: the files the patch step changes (as the wheel names them): another run's
+      patches do not make its build look changed
     """
     if state.verified:
         return []
@@ -252,7 +250,7 @@ def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
     # changed since). Not when this run builds it again because it drifted.
     done_meanwhile = "false" if state.built else (
         f"[ -f {shlex.quote(stack.marker)} ] && [ -f {q_snapshot} ] && "
-        f"{snapshot_command(stack.venv, stack.python)} | cmp -s {q_snapshot} -")
+        f"[ -z \"$({snapshot_check_command(stack.venv, stack.python, snapshot, patched)})\" ]")
     script = "\n".join([
         "set -e",
         f"if {done_meanwhile}; then rm -rf {q_upload}; exit 0; fi",
@@ -315,7 +313,7 @@ def collect_commands(stack: Stack, state: StackHostState, keep: int) -> list:
 
 @operation()
 def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: bool = False, found=READ,
-              sharing: str | None = None, textfile_dir: str = TEXTFILE_DIR):
+              sharing: str | None = None, textfile_dir: str = TEXTFILE_DIR, patched: list[str] | tuple = (PATCHED,)):
     """
     Ensure ``stack`` is built, verified, unchanged since, and in place on the host,
     and old stacks are collected. A stack that changed on the host (its venv
@@ -330,6 +328,7 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: b
     + sharing: the unit of the file server this host may have started for peers (``wheels_fanned_out``),
       stopped here, once every round has fetched
     + textfile_dir: node_exporter's textfile folder, where a drift found is marked (``sglfleet_drift``)
+    + patched: the files of its sglang the patch step changes (as the wheel names them): no drift
 
     **Example:**
 
@@ -341,7 +340,7 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: b
     # seconds a GB on every build and decide nothing here.
     state = found if found is not READ else host.get_fact(
         StackState, stack_id=stack.id, python=stack.python, uv_version=stack.uv.version,
-        hash_wheels=False, full=full_check)
+        hash_wheels=False, full=full_check, patched=tuple(patched))
     commands = []
     hashes = None
     if state.built and state.drift:
@@ -356,7 +355,7 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: b
         except StackError as e:
             raise OperationError(str(e)) from None
         hashes = {name: entry.sha256 for name, entry in local.items()}
-        commands += build_commands(stack, state, gpu_less, hashes)
+        commands += build_commands(stack, state, gpu_less, hashes, patched)
         summary = [f"  + build and verify {stack.path}"]
     else:
         summary = []

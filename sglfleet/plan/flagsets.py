@@ -16,7 +16,7 @@ from functools import cache
 
 from sglfleet import cache_dir
 from sglfleet.artifacts.upstream import CACHE, sglang_wheel
-from sglfleet.plan.server_flags import FlagSet, load_flags
+from sglfleet.shipped.server_flags import FlagSet, load_flags
 
 
 @cache

@@ -1,7 +1,7 @@
 """The launch-configuration lint: what sglang would refuse or silently change, said before a restart. Pure.
 
 A function of a host's validated config, the stack's sglang flag set (read
-from that release's own ``server_args.py`` by ``sglfleet.plan.server_flags``), the
+from that release's own ``server_args.py`` by ``sglfleet.shipped.server_flags``), the
 host's GPU compute capabilities and the sglang version. Every finding names the
 host, the key and the fix.
 
@@ -26,13 +26,15 @@ from packaging.version import Version
 from sglfleet.artifacts.models import PINNED, ROLES, ModelError, is_hub_id, load_manifest, lock_command, staged_models
 from sglfleet.plan.parsers import NAME_MODULES, parser_choices
 from sglfleet.plan.settings import LAUNCH_KEYS, LaunchSettings, rendered_keys
-from sglfleet.plan.server_flags import NO_VALUE_ACTIONS
+from sglfleet.shipped.server_flags import NO_VALUE_ACTIONS
 
 EAGLE_NUMBERS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
 KIMI_K25_MODEL = re.compile(r"kimi[-_.]?k2[-_.]?5", re.I)
 # sglang < 0.5.14 indexes TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES (entries for
 # capability 9 and 10 only) with [major]: KeyError 12 at start-up on SM120.
 SYMM_MEM_SM120_FIXED = Version("0.5.14")
+# The patch set that backports that fix (sgl-project/sglang#24548) to older releases.
+SYMM_MEM_BACKPORT = "sm120_symm_mem"
 
 
 @dataclass(frozen=True)
@@ -214,7 +216,7 @@ def _speculative_findings(host: str, config) -> list[Finding]:
 
 
 def _architecture_findings(host: str, config, compute_caps: list[str] | None, version: str,
-                           source: str) -> list[Finding]:
+                           source: str, patch_sets: tuple[str, ...] = ()) -> list[Finding]:
     findings = []
     if compute_caps is None:
         if not config.gpu_less and (config.launch.enable_torch_symm_mem or config.launch.enable_flashinfer_allreduce_fusion):
@@ -227,11 +229,16 @@ def _architecture_findings(host: str, config, compute_caps: list[str] | None, ve
     if 12 not in _majors(compute_caps):
         return findings
     if config.launch.enable_torch_symm_mem:
-        if Version(version) < SYMM_MEM_SM120_FIXED:
+        if Version(version) < SYMM_MEM_SM120_FIXED and SYMM_MEM_BACKPORT not in patch_sets:
             findings.append(Finding("error", host, "enable_torch_symm_mem",
                                     f"sglang {version} on SM120 ({source}) fails at start-up: its torch symmetric-memory "
                                     f"all-reduce sizes cover only SM90 and SM100, and the lookup raises KeyError 12 "
-                                    f"(fixed in {SYMM_MEM_SM120_FIXED}); set enable_torch_symm_mem = False"))
+                                    f"(fixed in {SYMM_MEM_SM120_FIXED}, patch set {SYMM_MEM_BACKPORT} backports it); "
+                                    "set enable_torch_symm_mem = False"))
+        elif Version(version) < SYMM_MEM_SM120_FIXED:
+            findings.append(Finding("warning", host, "enable_torch_symm_mem",
+                                    f"sglang {version} with patch set {SYMM_MEM_BACKPORT} has no torch symmetric-memory "
+                                    f"all-reduce for SM120 ({source}) and skips it; set enable_torch_symm_mem = False"))
         else:
             findings.append(Finding("warning", host, "enable_torch_symm_mem",
                                     f"sglang {version} has no torch symmetric-memory all-reduce for SM120 ({source}) and "
@@ -275,16 +282,17 @@ def _fleet_findings(host: str, config) -> list[Finding]:
 
 
 def lint(host_name: str, config, flagset, compute_caps: list[str] | None, sglang_version: str,
-         caps_source: str = "declared") -> list[Finding]:
+         caps_source: str = "declared", patch_sets: tuple[str, ...] = ()) -> list[Finding]:
     """
     Check one host's launch configuration; errors first, then warnings.
 
     + host_name: the inventory name, used in every finding
     + config: the host's ``HostConfig``
-    + flagset: the stack's ``sglfleet.plan.server_flags.FlagSet``, or None to skip flag checks
+    + flagset: the stack's ``sglfleet.shipped.server_flags.FlagSet``, or None to skip flag checks
     + compute_caps: the compute capability of each GPU (``["12.0"] * 8``), or None when unknown
     + sglang_version: the stack's sglang version, e.g. ``"0.5.9"``
     + caps_source: where ``compute_caps`` come from, named in the findings that depend on them
+    + patch_sets: the names of the patch sets the host's stack gets (a backport relaxes a rule)
 
     **Example:**
 
@@ -296,7 +304,7 @@ def lint(host_name: str, config, flagset, compute_caps: list[str] | None, sglang
     if flagset is not None:
         findings += _flag_findings(host_name, config, flagset, sglang_version)
     findings += _speculative_findings(host_name, config)
-    findings += _architecture_findings(host_name, config, compute_caps, sglang_version, caps_source)
+    findings += _architecture_findings(host_name, config, compute_caps, sglang_version, caps_source, patch_sets)
     findings += _fleet_findings(host_name, config)
     return sorted(findings, key=lambda finding: finding.severity != "error")
 

@@ -97,6 +97,50 @@ def _secrets_file_problems(name: str, path: Any) -> list[str]:
     return []
 
 
+def _patch_sets_problems(name: str, folder: Any, stack: Any, stacks_dir: Path, skip: Any = ()) -> list[str]:
+    """
+    One line for each patch set of ``folder`` that does not parse or is not for the stack's
+    sglang, and for each name of ``skip`` that no patch set has.
+    """
+    from sglfleet.artifacts.patchsets import PatchSetError, load_sets, resolve_sets_dir
+    from sglfleet.artifacts.stacks import StackError, load_stack
+
+    if isinstance(skip, (list, tuple)) and skip:
+        try:
+            known = [s.name for s in load_sets(resolve_sets_dir(folder) if isinstance(folder, str) and folder and
+                                               resolve_sets_dir(folder).is_dir() else None)]
+        except PatchSetError:
+            known = None  # said below
+        for one in skip:
+            if known is not None and isinstance(one, str) and one not in known:
+                close = difflib.get_close_matches(one, known, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                return [f"{name}: patch_sets_skip: no patch set named {one!r}; {hint}known: {', '.join(known)}"]
+    if not isinstance(folder, str) or not folder:
+        return []
+    path = resolve_sets_dir(folder)
+    if not path.is_dir():
+        return [f"{name}: patch_sets_dir = {folder!r}: no such folder on the controller (a relative path "
+                f"starts at {PROJECT_ROOT}); create it or set patch_sets_dir = None"]
+    try:
+        own = [s for s in load_sets(path) if s.path.parent == path]
+    except PatchSetError as error:
+        return [f"{name}: patch_sets_dir: {error}"]
+    problems = []
+    try:
+        version = load_stack(stack, allow_unhashed=True, stacks_dir=stacks_dir).sglang_version if isinstance(stack, str) else None
+    except StackError:
+        version = None  # the stack's own problems are said elsewhere
+    for patch_set in own:
+        if version is not None and version not in patch_set.versions:
+            problems.append(
+                f"{name}: patch_sets_dir: patch set {patch_set.name} ({patch_set.path}) is for sglang "
+                f"{', '.join(patch_set.versions)}; stack {stack} has sglang {version}: check it with "
+                f"`sglfleet patch plan --stack {stack} --sets-dir {folder}` and add \"{version}\" to its "
+                "versions, or remove it")
+    return problems
+
+
 def validate_host_data(name: str, data: Mapping[str, Any], stacks_dir: Path = STACKS_DIR) -> HostConfig:
     """
     Check one host's data against the schema and return its typed config.
@@ -132,6 +176,8 @@ def validate_host_data(name: str, data: Mapping[str, Any], stacks_dir: Path = ST
 
     problems += stack_problems(name, values.get("stack"), stacks_dir)
     problems += _secrets_file_problems(name, values.get("secrets_file"))
+    problems += _patch_sets_problems(name, values.get("patch_sets_dir"), values.get("stack"), stacks_dir,
+                                     values.get("patch_sets_skip"))
     values["launch"] = {key: values.pop(key) for key in LaunchSettings.model_fields if key in values}
     if values.get("services") is not None:
         found, typed = parse_services(name, values["services"], values["launch"], values.get("gpu_count"))

@@ -110,6 +110,7 @@ Int = Annotated[int, BeforeValidator(_to_int)]
 Float = Annotated[float, BeforeValidator(_to_float)]
 Bool = Annotated[bool, BeforeValidator(_to_bool)]
 Names = Annotated[list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]], BeforeValidator(_to_names)]
+SetNames = Annotated[list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]], BeforeValidator(_to_names)]
 Argv = Annotated[list[Annotated[str, Field(min_length=1, pattern=r"^[^\x00-\x1f\x7f]+$")]], BeforeValidator(_to_argv)]
 Cap = Annotated[str, BeforeValidator(_to_cap), Field(pattern=r"^\d+\.\d+$")]
 Text = Annotated[str, Field(min_length=1, pattern=r"^[^\x00-\x1f\x7f]+$")]
@@ -311,6 +312,11 @@ class HostConfig(BaseModel):
     stacks_keep: Int = Field(ge=0, description="a whole number >= 0, e.g. 1")
     allow_unhashed_lock: Bool = Field(description="true or false")
     secrets_file: Text = Field(description="a path outside the repository, e.g. ~/.config/sglfleet/secrets.env")
+    # operators' own patch sets, after the shipped ones (sglfleet.artifacts.patchsets, docs/patches.md)
+    patch_sets_dir: Optional[Text] = Field(description='a folder of patch set files on the controller, e.g. '
+                                                       '"inventory/patches" (from the project\'s root), or None')
+    patch_sets_skip: SetNames = Field(description='names of patch sets this host does not apply, e.g. '
+                                                  '["api_key_not_logged"], or []')
 
     # what happened stays visible
     events_file: Optional[Text] = Field(description='a path on the controller, e.g. "~/sglfleet-events.jsonl", '

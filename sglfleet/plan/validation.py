@@ -19,8 +19,10 @@ connects, so bad input gets one line per problem and touches no host.
 from __future__ import annotations
 
 import sys
+from functools import cache
 from pathlib import Path
 
+from sglfleet.artifacts.patchsets import SHIPPED as SHIPPED_SETS
 from sglfleet.errors import ConfigError
 from sglfleet.plan.gateway import gateway_problems, is_gateway, serving_groups
 from sglfleet.plan.measured import measured_caps, measured_os
@@ -176,6 +178,24 @@ def _interpreter_findings(name: str, config: HostConfig, stack, severity: str) -
             for problem in interpreter_problems(name, stack, found, others)]
 
 
+def _patch_sets(config: HostConfig, version: str | None) -> list:
+    """The patch sets a host's stack gets: its sglang version's, less ``patch_sets_skip``."""
+    from sglfleet.artifacts.patchsets import for_version, load_sets, resolve_sets_dir
+
+    sets = for_version(load_sets(resolve_sets_dir(config.patch_sets_dir)), version)  # the schema loaded them
+    return [s for s in sets if s.name not in config.patch_sets_skip]
+
+
+@cache
+def _patch_set_refusal(patch_set, version: str) -> str | None:
+    """Why ``patch_set`` cannot be placed in sglang ``version``'s own file (its wheel, cached), or None."""
+    from sglfleet.plan.patch_plan import REFUSED, plan
+    from sglfleet.artifacts.upstream import sglang_file
+
+    (planned,) = plan([patch_set], version, lambda member: sglang_file(version, member).read_bytes())
+    return planned.reason if planned.status == REFUSED else None
+
+
 def check_inventory(inventory, templates: Path = TEMPLATES, measured_os_severity: str = "error") -> list[str]:
     """
     Everything wrong with an inventory pyinfra has built, as lines; errors say ``error``.
@@ -234,11 +254,19 @@ def check_inventory(inventory, templates: Path = TEMPLATES, measured_os_severity
                                     f"flags were not checked"))
         findings += _interpreter_findings(name, config, stack, measured_os_severity)
         caps, source = _compute_caps(name, config)
+        sets = _patch_sets(config, version)
+        applied = tuple(s.name for s in sets)
+        # Each set on the stack's own file, as the patch step will place it: a drifted anchor stops the run here.
+        for patch_set in sets if version else ():
+            refusal = _patch_set_refusal(patch_set, version)
+            if refusal:
+                findings.append(Finding("error", name, "patch_sets_dir" if patch_set.path.parent != SHIPPED_SETS
+                                        else "stack", f"{refusal}; fix its anchor or skip it (patch_sets_skip)"))
         for service in services:
             # A service sees its own GPUs only (CUDA_VISIBLE_DEVICES).
             seen = caps if caps is None or service.gpus is None else [caps[0]] * len(service.gpus)
             findings += lint(name, service.config, flagset_for(version) if version else None, seen,
-                             version or "unknown", caps_source=source)
+                             version or "unknown", caps_source=source, patch_sets=applied)
     findings = list(dict.fromkeys(findings))  # services that share a launch share its findings: once each
     findings.sort(key=lambda finding: finding.severity != "error")
     return collapse([str(finding) for finding in findings], configs)

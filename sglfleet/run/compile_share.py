@@ -10,7 +10,7 @@ refuses, leaves the host to compile cold; a host whose gate fails after it
 took caches from peers drops them and tries once more, cold.
 
 The run's offers (which key is packed, its sha256, who serves it) are kept
-here for the run, as the summary keeps its verdicts.
+in the run's record (``sglfleet.run.record``), as the summary's verdicts are.
 
 **Example:**
 
@@ -34,6 +34,7 @@ from sglfleet.artifacts.fanout import Share, human, serve
 from sglfleet.host.layout import LAYOUT
 from sglfleet.host.protocol import PASSED, results as tool_results
 from sglfleet.run import recording
+from sglfleet.run.record import record
 
 CACHE_TOOL_TIMEOUT_S = 1800  # packing or fetching some GB of caches; past that the link is gone
 
@@ -67,9 +68,6 @@ class Offer:
     sha256: str
     size: int
     sources: list[str] = field(default_factory=list)
-
-
-OFFERS: dict[str, Offer] = {}
 
 
 def later_of(batches: list[tuple[str, ...]], keys: dict[str, str], restarting: set[str]) -> dict[str, bool]:
@@ -125,7 +123,7 @@ def take(host, connector_arguments, label: str, share: CacheShare | None,
     Before the host's switch: fetch and unpack the caches an earlier host of its key
     offers in this run. Whether the host took any files; a failure only warns (it starts cold).
     """
-    offer = OFFERS.get(share.key) if share else None
+    offer = record().offers.get(share.key) if share else None
     if offer is None or not offer.sources:
         return False
     status, result, errors = _cache_tool(host, connector_arguments, timeout_s, "fetch", share.stack_id,
@@ -153,7 +151,8 @@ def hand_on(host, connector_arguments, label: str, share: CacheShare | None, too
     """
     if share is None or not share.later:
         return
-    offer = OFFERS.get(share.key)
+    offers = record().offers
+    offer = offers.get(share.key)
     if offer is None:
         status, result, errors = _cache_tool(host, connector_arguments, timeout_s, "pack", share.stack_id)
         if status != PASSED or not result.get("packed"):
@@ -161,7 +160,7 @@ def hand_on(host, connector_arguments, label: str, share: CacheShare | None, too
                 host.log(f"{label}: compile caches not packed for later hosts: {' '.join(errors)[-300:]}",
                          logger.warning)
             return
-        offer = OFFERS.setdefault(share.key, Offer(result["sha256"], result["bytes"]))
+        offer = offers.setdefault(share.key, Offer(result["sha256"], result["bytes"]))
         if offer.sha256 != result["sha256"]:
             return  # a host of the same batch packed first: later hosts take its archive
         line = (f"{label}: compile caches packed for later hosts of {share.key}: {result['files']} files, "

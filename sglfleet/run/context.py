@@ -1,10 +1,16 @@
-"""What the tasks need to know about the host at hand and its fleet, computed once."""
+"""
+What the tasks need to know about the host at hand and its fleet, computed once a run.
+
+What is computed is kept on the inventory (``Computed``): in a run, pyinfra's one
+``state.inventory``, which every host reaches as ``host.inventory``. It ends with the
+run, and two inventories (``sglfleet status``, tests) never share a host name's answers.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 
 import gevent
@@ -19,7 +25,10 @@ from sglfleet import FILES, PROJECT_ROOT
 from sglfleet.artifacts import wheelhouse
 from sglfleet.artifacts.fanout import Share, rounds
 from sglfleet.artifacts.models import ModelError, load_manifest, staged_models
-from sglfleet.artifacts.patcher import PatchRefused, apply, load_patch
+from sglfleet.artifacts.patcher import PatchRefused
+from sglfleet.artifacts.patchsets import (PatchSet, PatchSetError, apply_sets, files as patch_set_files,
+                                          digest as patch_sets_digest, for_file, for_version, load_sets,
+                                          resolve_sets_dir)
 from sglfleet.artifacts.stacks import Stack, StackError, load_stack
 from sglfleet.facts.host import HostRead, HostState
 from sglfleet.host.layout import GATEWAY, LAYOUT
@@ -36,7 +45,41 @@ from sglfleet.plan.templates import render, render_gateway_unit, render_unit
 from sglfleet.plan.waves import Batch, Wave, fleet_setting, limit_waves, plan_batches, plan_waves, until
 
 
-_configs: dict[str, HostConfig] = {}
+@dataclass
+class Computed:
+    """
+    What this run computed of its inventory, each once.
+
+    + configs: host -> its validated configuration (``host_config``)
+    + services: host -> its services (``host_services``)
+    + service_files: (host, service) -> its unit and env file (``host_service_files``)
+    + releases: host, service and stack -> its release (``release_for``)
+    + gateway_files: gateway host -> its files (``host_gateway_files``)
+    + rollouts: targets -> the rollout (``fleet_rollout``)
+    + reads: host -> the greenlet of its one read (``host_state``)
+    + later: a rollout's batches -> which hosts hand compile caches on (``tasks/rollout.py``)
+    """
+
+    configs: dict[str, HostConfig] = field(default_factory=dict)
+    services: dict[str, list[Service]] = field(default_factory=dict)
+    service_files: dict[tuple[str, str], ServiceFiles] = field(default_factory=dict)
+    releases: dict[str, Release] = field(default_factory=dict)
+    gateway_files: dict[str, GatewayFiles] = field(default_factory=dict)
+    rollouts: dict[tuple[str, ...], Rollout] = field(default_factory=dict)
+    reads: dict[str, gevent.Greenlet] = field(default_factory=dict)
+    later: dict[tuple, dict[str, bool]] = field(default_factory=dict)
+
+
+def computed(inventory: Inventory) -> Computed:
+    """
+    What this run computed of ``inventory``, kept on it (made on first use).
+
+    + inventory: ``pyinfra.inventory``, or ``host.inventory``
+    """
+    found = getattr(inventory, "sglfleet_computed", None)
+    if found is None:
+        found = inventory.sglfleet_computed = Computed()
+    return found
 
 
 def host_config(host: Host) -> HostConfig:
@@ -46,12 +89,10 @@ def host_config(host: Host) -> HostConfig:
 
     + host: ``pyinfra.host``
     """
-    if host.name not in _configs:
-        _configs[host.name] = validate_host_data(host.name, host.data.dict())
-    return _configs[host.name]
-
-
-_services: dict[str, list[Service]] = {}
+    configs = computed(host.inventory).configs
+    if host.name not in configs:
+        configs[host.name] = validate_host_data(host.name, host.data.dict())
+    return configs[host.name]
 
 
 def host_services(host: Host) -> list[Service]:
@@ -61,9 +102,10 @@ def host_services(host: Host) -> list[Service]:
 
     + host: ``pyinfra.host``
     """
-    if host.name not in _services:
-        _services[host.name] = _host_services(host_config(host), LAYOUT)
-    return _services[host.name]
+    services = computed(host.inventory).services
+    if host.name not in services:
+        services[host.name] = _host_services(host_config(host), LAYOUT)
+    return services[host.name]
 
 
 def host_models(host: Host) -> list:
@@ -146,30 +188,63 @@ def complete_stack(host: Host) -> Stack:
 
 
 @cache
-def patch_digest() -> str:
-    """The digest of the patch's methods, part of every release id."""
-    return load_patch().digest
+def _sets(patch_sets_dir: str | None) -> tuple[PatchSet, ...]:
+    # config.py validated every set before connecting: a problem here is the whole run's.
+    try:
+        return tuple(load_sets(resolve_sets_dir(patch_sets_dir)))
+    except PatchSetError as e:
+        raise PyinfraError(str(e)) from None
+
+
+def host_patch_sets(host: Host, stack: Stack | None = None) -> list[PatchSet]:
+    """
+    The patch sets for the host's stack, in order: the shipped ones, then those of its
+    ``patch_sets_dir``, each that names the stack's sglang version and is not in its ``patch_sets_skip``.
+
+    + host: ``pyinfra.host``
+    + stack: the host's stack (by default ``defined_stack(host)``)
+    """
+    stack = stack or defined_stack(host)
+    config = host_config(host)
+    return [s for s in for_version(list(_sets(config.patch_sets_dir)), stack.sglang_version)
+            if s.name not in config.patch_sets_skip]
+
+
+def host_patch_files(host: Host) -> list[str]:
+    """
+    The files the patch step visits on the host, as the wheel names them: ``kimi_k25.py``
+    always (its KimiK25 methods came before patch sets), then each file any set it knows
+    changes, whether its stack gets that set or not: a set skipped, or not for the stack's
+    version, leaves no block behind. (A file whose only set was deleted is no longer
+    visited: the venv's drift check finds it changed, and the stack is built again.)
+
+    + host: ``pyinfra.host``
+    """
+    return list(dict.fromkeys([PATCHED, *patch_set_files(list(_sets(host_config(host).patch_sets_dir)))]))
 
 
 @cache
-def _patched_digests(wheel: str) -> tuple[str, ...]:
+def _patched_digests(wheel: str, member: str, sets: tuple[PatchSet, ...]) -> tuple[str, ...]:
     try:
         with zipfile.ZipFile(wheel) as archive:
-            return (hashlib.sha256(apply(archive.read(PATCHED), load_patch())).hexdigest(),)
+            return (hashlib.sha256(apply_sets(archive.read(member), list(sets))[0]).hexdigest(),)
     except (KeyError, PatchRefused):
         return ()  # no such file, or one the engine refuses: each host reads and reports its own
 
 
-def patched_digests(stack: Stack) -> tuple[str, ...]:
+def patched_digests(stack: Stack, member: str = PATCHED, sets: list[PatchSet] | tuple = ()) -> tuple[str, ...]:
     """
-    The sha256 of the stack's ``kimi_k25.py`` once patched, computed once per run
-    from the stack's own sglang wheel: a host file with it need not be read or parsed.
+    The sha256 of the stack's ``member`` (a file of the sglang wheel) once patched with
+    ``sets``, computed once per run from the stack's own sglang wheel: a host file with it
+    need not be read or parsed.
 
     + stack: the host's stack
+    + member: the file, as the wheel names it (default ``kimi_k25.py``)
+    + sets: its patch sets, in order (``for_file``)
     """
     # The sglang wheel alone: the read asks this of every Python the stack serves.
     wheels = [local.path for local in wheelhouse.ensure(stack, names=frozenset({"sglang"})).values()]
-    return _patched_digests(str(wheels[0])) if wheels else ()
+    return _patched_digests(str(wheels[0]), member, tuple(sets)) if wheels else ()
 
 
 @dataclass(frozen=True)
@@ -185,9 +260,6 @@ class ServiceFiles:
         return hashlib.sha256(f"{self.unit}\0{self.env}".encode()).hexdigest()[:16]
 
 
-_service_files: dict[tuple[str, str], ServiceFiles] = {}
-_releases: dict[str, Release] = {}
-
 
 def host_service_files(host: Host, service: Service | None = None) -> ServiceFiles:
     """
@@ -197,15 +269,15 @@ def host_service_files(host: Host, service: Service | None = None) -> ServiceFil
     + service: one of ``host_services(host)``; by default the first (a host's one service)
     """
     service = _service(host, service)
-    key = (host.name, service.name)
-    if key not in _service_files:
+    key, known = (host.name, service.name), computed(host.inventory).service_files
+    if key not in known:
         secrets = load_secrets(service.config.secrets_file)
-        _service_files[key] = ServiceFiles(
+        known[key] = ServiceFiles(
             unit=render_unit(service.config, layout=service.layout),
             env=render_env(secrets),
             env_redacted=render_env(secrets, redacted=True),
         )
-    return _service_files[key]
+    return known[key]
 
 
 @dataclass(frozen=True)
@@ -222,7 +294,6 @@ class GatewayFiles:
     digest: str
 
 
-_gateway_files: dict[str, GatewayFiles] = {}
 GATEWAY_LAUNCHER = FILES / "gateway" / "sglfleet-gateway.py"
 
 
@@ -264,7 +335,8 @@ def host_gateway_files(host: Host) -> GatewayFiles:
 
     + host: ``pyinfra.host`` (a gateway host)
     """
-    if host.name not in _gateway_files:
+    known = computed(host.inventory).gateway_files
+    if host.name not in known:
         config = host_config(host)
         secrets = gateway_secrets(load_secrets(config.secrets_file))
         env = render_env(secrets, template="sglang-gateway.env.j2")
@@ -275,19 +347,15 @@ def host_gateway_files(host: Host) -> GatewayFiles:
         # taken over the unit rendered without it.
         bare = render_gateway_unit(config, args, python, digest="")
         digest = hashlib.sha256(b"\0".join([bare.encode(), env.encode(), launcher])).hexdigest()[:16]
-        _gateway_files[host.name] = GatewayFiles(
+        known[host.name] = GatewayFiles(
             unit=render_gateway_unit(config, args, python, digest=digest), launcher=launcher, env=env,
             env_redacted=render_env(secrets, redacted=True, template="sglang-gateway.env.j2"), digest=digest)
-    return _gateway_files[host.name]
+    return known[host.name]
 
 
 HOST_PACKAGE = PROJECT_ROOT / "sglfleet" / "host"
-# The stand-in, its modules, and the two stdlib modules it imports from its own folder.
-STANDIN_FILES = {
-    **{path.name: path for path in sorted((FILES / "standin").glob("*.py"))},
-    "server_flags.py": PROJECT_ROOT / "sglfleet" / "plan" / "server_flags.py",
-    "stub_import.py": PROJECT_ROOT / "sglfleet" / "artifacts" / "stub_import.py",
-}
+# The stand-in, its modules, and beside them the shipped modules it imports (files/shipped/).
+STANDIN_FILES = {path.name: path for folder in ("standin", "shipped") for path in sorted((FILES / folder).glob("*.py"))}
 
 
 @cache
@@ -311,21 +379,21 @@ def host_tool_files(server: str) -> dict[str, tuple[bytes, str]]:
 def release_for(host: Host, stack: Stack, service: Service | None = None) -> Release:
     """
     The release a service of this host serves from ``stack`` (one of its stack's Pythons), once per run:
-    the stack, the patch, the launch configuration and the service files, under one content hash.
+    the stack, its patch sets, the launch configuration and the service files, under one content hash.
 
     + host: ``pyinfra.host``
     + stack: the host's stack for one Python (``Stack.for_python``)
     + service: one of ``host_services(host)``; by default the first (a host's one service)
     """
     service = _service(host, service)
-    key = f"{host.name}\0{service.name}\0{stack.id}"
-    if key not in _releases:
-        _releases[key] = render_release(
-            service.config, stack.id, patch_digest(),
+    key, releases = f"{host.name}\0{service.name}\0{stack.id}", computed(host.inventory).releases
+    if key not in releases:
+        releases[key] = render_release(
+            service.config, stack.id, patch_sets_digest(host_patch_sets(host, stack)),
             service_digest=host_service_files(host, service).digest,
             layout=service.layout, gpus=service.gpus,
         )
-    return _releases[key]
+    return releases[key]
 
 
 def host_release(host: Host, service: Service | None = None) -> Release:
@@ -370,9 +438,6 @@ class Rollout:
     roles: tuple[tuple[str, str], ...] = ()
 
 
-_rollouts: dict[tuple[str, ...], Rollout] = {}
-
-
 def fleet_rollout(inventory: Inventory, targets: list[str]) -> Rollout:
     """
     This run's rollout, planned once for all hosts.
@@ -380,8 +445,8 @@ def fleet_rollout(inventory: Inventory, targets: list[str]) -> Rollout:
     + inventory: ``pyinfra.inventory``
     + targets: names of the hosts this run acts on (after ``--limit``)
     """
-    key = tuple(targets)
-    if key not in _rollouts:
+    key, rollouts = tuple(targets), computed(inventory).rollouts
+    if key not in rollouts:
         configs = {host.name: host_config(host) for host in inventory}
         waves = fleet_waves(inventory, targets)
         now = until(waves, fleet_setting(configs, "rollout_until"))
@@ -395,10 +460,10 @@ def fleet_rollout(inventory: Inventory, targets: list[str]) -> Rollout:
                       if one.wave in started) if roles else ()
         if units:
             planned = [Batch(one.wave, one.number, one.hosts) for one in units]
-        _rollouts[key] = Rollout(batches=tuple(batch for batch in planned if batch.wave in started),
+        rollouts[key] = Rollout(batches=tuple(batch for batch in planned if batch.wave in started),
                                  max_fail_percentage=fleet_setting(configs, "max_fail_percentage"),
                                  held=tuple(waves[len(now):]), units=units, roles=tuple(roles.items()))
-    return _rollouts[key]
+    return rollouts[key]
 
 
 def fleet_shares(host: Host, targets: list, distribution: str, port: int, unit: str):
@@ -435,9 +500,6 @@ def peer_files(targets: list, round_number: int) -> frozenset[str]:
     return frozenset(f.filename for peer in earlier for f in host_stack(peer).files)
 
 
-# One greenlet per host: hosts whose deploys load side by side wait on the same reads.
-_reads: dict[str, gevent.Greenlet] = {}
-
 
 def _read_arguments(host: Host) -> dict:
     """What ``HostRead`` reads on ``host``, and how it becomes root."""
@@ -460,8 +522,15 @@ def _read_arguments(host: Host) -> dict:
     variants = {}
     for python in stack.pythons:
         built = stack.for_python(python)
+        sets = host_patch_sets(host, built)
         variants[python] = {"stack_id": built.id, "patch_path": f"{built.venv}/{patched(python)}",
-                            "patch_known": sorted(patched_digests(built)),
+                            "patch_known": sorted(patched_digests(
+                                built, PATCHED, for_file(sets, built.sglang_version, PATCHED))),
+                            # The other files the patch step visits, in the same read: a no-op converge
+                            # stays one command a host.
+                            "patch_more": {f"{built.venv}/{patched(python, member)}": sorted(patched_digests(
+                                built, member, for_file(sets, built.sglang_version, member)))
+                                for member in host_patch_files(host) if member != PATCHED},
                             "release_id": release_for(host, built).release_id}
         if config.services:  # each service's releases, read in the same command
             variants[python]["service_releases"] = {
@@ -474,7 +543,8 @@ def _read_arguments(host: Host) -> dict:
     except ModelError:
         spec = None  # the models step reads its own and says what is missing
     return {**common, **variants[stack.pythons[0]], "variants": variants, "user": LAYOUT.service_user,
-            "paths": sorted(paths), "model_spec": spec or None}
+            "paths": sorted(paths), "model_spec": spec or None,
+            "patched": host_patch_files(host)}
 
 
 def host_state(host: Host) -> HostState:
@@ -490,10 +560,12 @@ def host_state(host: Host) -> HostState:
 
         host_state(host).release.current   # "3f2a9c1d0b7e6a55"
     """
-    if host.name not in _reads:
+    # One greenlet per host: hosts whose deploys load side by side wait on the same reads.
+    reads = computed(state.inventory).reads
+    if host.name not in reads:
         hosts = [h for h in state.inventory.get_active_hosts() if state.is_host_in_limit(h)]
         # The host itself, not pyinfra's context proxy of the host being loaded.
-        unread = [h for h in dict.fromkeys([state.inventory.get_host(host.name), *hosts]) if h.name not in _reads]
+        unread = [h for h in dict.fromkeys([state.inventory.get_host(host.name), *hosts]) if h.name not in reads]
         arguments = {h.name: _read_arguments(h) for h in unread}  # a refusal stops the run before any read
 
         def read(one: Host) -> HostState:
@@ -501,8 +573,8 @@ def host_state(host: Host) -> HostState:
                 return one.get_fact(HostRead, **arguments[one.name])
 
         # Not pyinfra's pool: its slots may all be held by the deploys being loaded.
-        _reads.update({h.name: gevent.spawn(read, h) for h in unread})
-    return _reads[host.name].get()
+        reads.update({h.name: gevent.spawn(read, h) for h in unread})
+    return reads[host.name].get()
 
 
 def peer_state(host: Host) -> HostState | None:
@@ -512,7 +584,7 @@ def peer_state(host: Host) -> HostState | None:
 
     + host: the other host
     """
-    greenlet = _reads.get(host.name)
+    greenlet = computed(host.inventory).reads.get(host.name)
     if greenlet is None:
         try:
             return host_state(host)

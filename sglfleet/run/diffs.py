@@ -18,6 +18,7 @@ from pyinfra import host, logger, state
 from pyinfra.operations.util.files import generate_color_diff
 
 from sglfleet.run import recording
+from sglfleet.run.record import record
 
 
 def first_pass() -> bool:
@@ -33,10 +34,6 @@ def wants_diff() -> bool:
     return bool(state.config.DIFF) and first_pass()
 
 
-# host name -> the kinds of drift this run found there (``sglfleet.host.drift.KINDS``)
-_kinds: dict[str, set[str]] = {}
-
-
 def report_drift(kind: str, what: str, differences: list[str], action: str) -> None:
     """
     Say, once, what on the host no longer is as sglfleet left it, and what this run does about it.
@@ -50,12 +47,12 @@ def report_drift(kind: str, what: str, differences: list[str], action: str) -> N
         line = f"Drift: {what} changed on the host: {'; '.join(differences)}; {action}"
         host.log(line, logger.warning)
         recording.drift_found(host.name, what, line)
-        _kinds.setdefault(host.name, set()).add(kind)
+        record().drift_kinds.setdefault(host.name, set()).add(kind)
 
 
 def drift_kinds(host_name: str) -> set[str]:
     """The kinds of drift this run found on ``host_name`` so far."""
-    return set(_kinds.get(host_name, ()))
+    return set(record().drift_kinds.get(host_name, ()))
 
 
 def show_diff(title: str, old: str, new: str) -> None:

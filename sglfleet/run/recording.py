@@ -5,7 +5,8 @@ This run's events: opened once pyinfra has the inventory, written by the rollout
 ``batch_reached``, ``batch_started``, ``budget_exceeded`` and ``drift_found``, which do nothing in a run that records
 nothing (a dry run, ``pyinfra ... exec``, or code run outside pyinfra). At exit
 the last batch is completed, the drift a run found is marked repaired on the
-hosts that finished without error, and ``RunFinished`` closes the run.
+hosts that finished without error, and ``RunFinished`` closes the run. What the
+run has recorded so far lives in its ``RunRecord`` (``sglfleet.run.record``).
 
 **Example:**
 
@@ -26,10 +27,12 @@ from pathlib import Path
 import click
 import gevent
 import gevent.queue
+from pyinfra import logger
 
 from sglfleet.events import EventLog, default_path
 from sglfleet.plan.secrets import SecretsError, load_secrets
 from sglfleet.run import summary
+from sglfleet.run.record import RunRecord, record, under_way
 from sglfleet.run.webhooks import ATTEMPTS, BACKOFF_S, TIMEOUT_S, Webhook, WebhookError
 
 # The playbooks whose runs are recorded; any other (``exec``, a fact) changes no release.
@@ -37,50 +40,70 @@ PLAYBOOKS = ("deploy.py", "rollback.py")
 # How long the end of a run waits for the last notifications: one event's every try.
 DELIVERY_WAIT_S = ATTEMPTS * TIMEOUT_S + (2 ** (ATTEMPTS - 1) - 1) * BACKOFF_S + 1
 
-# This run's (one pyinfra process's) record, as summary.py keeps its outcomes.
-_log: EventLog | None = None
-_state = None                        # pyinfra's state: the hosts that failed before their switch
-_batches: list[tuple[str, tuple[str, ...]]] = []  # reached, in order: (label, hosts)
-_started: set[str] = set()
-_stopped: set[str] = set()           # batches the failure budget kept from starting
-_drifted: dict[str, list[str]] = {}  # host -> what drifted
-_outboxes: list = []                 # one per webhook: events not yet POSTed, in order
-
 
 def emit(reason: str, **fields) -> None:
     """Record one event of this run, when it records any (see ``EventLog.emit`` for the fields)."""
-    if _log is not None:
-        _log.emit(reason, **fields)
+    if under_way():
+        _emit(record(), reason, **fields)
+
+
+def _emit(run: RunRecord, reason: str, **fields) -> None:
+    if run.log is not None:
+        run.log.emit(reason, **fields)
+
+
+def fail(state, host, message: str) -> bool:
+    """
+    Fail ``host`` for ``message``: log it as the host's error, keep it as the summary's reason
+    (the first counts; later lines explain it) and record ``HostFailed`` (once a host). False,
+    which fails the host from a ``FunctionCommand`` (pyinfra calls it with ``state, host``;
+    the record is that of the run under way).
+
+    **Example:**
+
+    .. code:: python
+
+        yield FunctionCommand(fail, ("cannot patch ...: no class KimiK25ForConditionalGeneration",), {})
+    """
+    host.log_styled(message, fg="red", log_func=logger.error)
+    if host.name not in summary.failed_hosts():
+        emit("HostFailed", host=host.name, message=message)
+    summary.failed(host.name, message)
+    return False
 
 
 def batch_reached(label: str, hosts: tuple[str, ...]) -> None:
     """The run reached batch ``label`` (its first host's turn): the batch before it is complete (once)."""
-    if _log is None or any(reached == label for reached, _ in _batches):
+    run = record()
+    if run.log is None or any(reached == label for reached, _ in run.batches):
         return
-    _complete_last_batch()
-    _batches.append((label, hosts))
+    _complete_last_batch(run)
+    run.batches.append((label, hosts))
 
 
 def batch_started(label: str) -> None:
     """A host of batch ``label`` begins its switch, the failure budget allowing (once a batch)."""
-    if _log is None or label in _started:
+    run = record()
+    if run.log is None or label in run.started:
         return
-    _started.add(label)
-    hosts = next(hosts for reached, hosts in _batches if reached == label)
-    emit("BatchStarted", message=f"{label}: {', '.join(hosts)}")
+    run.started.add(label)
+    hosts = next(hosts for reached, hosts in run.batches if reached == label)
+    _emit(run, "BatchStarted", message=f"{label}: {', '.join(hosts)}")
 
 
 def budget_exceeded(label: str, figures: dict, message: str) -> None:
     """Batch ``label`` does not start: an earlier one lost more than the budget (once a batch)."""
-    if label not in _stopped:
-        _stopped.add(label)
-        emit("FailureBudgetExceeded", figures=figures, message=message)
+    run = record()
+    if label not in run.stopped:
+        run.stopped.add(label)
+        _emit(run, "FailureBudgetExceeded", figures=figures, message=message)
 
 
 def drift_found(host_name: str, what: str, line: str) -> None:
     """A host no longer is as sglfleet left it (``what``); repaired if the run ends well there."""
-    _drifted.setdefault(host_name, []).append(what)
-    emit("DriftFound", host=host_name, message=line)
+    run = record()
+    run.drifted.setdefault(host_name, []).append(what)
+    _emit(run, "DriftFound", host=host_name, message=line)
 
 
 class _Outbox:
@@ -89,8 +112,8 @@ class _Outbox:
     webhook never holds a rollout up, and a channel never reads "aborted" before "gate failed".
     """
 
-    def __init__(self, hook: Webhook):
-        self.hook, self.queue = hook, gevent.queue.Queue()
+    def __init__(self, hook: Webhook, run: RunRecord):
+        self.hook, self.run, self.queue = hook, run, gevent.queue.Queue()
         self.sender = gevent.spawn(self._send_all)
 
     def listener(self, event: dict) -> None:
@@ -102,7 +125,7 @@ class _Outbox:
             try:
                 self.hook.send(event)
             except WebhookError as error:
-                emit("WebhookFailed", host=event.get("host"), message=f"{event['reason']}: {error}")
+                _emit(self.run, "WebhookFailed", host=event.get("host"), message=f"{event['reason']}: {error}")
 
     def close(self, timeout_s: float) -> None:
         """Send what is queued, for ``timeout_s`` at most; record what was left unsent."""
@@ -111,47 +134,49 @@ class _Outbox:
         if not self.sender.ready():
             self.sender.kill()
             left = [event["reason"] for event in self.queue if event is not StopIteration]
-            emit("WebhookFailed", message=f"{self.hook.url}: the run ended before it took {len(left) + 1} "
-                                          f"events (the last: {(left or ['one being sent'])[-1]})")
+            _emit(self.run, "WebhookFailed", message=f"{self.hook.url}: the run ended before it took {len(left) + 1} "
+                                                    f"events (the last: {(left or ['one being sent'])[-1]})")
 
 
-def _complete_last_batch() -> None:
-    if not _batches or _batches[-1][0] not in _started:
+def _complete_last_batch(run: RunRecord) -> None:
+    if not run.batches or run.batches[-1][0] not in run.started:
         return
-    label, hosts = _batches[-1]
-    failed = sorted(set(hosts) & set(summary.failed_hosts()))
-    emit("BatchCompleted", figures={"hosts": len(hosts), "failed": len(failed)},
-         message=f"{label}: {len(hosts) - len(failed)} of {len(hosts)} passed"
-                 + (f"; failed: {', '.join(failed)}" if failed else ""))
+    label, hosts = run.batches[-1]
+    failed = sorted(set(hosts) & set(run.failed))
+    _emit(run, "BatchCompleted", figures={"hosts": len(hosts), "failed": len(failed)},
+          message=f"{label}: {len(hosts) - len(failed)} of {len(hosts)} passed"
+                  + (f"; failed: {', '.join(failed)}" if failed else ""))
 
 
 BEFORE_SWITCH = ("failed before its switch (access, preflight, service, stack, patch, models or release); "
                  "the run's output says why")
 
 
-def _finish() -> None:
-    _complete_last_batch()
+def _finish(state) -> None:
+    run = record(state)
+    _complete_last_batch(run)
     if summary.paused():
-        emit("RolloutPaused", message=summary.paused())
+        _emit(run, "RolloutPaused", message=summary.paused())
     failed = set(summary.failed_hosts())
     # A host that failed in phase A (a full disk, a refused host key) never reached the rollout.
-    for name in sorted({h.name for h in _state.failed_hosts} - failed):
-        emit("HostFailed", host=name, message=BEFORE_SWITCH)
+    for name in sorted({h.name for h in state.failed_hosts} - failed):
+        _emit(run, "HostFailed", host=name, message=BEFORE_SWITCH)
         failed.add(name)
-    for host_name, things in _drifted.items():
+    for host_name, things in run.drifted.items():
         if host_name not in failed:
-            emit("DriftRepaired", host=host_name, message="; ".join(things))
+            _emit(run, "DriftRepaired", host=host_name, message="; ".join(things))
     passed = summary.passed_hosts()
     if failed:
-        emit("RolloutAborted", figures={"passed": len(passed), "failed": len(failed)},
-             message="; ".join(f"{name}: {summary.failure(name) or BEFORE_SWITCH}" for name in sorted(failed)))
+        _emit(run, "RolloutAborted", figures={"passed": len(passed), "failed": len(failed)},
+              message="; ".join(f"{name}: {summary.failure(name) or BEFORE_SWITCH}" for name in sorted(failed)))
     elif passed:
-        emit("RolloutCompleted", figures={"passed": len(passed)}, message=f"{len(passed)} passed: {', '.join(passed)}")
-    emit("RunFinished", figures={"passed": len(passed), "failed": len(failed)},
-         message="; ".join(line.removeprefix("--> ") for line in summary.lines()
-                           if not line.startswith("-->   ")) or "nothing to switch")
+        _emit(run, "RolloutCompleted", figures={"passed": len(passed)},
+              message=f"{len(passed)} passed: {', '.join(passed)}")
+    _emit(run, "RunFinished", figures={"passed": len(passed), "failed": len(failed)},
+          message="; ".join(line.removeprefix("--> ") for line in summary.lines()
+                            if not line.startswith("-->   ")) or "nothing to switch")
     deadline = time.monotonic() + DELIVERY_WAIT_S
-    for outbox in _outboxes:
+    for outbox in run.outboxes:
         outbox.close(max(0.0, deadline - time.monotonic()))
 
 
@@ -170,16 +195,13 @@ def record_events(state) -> None:
     init = state.init
 
     def init_then_record(inventory, *args, **kwargs):
-        global _state
         init(inventory, *args, **kwargs)
-        _state = state
-        _open(inventory, str(params.get("inventory")), playbooks)
+        _open(state, inventory, str(params.get("inventory")), playbooks)
 
     state.init = init_then_record
 
 
-def _open(inventory, inventory_file: str, playbooks: list[str]) -> None:
-    global _log
+def _open(state, inventory, inventory_file: str, playbooks: list[str]) -> None:
     from sglfleet.run.context import host_config  # validated data: config.py's check ran first
 
     targets = list(inventory)
@@ -193,9 +215,10 @@ def _open(inventory, inventory_file: str, playbooks: list[str]) -> None:
     except SecretsError:  # the service step reports it; a webhook needing its token says so when it sends
         secrets, webhooks = (), [Webhook(entry.url, tuple(entry.reasons)) for entry in config.notify_webhooks]
     secrets += tuple(hook.secret for hook in webhooks if hook.secret)
-    _outboxes[:] = [_Outbox(hook) for hook in webhooks]
-    _log = EventLog(Path(config.events_file).expanduser() if config.events_file else default_path(),
-                    inventory=inventory_file, secrets=secrets, listeners=[box.listener for box in _outboxes])
-    emit("RunStarted", figures={"hosts": len(targets)},
-         message=f"{' '.join(playbooks)} on {', '.join(host.name for host in targets)}")
-    atexit.register(_finish)
+    run = record(state)
+    run.outboxes[:] = [_Outbox(hook, run) for hook in webhooks]
+    run.log = EventLog(Path(config.events_file).expanduser() if config.events_file else default_path(),
+                       inventory=inventory_file, secrets=secrets, listeners=[box.listener for box in run.outboxes])
+    _emit(run, "RunStarted", figures={"hosts": len(targets)},
+          message=f"{' '.join(playbooks)} on {', '.join(host.name for host in targets)}")
+    atexit.register(_finish, state)

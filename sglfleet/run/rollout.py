@@ -31,6 +31,7 @@ from sglfleet.plan.pd_units import rejoins
 from sglfleet.plan.schema import defaults
 from sglfleet.run import compile_share, recording, router, summary
 from sglfleet.run.compile_share import CacheShare
+from sglfleet.run.recording import fail
 
 
 @dataclass(frozen=True)
@@ -374,12 +375,3 @@ def retire(state, host, connector_arguments, step: BatchStep):
     recording.emit("ServiceRetired", host=host.name, service=step.service,
                    message=f"{step.label}: {step.unit} stopped and removed (the inventory no longer names it)")
     return True
-
-
-def fail(state, host, message):
-    """Log ``message`` as this host's error (the run's summary keeps the first); returns False, so it fails the host."""
-    host.log_styled(message, fg="red", log_func=logger.error)
-    if host.name not in summary.failed_hosts():  # the first line says why; the rest explain it
-        recording.emit("HostFailed", host=host.name, message=message)
-    summary.failed(host.name, message)
-    return False

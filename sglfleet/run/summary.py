@@ -20,62 +20,62 @@ import re
 
 import click
 
-_passed: dict[str, str] = {}
-_failed: dict[str, str] = {}
-_held: list[str] = []
-_verdicts: dict[str, list[str]] = {}
+from sglfleet.run.record import record
 
 
 def passed(host_name: str, outcome: str) -> None:
     """Record a host that passed its switch (or roll back), and what it serves now (each service's, in turn)."""
-    _passed[host_name] = f"{_passed[host_name]}; {outcome}" if host_name in _passed else outcome
+    passed = record().passed
+    passed[host_name] = f"{passed[host_name]}; {outcome}" if host_name in passed else outcome
 
 
 def failed(host_name: str, message: str) -> None:
     """Record why a host failed; the first reason counts (later lines explain it)."""
-    _failed.setdefault(host_name, message.splitlines()[0] if message else "failed")
+    record().failed.setdefault(host_name, message.splitlines()[0] if message else "failed")
 
 
 def verdict(host_name: str, line: str) -> None:
     """Record one gate or bake verdict of a host, with its figures, in the order they came."""
-    _verdicts.setdefault(host_name, []).append(line)
+    record().verdicts.setdefault(host_name, []).append(line)
 
 
 def held(waves: list[str], until: str) -> None:
     """Record the waves ``rollout_until`` holds back this run."""
-    _held[:] = [f"paused after wave {until}: {', '.join(waves)} not started; run again without "
+    record().held[:] = [f"paused after wave {until}: {', '.join(waves)} not started; run again without "
                 f"rollout_until to go on"]
 
 
 def paused() -> str | None:
     """What ``rollout_until`` held back this run, or None."""
-    return _held[0] if _held else None
+    held = record().held
+    return held[0] if held else None
 
 
 def passed_hosts() -> list[str]:
-    return sorted(_passed, key=_host_order)
+    return sorted(record().passed, key=_host_order)
 
 
 def failed_hosts() -> list[str]:
-    return sorted(_failed, key=_host_order)
+    return sorted(record().failed, key=_host_order)
 
 
 def failure(host_name: str) -> str | None:
     """Why ``host_name`` failed (the first reason), or None."""
-    return _failed.get(host_name)
+    return record().failed.get(host_name)
 
 
 def lines() -> list[str]:
     """The summary, one line each, or [] when this run switched nothing."""
+    run = record()
     out = []
-    if _passed:
-        out.append(f"--> Rollout: {len(_passed)} passed ({', '.join(sorted(_passed))})")
-    if _failed:
-        out.append(f"--> Rollout: {len(_failed)} failed: " + "; ".join(
-            f"{name} ({reason})" for name, reason in sorted(_failed.items())))
-    out += [f"--> Rollout: {line}" for line in _held]
-    for name in sorted(_verdicts, key=_host_order):
-        out += [f"-->   {name}: {line}" for line in _verdicts[name]]
+    if run.passed:
+        out.append(f"--> Rollout: {len(run.passed)} passed ({', '.join(sorted(run.passed))})")
+    if run.failed:
+        out.append(f"--> Rollout: {len(run.failed)} failed: " + "; ".join(
+            f"{name} ({reason})" for name, reason in sorted(run.failed.items())))
+    out += [f"--> Rollout: {line}" for line in run.held]
+    for name in sorted(run.verdicts, key=_host_order):
+        out += [f"-->   {name}: {line}" for line in run.verdicts[name]]
     return out
 
 

@@ -1,0 +1,268 @@
+"""Patch sets: every shipped set against the real wheel of every sglang version it names."""
+
+import dataclasses
+import logging
+import types
+
+import pytest
+
+from sglfleet.artifacts import patchsets
+from sglfleet.artifacts.patcher import PatchRefused, load_patch
+from sglfleet.artifacts.patchsets import (APPLIES, NOT_FOR, UPSTREAM, PatchSetError, apply_sets, digest,
+                                          for_file, for_version, load_set, load_sets, status, strip)
+from sglfleet.shipped.stub_import import load_with_stubs
+from sglfleet.artifacts.upstream import CACHE, sglang_file
+
+SETS = load_sets()
+BY_NAME = {s.name: s for s in SETS}
+# What each shipped set is, per version, read from the real wheels.
+EXPECTED = {
+    "kimi_k25_eagle3": {"0.5.9": APPLIES, "0.5.10": UPSTREAM, "0.5.14": UPSTREAM, "0.5.15": UPSTREAM,
+                        "0.5.23": UPSTREAM},
+    "sm120_symm_mem": {"0.5.9": APPLIES, "0.5.10": APPLIES, "0.5.14": UPSTREAM, "0.5.23": UPSTREAM},
+    "api_key_not_logged": {"0.5.9": APPLIES, "0.5.10": APPLIES},
+    "api_key_not_logged_annotated": {"0.5.14": APPLIES, "0.5.15": APPLIES},
+}
+API_KEY = [("api_key_not_logged", "0.5.9"), ("api_key_not_logged", "0.5.10"),
+           ("api_key_not_logged_annotated", "0.5.14"), ("api_key_not_logged_annotated", "0.5.15")]
+CASES = [(s.name, version) for s in SETS for version in s.versions]
+SYMM = "sglang/srt/distributed/device_communicators/torch_symm_mem.py"
+
+
+def test_the_shipped_sets_and_the_versions_they_name():
+    assert {s.name: dict.fromkeys(s.versions) for s in SETS} == {
+        name: dict.fromkeys(versions) for name, versions in EXPECTED.items()}
+    assert [s.name for s in SETS] == sorted(EXPECTED)  # applied in file-name order
+    for s in SETS:
+        assert s.summary and s.upstream and s.file.startswith("sglang/")
+
+
+def test_the_kimi_set_keeps_the_digest_of_the_patch_file():
+    # Release ids of stacks with only the KimiK25 set stay as they were before patch sets.
+    kimi = BY_NAME["kimi_k25_eagle3"]
+    assert kimi.digest == load_patch().digest
+    assert digest([kimi]) == kimi.digest and digest([]) == ""
+    assert digest(SETS) not in {s.digest for s in SETS}
+
+
+@pytest.mark.parametrize("name, version", CASES)
+def test_every_set_on_every_version_it_names(name, version):
+    patch_set = BY_NAME[name]
+    original = sglang_file(version, patch_set.file).read_bytes()
+
+    assert status(original, patch_set, version) == EXPECTED[name][version]
+    result, outcomes = apply_sets(original, [patch_set])
+    assert outcomes == [(patch_set, EXPECTED[name][version])]
+    if EXPECTED[name][version] == UPSTREAM:
+        assert result == original  # byte-identical: upstream's own fix is left alone
+        return
+    assert result != original
+    compile(result, patch_set.file, "exec", dont_inherit=True)
+    assert not patch_set.verify.failures(result, patch_set.target, patch_set.function)
+    assert apply_sets(result, [patch_set])[0] == result  # a second apply changes nothing
+    assert strip(result) == original == patch_set.revert(result)  # one block per change, all else kept
+    assert status(result, patch_set, version) == APPLIES
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.10", "0.5.14", "0.5.15"])
+def test_all_sets_of_a_version_on_one_file_each(version):
+    for file in patchsets.files(for_version(SETS, version)):
+        original = sglang_file(version, file).read_bytes()
+        sets = for_file(SETS, version, file)
+        result, _ = apply_sets(original, sets)
+        assert apply_sets(result, sets)[0] == result
+
+
+def test_a_version_no_set_names_is_not_for_it():
+    source = sglang_file("0.5.9", SYMM).read_bytes()
+    assert status(source, BY_NAME["sm120_symm_mem"], "0.5.8") == NOT_FOR
+    assert status(source, BY_NAME["api_key_not_logged"], "0.5.23") == NOT_FOR
+
+
+def test_removing_a_set_gives_back_the_file_without_it():
+    original = sglang_file("0.5.9", "sglang/srt/server_args.py").read_bytes()
+    patched, _ = apply_sets(original, [BY_NAME["api_key_not_logged"]])
+    assert apply_sets(patched, [])[0] == original
+
+
+# --- drift and refusals ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, drift", [
+    ("sm120_symm_mem", (b"if self.device_capability < 9:", b"if self.device_capability < 8:")),
+    ("api_key_not_logged", (b"    admin_api_key: Optional[str] = None", b"    admin_api_key: str = None")),
+    ("kimi_k25_eagle3", (b"class KimiK25ForConditionalGeneration(", b"class KimiK25Model(")),
+])
+def test_a_drifted_anchor_is_refused_and_leaves_the_file(name, drift):
+    patch_set = BY_NAME[name]
+    drifted = sglang_file("0.5.9", patch_set.file).read_bytes().replace(*drift)
+    before = bytes(drifted)
+    with pytest.raises(PatchRefused) as refusal:
+        apply_sets(drifted, [patch_set])
+    message = str(refusal.value)
+    assert message.startswith(f"patch set {name}: ") and "\n" not in message
+    assert "missing" in message or "no class" in message
+    assert drifted == before
+
+
+def test_an_ambiguous_anchor_is_refused():
+    patch_set = BY_NAME["api_key_not_logged"]
+    source = sglang_file("0.5.9", patch_set.file).read_bytes()
+    twice = source.replace(b"    api_key: Optional[str] = None\n",
+                           b"    api_key: Optional[str] = None\n    api_key: Optional[str] = None\n", 1)
+    with pytest.raises(PatchRefused, match=r"^patch set api_key_not_logged: anchor ambiguous: 2 statements "
+                                           r"`api_key: Optional\[str\] = None` in class ServerArgs \(lines 404, 405\)$"):
+        apply_sets(twice, [patch_set])
+
+
+def test_the_replaced_statement_is_found_by_its_syntax_not_its_text():
+    patch_set = BY_NAME["sm120_symm_mem"]
+    source = sglang_file("0.5.9", SYMM).read_bytes()
+    reformatted = source.replace(b"if self.device_capability < 9:", b"if (self.device_capability<9):  # why")
+    result, _ = apply_sets(reformatted, [patch_set])
+    assert b"        # |         if (self.device_capability<9):  # why\n" in result
+    assert strip(result) == reformatted
+
+
+def test_crlf_file_round_trips():
+    patch_set = BY_NAME["sm120_symm_mem"]
+    source = sglang_file("0.5.9", SYMM).read_bytes().replace(b"\n", b"\r\n")
+    result, _ = apply_sets(source, [patch_set])
+    assert result.count(b"\n") == result.count(b"\r\n") and strip(result) == source
+
+
+# --- what the backports do, run on the patched files ----------------------------------
+
+
+def _symm_mem_module(source: bytes, tmp_path, capability: int):
+    path = tmp_path / "torch_symm_mem.py"
+    path.write_bytes(source)
+    module = load_with_stubs(path, "sglang.srt.distributed.device_communicators.torch_symm_mem")
+    sizes = {}
+    exec(sglang_file("0.5.9", "sglang/srt/distributed/device_communicators/all_reduce_utils.py").read_text(), sizes)
+    module.TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES = sizes["TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES"]
+    module.torch_symm_mem_available = True
+    module.torch = types.SimpleNamespace(
+        device=lambda name: name, bfloat16="bf16",
+        cuda=types.SimpleNamespace(set_device=lambda device: None,
+                                   get_device_capability=lambda device: (capability, 0)))
+    module.dist = types.SimpleNamespace(get_world_size=lambda group: 8)
+    module.logger = logging.getLogger("symm-mem-test")
+    return module
+
+
+def test_sm120_symm_mem_unpatched_raises_key_error_and_patched_disables(tmp_path, caplog):
+    source = sglang_file("0.5.9", SYMM).read_bytes()
+    unpatched = _symm_mem_module(source, tmp_path, 12)
+    with pytest.raises(KeyError, match="12"):
+        unpatched.TorchSymmMemCommunicator(group=None, device=0)
+
+    patched = _symm_mem_module(apply_sets(source, [BY_NAME["sm120_symm_mem"]])[0], tmp_path, 12)
+    with caplog.at_level(logging.WARNING, logger="symm-mem-test"):
+        communicator = patched.TorchSymmMemCommunicator(group=None, device=0)
+    assert communicator.disabled is True
+    assert "Device capability 12 not supported" in caplog.text
+    # Below SM90, as before: disabled with the same warning.
+    assert _symm_mem_module(apply_sets(source, [BY_NAME["sm120_symm_mem"]])[0], tmp_path, 8) \
+        .TorchSymmMemCommunicator(group=None, device=0).disabled is True
+
+
+@pytest.mark.parametrize("name, version", API_KEY)
+def test_api_key_left_out_of_the_logged_server_args(name, version):
+    import ast
+    from typing import Annotated
+
+    patch_set = BY_NAME[name]
+    result, _ = apply_sets(sglang_file(version, patch_set.file).read_bytes(), [patch_set])
+    # The two fields, as the patched class body has them, in a dataclass of their own:
+    # the file's dataclass needs all of sglang to import.
+    text = result.decode()
+    [cls] = [n for n in ast.parse(text).body if isinstance(n, ast.ClassDef) and n.name == "ServerArgs"]
+    fields = [ast.get_source_segment(text, n) for n in cls.body
+              if isinstance(n, ast.AnnAssign) and n.target.id in ("api_key", "admin_api_key")]
+    assert len(fields) == 2
+    namespace: dict = {"dataclasses": dataclasses, "A": Annotated}
+    exec("from typing import Optional\n@dataclasses.dataclass\nclass Args:\n    model: str = 'm'\n"
+         + "".join(f"    {field}\n" for field in fields), namespace)
+    args = namespace["Args"](api_key="sk-secret-1", admin_api_key="sk-secret-2")
+    assert "sk-secret" not in repr(args) and f"{args=}" == "args=Args(model='m')"
+    assert dataclasses.asdict(args)["api_key"] == "sk-secret-1"  # /server_info and the CLI unchanged
+    assert namespace["Args"]().api_key is None
+
+
+# --- the declaration ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, message", [
+    ("summary = 'x'\n", "`upstream` must be a non-empty string"),
+    ("this is not toml", "does not parse"),
+    ('summary="s"\nupstream="local"\nfile="a.py"\nversions=[]\n', "`versions` must list"),
+    ('summary="s"\nupstream="local"\nfile="a.py"\nversions=["0.5.9"]\n[anchor]\nclass="A"\n'
+     '[[change]]\nreplace="x = (1"\nwith="x = 2"\n[verify]\ncontains=["x"]\n[upstream_has]\ncontains=["y"]\n',
+     "does not parse"),
+    ('summary="s"\nupstream="local"\nfile="a.py"\nversions=["0.5.9"]\ncolour="red"\n', "unknown key colour"),
+    ('summary="s"\nupstream="local"\nfile="a.py"\nversions=["0.5.9"]\n[anchor]\nclass="A"\n'
+     '[[change]]\nreplace="x = 1"\nwith="x = 2"\n[verify]\ncontains=["x"]\n', "[upstream_has] needs"),
+])
+def test_a_set_that_does_not_parse_is_one_line_naming_the_file(tmp_path, text, message):
+    path = tmp_path / "mine.toml"
+    path.write_text(text)
+    with pytest.raises(PatchSetError) as error:
+        load_set(path)
+    assert str(error.value).startswith(f"patch set {path}: ")
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_operator_sets_come_after_the_shipped_ones_and_may_not_take_their_names(tmp_path):
+    (tmp_path / "00_mine.toml").write_text(BY_NAME["sm120_symm_mem"].path.read_text())
+    assert [s.name for s in load_sets(tmp_path)] == [s.name for s in SETS] + ["00_mine"]
+    (tmp_path / "sm120_symm_mem.toml").write_text(BY_NAME["sm120_symm_mem"].path.read_text())
+    with pytest.raises(PatchSetError, match="a shipped set has that name"):
+        load_sets(tmp_path)
+
+
+# --- the venv's drift check leaves the patched files out -------------------------------
+
+
+def test_snapshot_check_leaves_out_the_patched_files_only(tmp_path):
+    import subprocess
+
+    from sglfleet.host.stacks import PATCHED, snapshot_check_command, snapshot_command
+
+    venv = tmp_path / "venv"
+    site = venv / "lib/python3.11/site-packages"
+    for member in (PATCHED, "sglang/srt/server_args.py", "sglang/srt/other.py"):
+        (site / member).parent.mkdir(parents=True, exist_ok=True)
+        (site / member).write_text("x = 1\n")
+    recorded = tmp_path / "venv.snapshot"
+    subprocess.run(f"{snapshot_command(str(venv), '3.11')} > {recorded}", shell=True, check=True)
+    for member in ("sglang/srt/server_args.py", "sglang/srt/other.py"):
+        (site / member).write_text("x = 2  # patched\n")
+
+    def check(members):
+        command = snapshot_check_command(str(venv), "3.11", str(recorded), members)
+        return subprocess.run(command, shell=True, capture_output=True, text=True).stdout.splitlines()
+
+    found = check((PATCHED, "sglang/srt/server_args.py"))
+    assert [line.split("\t")[0] for line in found] == ["< lib/python3.11/site-packages/sglang/srt/other.py",
+                                                       "> lib/python3.11/site-packages/sglang/srt/other.py"]
+    # A file no set changes any more is drift again: the stack is built again without the patch.
+    assert len(check((PATCHED,))) == 4 and len(check(())) == 4
+
+
+@pytest.mark.parametrize("name, version", API_KEY)
+def test_api_key_patch_leaves_the_flags_and_their_defaults_as_they_were(name, version, tmp_path):
+    # The lint and the stand-in read server_args.py on the host: the patched file gives the same flags.
+    import shutil
+
+    from sglfleet.plan.flagsets import flagset_for
+    from sglfleet.shipped.server_flags import load_flags
+
+    before = flagset_for(version)
+    tree = tmp_path / "tree"  # from 0.5.14 the flags come from dataclasses all over sglang/srt
+    shutil.copytree(CACHE / "tree" / version, tree)
+    patched = tree / "sglang/srt/server_args.py"
+    patched.write_bytes(apply_sets(patched.read_bytes(), [BY_NAME[name]])[0])
+    after = load_flags(patched, cache_dir=tmp_path / "cache")
+    assert after.flags == before.flags
+    assert after.fields == before.fields
