@@ -173,3 +173,21 @@ def test_the_flip_stops_smg_picking_the_old_release_at_once(launch, sglang_059, 
     assert {w.get("worker_type") for w in router.workers(url).values()} == {"prefill", "decode"}
     code, text = post(url + "/generate", chat_body())
     assert code == 200, text
+
+
+def test_openai_clients_go_prefill_then_decode_too(launch, sglang_059, gateway):
+    """A chat completion and a completion through smg in PD mode: each hands its KV over like /generate,
+    and one without bootstrap fields gets the 400 in OpenAI's shape."""
+    prefill, bootstrap, decode = pair(launch, sglang_059)
+    url = gateway([(prefill.url, bootstrap)], [decode.url])
+    code, text = post(url + "/v1/chat/completions", {"model": "/models/kimi", "max_tokens": 6,
+                                                     "messages": [{"role": "user", "content": "Hi"}]})
+    assert code == 200, text
+    assert json.loads(text)["usage"]["completion_tokens"] == 6
+    code, text = post(url + "/v1/completions", {"model": "/models/kimi", "prompt": "Hi", "max_tokens": 5})
+    assert code == 200, text
+    assert value(scrape(prefill), "sglfleet_standin_pd_kv_sent_total") == 2
+    assert value(scrape(decode), "sglfleet_standin_pd_kv_received_total") == 2
+    code, text = post(decode.url + "/v1/chat/completions", {"model": "/models/kimi",
+                                                            "messages": [{"role": "user", "content": "Hi"}]})
+    assert code == 400 and "without bootstrap room id" in json.loads(text)["message"], text

@@ -153,12 +153,12 @@ class Disaggregation:
         if room is None:
             return missing_room(body.get("rid"))
         if self.mode == "prefill":
-            sampling = body.setdefault("sampling_params", {}) if isinstance(body.get("sampling_params", {}), dict) else {}
-            sampling["max_new_tokens"] = 1  # prefill.py:249-251
-            if "max_tokens" in body:
+            # prefill.py:249-251: one token
+            if "messages" in body or "prompt" in body:  # an OpenAI request
+                body.pop("max_completion_tokens", None)
                 body["max_tokens"] = 1
-            if "max_completion_tokens" in body:
-                body["max_completion_tokens"] = 1
+            elif isinstance(body.setdefault("sampling_params", {}), dict):
+                body["sampling_params"]["max_new_tokens"] = 1
             if host != FAKE_BOOTSTRAP_HOST:
                 with self.room_arrived:
                     self.rooms[int(room)] = self.fingerprint

@@ -356,6 +356,10 @@ class Handler(BaseHTTPRequestHandler):
     def openai(self, read, prepare) -> None:
         """``OpenAIServingBase.handle_request`` (serving_base.py:73-134), then the engine."""
         plan = None
+        if (refused := self.admitted_pd()) is not None:  # a PD role's bootstrap fields (standin_disagg)
+            status, payload = refused
+            kind = "BadRequestError" if status == 400 else "InternalServerError"
+            return self.reply(status, openai.OpenAIError(payload["error"]["message"], kind, status).body())
         try:
             plan = read(self.raw_body, self.headers.get("Content-Type"), self.served())
             prepare(plan)
@@ -522,6 +526,20 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(*refused)
             return None
         return data
+
+    def admitted_pd(self):
+        """A PD role's refusal of an OpenAI request ``(status, payload)``, else None (its body as the role has it)."""
+        disagg = getattr(self.standin, "disagg", None)
+        try:
+            data = json.loads(self.raw_body or b"{}") if disagg else None
+        except ValueError:
+            return None  # not JSON: the OpenAI reader says so
+        if not isinstance(data, dict):
+            return None
+        refused = disagg.admit(data)
+        if refused is None:
+            self.raw_body = json.dumps(data).encode()
+        return refused
 
     def reply_text(self, status: int, text: str) -> None:
         self.outside_cors = True  # Starlette's ServerErrorMiddleware, outermost

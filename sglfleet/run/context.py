@@ -438,7 +438,6 @@ class Rollout:
     roles: tuple[tuple[str, str], ...] = ()
 
 
-
 def fleet_rollout(inventory: Inventory, targets: list[str]) -> Rollout:
     """
     This run's rollout, planned once for all hosts.
