@@ -8,9 +8,12 @@ from pyinfra.api import deploy
 from sglfleet.artifacts.temporaries import RUN_TOKEN
 from sglfleet.host.compile_cache import cache_key
 from sglfleet.host.protocol import lock_wait_s
-from sglfleet.operations import release, sharing, stack as stack_ops
+from sglfleet.operations import pd as pd_ops, release, sharing, stack as stack_ops
 from sglfleet.run import summary
 from sglfleet.plan.gateway import worker_url
+from sglfleet.plan.pd import worker_of
+from sglfleet.plan.pd_units import unit_steps
+from sglfleet.run.pd import SettleTurn
 from sglfleet.plan.secrets import load_secrets
 from sglfleet.run.compile_share import CacheShare, later_of
 from sglfleet.run.context import (fleet_gateways, fleet_rollout, host_config, host_is_gateway,
@@ -60,9 +63,10 @@ def _service_steps(step, services, routed: bool):
     """``(service, step)`` of each of the host's services in a batch: its own worker URL, one after another.
     Only the host's one service takes and hands on compile caches (named services keep their own)."""
     for service in services:
+        url = worker_url(host.name, host.data.dict(), service.port)
         yield service, replace(
             step, service=service.name, cache=step.cache if not service.layout.name else None,
-            worker_url=worker_url(host.name, host.data.dict(), service.port) if routed else None)
+            worker_url=url if routed else None, worker_spec=tuple(worker_of(url, service.config).spec().items()))
 
 
 def _retired(found, services) -> dict:
@@ -113,6 +117,9 @@ def _steps(config):
     # Another run's switch holds the lock through a gate, a bake and a rollback's gate.
     lock_wait = lock_wait_s(config.gate_warmup_s, config.gate_bake_s)
     routers = _routers(config)
+    if rollout.units:
+        yield from _pd_steps(config, rollout, routers, lock_wait, cache)
+        return
     for batch in rollout.batches:
         label = batch.wave if whole_waves else batch.name
         yield None if host.name not in batch.hosts else BatchStep(
@@ -133,6 +140,37 @@ def _steps(config):
         earlier.append((label, batch.hosts))
 
 
+def _pd_steps(config, rollout, routers: dict, lock_wait: float, cache):
+    """
+    A PD fleet's rollout (``sglfleet.plan.pd_units``): each batch's decodes, its prefills, then its settle
+    in two turns (the first batch's flip: the old release leaves every gateway, then its units join),
+    each with this host's ``BatchStep`` (a ``(kind, step, turn, switching)`` for a settle), or None.
+    """
+    roles = dict(rollout.roles)
+    workers = tuple((h.name, worker_url(h.name, h.data.dict(), service.port))
+                    for h in inventory if h.name in roles for service in host_services(h))
+    earlier_units: list[tuple[str, tuple[tuple[str, ...], ...]]] = []
+    for one in unit_steps(rollout.units, roles):
+        batch = one.batch
+        mine = host.name in batch.hosts and (one.kind == "settle" or roles.get(host.name) == one.role)
+        step = None if not mine else BatchStep(
+            label=one.label(roles), hosts=batch.hosts, earlier_units=tuple(earlier_units),  # the budget counts units
+            max_fail_percentage=rollout.max_fail_percentage, bake_s=config.gate_bake_s, **routers,
+            lock_wait_s=lock_wait, timeout_s=config.gate_answer_timeout_s or lock_wait + 2 * config.gate_warmup_s + 300,
+            releases_keep=config.releases_keep, textfile_dir=config.textfile_dir, cache=cache,
+            pd_unit=batch.unit_of(host.name), hold=one.hold)
+        if one.kind == "switch":
+            yield step
+            continue
+        if mine:  # the host's worker at the gateways, as its switch's step has it (one service a PD host)
+            step = next(own for _, own in _service_steps(step, host_services(host), bool(routers)))
+        switching = mine and any(_restarts(inventory.get_host(name)) for name in batch.hosts)
+        turn = SettleTurn(units=batch.units, flip=one.flip, leader=host.name == batch.hosts[0], workers=workers)
+        yield ("settle", step, turn, switching) if mine else None
+        yield ("flip", step, turn, switching) if mine else None
+        earlier_units.append((batch.name, batch.units))
+
+
 # pyinfra orders operations by call site, then by loop position: each host's one
 # switch takes its batch's place, so the batches still run in order, and a host
 # has no operation in the batches it is not in.
@@ -151,6 +189,12 @@ def roll_out():
     for step in host.loop(steps):
         if not step:
             continue
+        if isinstance(step, tuple):  # a PD batch's settle, in two turns (sglfleet.run.pd)
+            kind, own, turn, switching = step
+            settle_op = pd_ops.unit_settled if kind == "settle" else pd_ops.unit_flipped
+            settle_op(name=f"{own.label}: {'its units settle' if kind == 'settle' else 'its units join at the flip'}",
+                      step=own, turn=turn, switching=switching)
+            continue
         # A host's services one after another in its batch, each behind its own gate: one operation.
         turns = [(host_release(host, service).release_id, own, found.services.get(service.name))
                  for service, own in _service_steps(step, services, routed)]
@@ -158,7 +202,7 @@ def roll_out():
                           release_id=turns[0][0], step=turns[0][1], found=turns[0][2], rebuilt=_rebuilt(found),
                           then=tuple(turns[1:]), retired=_retired_steps(step, retired, routed))
     # After every batch: no later host fetches this host's compile caches any more.
-    cache = next((step.cache for step in steps if step), None)
+    cache = next((step.cache for step in steps if step and not isinstance(step, tuple)), None)
     serving = cache.unit if cache and cache.later and _restarts(host) else None
     sharing.serving_stopped(name="Compile caches no longer served to peers", unit=serving, what="compile caches")
     # A switch moves previous on, and a retired service takes its releases along: the stack of
@@ -176,7 +220,7 @@ def roll_back():
     config = host_config(host)
     routed = bool(_routers(config))
     for step in host.loop(_steps(config)):
-        if not step:
+        if not step or isinstance(step, tuple):  # a PD settle: nothing to settle on the way back
             continue
         services = host_services(host)
         owns = [own for _, own in _service_steps(step, services, routed)]

@@ -225,5 +225,5 @@ def test_the_gateways_route_to_each_service_of_a_host_as_its_own_worker():
     for name in ("node1", "node2", "gw"):
         context._configs.pop(name, None)
         context._services.pop(name, None)
-    assert context.fleet_workers(inventory) == ["http://10.0.0.1:30000", "http://10.0.0.1:30001",
-                                                "http://10.0.0.2:30000"]
+    assert [one.url for one in context.fleet_workers(inventory)] == ["http://10.0.0.1:30000", "http://10.0.0.1:30001",
+                                                                     "http://10.0.0.2:30000"]

@@ -121,8 +121,9 @@ def main() -> None:
         with open(os.path.join(os.environ["RUNTIME_DIRECTORY"], "config"), "w") as config:
             config.write(os.environ.get("SGLFLEET_GATEWAY_CONFIG", "") + "\n")
     args.api_key = os.environ.pop("SGLANG_API_KEY", None) or None
-    threading.Thread(target=notify_when_ready, args=(args.port, list(args.worker_urls), args.api_key),
-                     daemon=True).start()
+    # In PD mode the workers are its prefills (URL, bootstrap port) and decodes, not --worker-urls.
+    workers = [*args.worker_urls, *(url for url, _ in args.prefill_urls or ()), *(args.decode_urls or ())]
+    threading.Thread(target=notify_when_ready, args=(args.port, workers, args.api_key), daemon=True).start()
     launch_router(args)
 
 

@@ -109,6 +109,7 @@ except ImportError:  # in the repository: files/standin/ -> files/shipped/
     import server_flags
 
 from standin_compile import Compiler, KernelImageInvalid
+from standin_disagg import Disaggregation
 from standin_engine import Engine
 from standin_faults import read_fault
 from standin_http import TIME_SCALE, Standin, serve
@@ -280,6 +281,8 @@ def main(argv: list[str]) -> int:
     if fault is not None and fault.mode == "hang":
         hang(host, port)
     standin = Standin(args, version, config, engine, registry, fault)
+    # A prefill's bootstrap server starts with the tokenizer manager, before the port opens (standin_disagg).
+    standin.disagg = Disaggregation.start(args, argv, version, registry)
     engine.start()
     stop = threading.Event()
     stopped_by: list[int] = []

@@ -119,8 +119,10 @@ class Standin:
             return False
         if self.fault is not None and self.fault.mode == "unready":
             threading.Event().wait()  # the warm-up generation never answers
+        disagg = getattr(self, "disagg", None)  # a PD role's warm-up takes sglang's solo path (standin_disagg)
         body = json.dumps({"sampling_params": {"temperature": 0, "max_new_tokens": 8},
-                           "text": "The capital city of France is"}).encode()
+                           "text": "The capital city of France is",
+                           **(disagg.warmup_fields() if disagg else {})}).encode()
         try:
             request = urllib.request.Request(self.url() + "/generate", data=body, headers=headers)
             with urllib.request.urlopen(request, timeout=600) as response:
@@ -498,10 +500,15 @@ class Handler(BaseHTTPRequestHandler):
             data = json.loads(self.raw_body or b"{}")
             if not isinstance(data, dict):
                 raise ValueError("expected a JSON object")
-            return data
         except ValueError as error:
             self.reply(422, {"detail": [{"type": "json_invalid", "msg": str(error)}]})
             return None
+        disagg = getattr(self.standin, "disagg", None)
+        refused = disagg.admit(data) if disagg else None  # a PD role's bootstrap fields (standin_disagg)
+        if refused:
+            self.reply(*refused)
+            return None
+        return data
 
     def reply_text(self, status: int, text: str) -> None:
         self.status = status

@@ -30,6 +30,11 @@ enable_metrics = True                     # /metrics feeds the bake and status
 reasoning_parser = None                   # splits a model's reasoning into reasoning_content, e.g. "kimi_k2"
 tool_call_parser = None                   # splits tool calls into tool_calls, e.g. "kimi_k2"
 extra_flags = []                          # more sglang flags, e.g. ["--max-running-requests", "64"]
+# --- prefill and decode on separate servers (docs/pd.md); the rest apply only with a mode ---
+disaggregation_mode = None                # "prefill" or "decode" behind a PD gateway; None: a whole server
+disaggregation_transfer_backend = "mooncake"  # how the KV cache moves: "mooncake" (sglang's default) or "nixl"
+disaggregation_bootstrap_port = 8998      # the prefill's bootstrap server (sglang's default)
+disaggregation_ib_device = None           # RDMA devices, e.g. "mlx5_0,mlx5_1"; None: mooncake detects them
 
 # --- models: a hub id in model_path / speculative_draft_model_path is pinned to a commit ---
 model_revision = None             # 40-hex commit of model_path; staged and verified before any restart

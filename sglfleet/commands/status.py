@@ -97,7 +97,7 @@ def _gateway_lines(row: dict) -> list[tuple[str, ...]]:
         return [(*first, row.get("gateway_error") or "-", "-", "-")]
     if not row["workers"]:
         return [(*first, "(no worker)", "-", "-")]
-    return [(*(first if number == 0 else ("", "", "")), worker["url"],
+    return [(*(first if number == 0 else ("", "", "")), worker["url"] + (f" ({worker['role']})" if worker.get("role") else ""),
              ("healthy" if worker["healthy"] else "unhealthy") + (f" ({worker['status']})" if worker["status"] else ""),
              "-" if worker["load"] is None else str(worker["load"]))
             for number, worker in enumerate(row["workers"])]

@@ -122,6 +122,22 @@ def speculative(release: dict) -> bool:
     return bool(release.get("launch", {}).get("speculative_algorithm"))
 
 
+# sglang 0.5.9 disaggregation/utils.py:23: a server of one role serves a request alone, transferring
+# nothing, when its bootstrap_host is this (prefill.py:215, decode.py:349-353), as its own warm-up
+# does (http_server.py:1770-1790); without a bootstrap room it answers 400 (scheduler.py:1533-1541).
+FAKE_BOOTSTRAP_HOST = "2.2.2.2"
+
+
+def role(release: dict) -> str | None:
+    """The release's PD role (``"prefill"``, ``"decode"``), or None for a whole server."""
+    return release.get("launch", {}).get("disaggregation_mode")
+
+
+def solo(release: dict) -> dict:
+    """What a gate request adds to be served by a PD server alone (its pair is the rollout unit's business)."""
+    return {"bootstrap_host": FAKE_BOOTSTRAP_HOST, "bootstrap_room": 0} if role(release) else {}
+
+
 def metrics_enabled(release: dict) -> bool:
     return bool(release.get("launch", {}).get("enable_metrics"))
 
@@ -192,12 +208,12 @@ def wait_until_healthy(base: str, settings: GateSettings, restarts_at_start: int
         time.sleep(settings.poll_s)
 
 
-def generate(base: str, settings: GateSettings, key: str | None) -> list[dict]:
+def generate(base: str, settings: GateSettings, key: str | None, extra: dict | None = None) -> list[dict]:
     """Each prompt's ``meta_info``; raises GateFailed on an error or an empty answer."""
     metas = []
     for prompt in settings.prompts:
         body = {"text": prompt, "sampling_params": {
-            "max_new_tokens": settings.max_new_tokens, "temperature": 0, "ignore_eos": True}}
+            "max_new_tokens": settings.max_new_tokens, "temperature": 0, "ignore_eos": True}, **(extra or {})}
         status, text = request(f"{base}/generate", body, timeout=GENERATE_TIMEOUT_S, key=key)
         if status != 200:
             raise GateFailed("generate", f"/generate answered {status or text[:200]}")
@@ -212,10 +228,12 @@ def generate(base: str, settings: GateSettings, key: str | None) -> list[dict]:
     return metas
 
 
-def generate_sampled(base: str, settings: GateSettings, key: str | None, deadline: float) -> float:
+def generate_sampled(base: str, settings: GateSettings, key: str | None, deadline: float,
+                     extra: dict | None = None) -> float:
     """The sampled generation's seconds; it may take what is left of the warm-up budget, for a JIT."""
     started = time.monotonic()
-    body = {"text": settings.prompts[0], "sampling_params": {"max_new_tokens": settings.sampled_tokens}}
+    body = {"text": settings.prompts[0], "sampling_params": {"max_new_tokens": settings.sampled_tokens},
+            **(extra or {})}
     status, text = request(f"{base}/generate", body, timeout=max(deadline - started, GENERATE_TIMEOUT_S), key=key)
     if status != 200:
         raise GateFailed("generate", f"the sampled /generate answered {status or text[:200]}")
@@ -248,11 +266,11 @@ def startup(release: dict, settings: GateSettings, restarts_at_start: int, layou
     wait_until_healthy(base, settings, restarts_at_start, layout)
 
     started = time.monotonic()
-    metas = generate(base, settings, api_key(layout))
+    metas = generate(base, settings, api_key(layout), solo(release))
     tokens = sum(int(meta.get("completion_tokens") or 0) for meta in metas)
     figures = {"requests": len(metas), "tokens": tokens, "seconds": round(time.monotonic() - started, 3)}
 
-    if speculative(release):
+    if speculative(release) and role(release) != "prefill":  # a prefill computes one token, and no draft
         verify = sum(int(meta.get("spec_verify_ct") or 0) for meta in metas)
         if not verify:
             raise GateFailed("generate", "meta_info holds no spec_verify_ct: speculative decoding is not running")
@@ -263,7 +281,7 @@ def startup(release: dict, settings: GateSettings, restarts_at_start: int, layou
                                               f"{len(metas)} generations is below {minimum:g}")
 
     if settings.sampled_tokens:
-        figures["sampled_s"] = generate_sampled(base, settings, api_key(layout), deadline)
+        figures["sampled_s"] = generate_sampled(base, settings, api_key(layout), deadline, solo(release))
 
     if metrics_enabled(release):
         status, text = request(f"{base}/metrics", timeout=10.0)

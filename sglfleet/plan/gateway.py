@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from sglfleet.plan.pd import PREFILL, Worker
+
 GATEWAYS = "gateways"
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -54,12 +56,29 @@ def gateway_url(name: str, data: Mapping, gateway_port: int) -> str:
     return f"http://{address(name, data)}:{gateway_port}"
 
 
-def gateway_args(config, workers: Iterable[str]) -> list[str]:
+def worker_args(workers: Iterable) -> list[str]:
+    """
+    The workers on smg's command line: ``--worker-urls URL ...``; where they have roles, PD mode,
+    ``--pd-disaggregation`` with ``--prefill URL BOOTSTRAP_PORT`` a prefill and ``--decode URL`` a
+    decode (smg 1.13.0 ``router_args.py:1137-1183``, parsed by ``_parse_prefill_urls`` 2591-2625).
+
+    + workers: URLs, or ``sglfleet.plan.pd.Worker``s
+    """
+    workers = [one if not isinstance(one, str) else Worker(one) for one in workers]
+    if not any(one.role for one in workers):
+        return ["--worker-urls", *(one.url for one in workers)]
+    args = ["--pd-disaggregation"]
+    for one in workers:
+        args += ["--prefill", one.url, str(one.bootstrap_port)] if one.role == PREFILL else ["--decode", one.url]
+    return args
+
+
+def gateway_args(config, workers: Iterable) -> list[str]:
     """
     The ``smg launch`` arguments of one gateway host (no secrets: the key travels in its env file).
 
     + config: the gateway host's ``HostConfig``
-    + workers: every worker's URL, in inventory order
+    + workers: every worker's URL (or ``Worker``, with its role), in inventory order
 
     Each flag as smg 1.13.0's ``smg/router_args.py`` declares it: ``--host``/``--port``
     (:507-521), ``--worker-urls`` (:523), ``--policy`` (:570), ``--prometheus-host``/
@@ -81,7 +100,7 @@ def gateway_args(config, workers: Iterable[str]) -> list[str]:
         "--health-success-threshold", str(config.gateway_health_success_threshold),
         "--health-check-endpoint", config.gateway_health_check_endpoint,
         "--log-level", "warn",
-        "--worker-urls", *workers,
+        *worker_args(workers),
     ]
 
 

@@ -25,7 +25,7 @@ from packaging.version import Version
 
 from sglfleet.artifacts.models import PINNED, ROLES, ModelError, is_hub_id, load_manifest, lock_command, staged_models
 from sglfleet.plan.parsers import NAME_MODULES, parser_choices
-from sglfleet.plan.settings import LAUNCH_KEYS, LaunchSettings
+from sglfleet.plan.settings import LAUNCH_KEYS, LaunchSettings, rendered_keys
 from sglfleet.shipped.server_flags import NO_VALUE_ACTIONS
 
 EAGLE_NUMBERS = ("speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens")
@@ -63,7 +63,7 @@ def _flag_findings(host: str, config, flagset, version: str) -> list[Finding]:
     """Every rendered flag exists in this sglang; extra_flags values fit their flag."""
     findings = []
     options = flagset.options
-    for key in LAUNCH_KEYS:
+    for key in rendered_keys(config.launch):
         value = getattr(config.launch, key)
         flag = LaunchSettings.flag(key)
         if value is not None and value is not False and flag not in options:
@@ -74,6 +74,8 @@ def _flag_findings(host: str, config, flagset, version: str) -> list[Finding]:
             findings.append(Finding("error", host, key, f"{flag} is not a flag of sglang {version}; {instead}"))
         elif flag in NAME_MODULES and value is not None:
             findings += _parser_findings(host, key, flag, value, flagset, version)
+        elif key == "disaggregation_transfer_backend" and flag in options:
+            findings += _backend_findings(host, value, options[flag], version)
 
     schema_flags = {LaunchSettings.flag(key): key for key in LAUNCH_KEYS}
     dests = {options[LaunchSettings.flag(key)].dest: key for key in LAUNCH_KEYS if LaunchSettings.flag(key) in options}
@@ -140,6 +142,20 @@ def _parser_findings(host: str, key: str, flag: str, value: str, flagset, versio
     close = difflib.get_close_matches(value, choices, n=1, cutoff=0.6)
     hint = f"did you mean {close[0]!r}?" if close else f"pick one of {', '.join(choices)}"
     return [Finding("error", host, key, f"{value!r} is not a {flag} of sglang {version}; {hint}")]
+
+
+def _backend_findings(host: str, value: str, spec, version: str) -> list[Finding]:
+    """A PD server's transfer backend is one its sglang offers, and a transport."""
+    key = "disaggregation_transfer_backend"
+    if spec.choices is not None and value not in spec.choices:
+        close = difflib.get_close_matches(value, spec.choices, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}?" if close else f"pick one of {', '.join(spec.choices)}"
+        return [Finding("error", host, key, f"{value!r} is not a backend of sglang {version}; {hint}")]
+    if value == "fake":
+        # sglang's warm-up stand-in (srt/disaggregation/fake/conn.py); the prefill refuses to serve with it.
+        return [Finding("error", host, key, "'fake' moves no KV cache: it is sglang's warm-up backend, not a "
+                        "transport; use \"mooncake\" or \"nixl\"")]
+    return []
 
 
 def _unabbreviated(name: str, options) -> str | None:
@@ -249,6 +265,11 @@ def _fleet_findings(host: str, config) -> list[Finding]:
         findings.append(Finding("warning", host, "gate_bake_s", "no router_url: the bake judges whatever "
                                 "traffic reaches the host, and without any it is inconclusive "
                                 f"(gate_on_inconclusive = {config.gate_on_inconclusive!r})"))
+    if config.launch.disaggregation_mode and config.gate_bake_s > 0 and config.gate_on_inconclusive == "fail":
+        # sglfleet.plan.pd_units: the first batch waits out of the gateways for the flip, so bakes on no traffic.
+        findings.append(Finding("warning", host, "gate_bake_s", "a PD fleet's first batch bakes out of the gateways "
+                                "(held for the flip), on no traffic, so inconclusive: set gate_on_inconclusive = "
+                                "\"pass\" or gate_bake_s = 0"))
     if config.gate_min_spec_accept_length is not None:
         if config.launch.speculative_algorithm is None:
             findings.append(Finding("error", host, "gate_min_spec_accept_length", "no speculative decoding "

@@ -25,7 +25,7 @@ from sglfleet.artifacts.models import offline, served_launch
 from sglfleet.host.gate import GateSettings
 from sglfleet.host.layout import LAYOUT, Layout
 from sglfleet.host.releases import content_id
-from sglfleet.plan.settings import LAUNCH_KEYS, LaunchSettings
+from sglfleet.plan.settings import PD_ONLY_KEYS, LaunchSettings, rendered_keys
 from sglfleet.plan.templates import TEMPLATES, arg_lines, render
 
 # Compile caches decide how fast a restart serves again (minutes cold), so every JIT writes
@@ -83,7 +83,7 @@ def launch_args(launch: LaunchSettings) -> list[str]:
         launch_args(config.launch)  # ["--model-path", "moonshotai/Kimi-K2.5", ..., "--port", "30000"]
     """
     args: list[str] = []
-    for key in LAUNCH_KEYS:
+    for key in rendered_keys(launch):
         value = getattr(launch, key)
         if value is None or value is False:
             continue
@@ -202,7 +202,9 @@ def render_release(
         "patch": patch_digest,
         "service": service_digest,
         "server": config.server,
-        "launch": config.launch.model_dump(),
+        # A whole server's release reads as before PD roles existed: its id does not change with them.
+        "launch": config.launch.model_dump(exclude=None if config.launch.disaggregation_mode
+                                          else {"disaggregation_mode", *PD_ONLY_KEYS}),
         "args": args,
         **({"service_name": layout.service_name, "gpus": list(gpus)} if gpus is not None else {}),
     }

@@ -203,6 +203,12 @@ def _port_problems(name: str, config: HostConfig) -> list[str]:
     # With services, each service's port is its own listener, and the host's listen_port none.
     servers = ({f"services[{i}] ({service.name})": service.port for i, service in enumerate(config.services)}
                if config.services else {"listen_port": config.launch.listen_port})
+    # A prefill's bootstrap server listens too (sglang 0.5.9 disaggregation/common/conn.py:503-516, 640-646).
+    launches = ({f"services[{i}] ({one.name})'s disaggregation_bootstrap_port": one.launch
+                 for i, one in enumerate(config.services)} if config.services
+                else {"disaggregation_bootstrap_port": config.launch})
+    servers.update({key: launch.disaggregation_bootstrap_port for key, launch in launches.items()
+                    if launch.disaggregation_mode == "prefill"})
     ports = {**servers, **{key: getattr(config, key) for key in PORT_KEYS[1:]}}
     problems, seen = [], {}
     for key, port in ports.items():

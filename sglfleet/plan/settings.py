@@ -166,6 +166,16 @@ class LaunchSettings(BaseModel):
                              json_schema_extra={"flag": "--port"})
     extra_flags: Argv = Field(description='a list of sglang flags, e.g. ["--max-running-requests", "64"]',
                               json_schema_extra={"flag": None})
+    # Prefill and decode on separate servers (docs/pd.md). sglang 0.5.9 server_args.py:654-661 (defaults),
+    # 4841-4886 (the flags); the lint checks the backend against the stack's own sglang's choices.
+    disaggregation_mode: Optional[Literal["prefill", "decode"]] = Field(
+        description='"prefill" or "decode" (a server of one role behind a PD gateway), or None for a whole server')
+    disaggregation_transfer_backend: Text = Field(description='a KV transfer backend of the stack\'s sglang, '
+                                                              'e.g. "mooncake" (0.5.9\'s default) or "nixl"')
+    disaggregation_bootstrap_port: Int = Field(ge=1, le=65535, description="a TCP port between 1 and 65535, "
+                                                                           "e.g. 8998 (sglang's default)")
+    disaggregation_ib_device: Optional[Text] = Field(description='RDMA devices, e.g. "mlx5_0,mlx5_1", or None '
+                                                                 '(mooncake detects them)')
 
     @staticmethod
     def flag(key: str) -> str | None:
@@ -176,6 +186,14 @@ class LaunchSettings(BaseModel):
 
 # The launch keys rendered as sglang flags, in the order the schema declares them.
 LAUNCH_KEYS = tuple(key for key in LaunchSettings.model_fields if LaunchSettings.flag(key))
+# Keys that mean something only to a server of one role: not rendered for a whole server, whose
+# release id (and so every existing fleet's) stays what it was.
+PD_ONLY_KEYS = ("disaggregation_transfer_backend", "disaggregation_bootstrap_port", "disaggregation_ib_device")
+
+
+def rendered_keys(launch: LaunchSettings) -> tuple[str, ...]:
+    """The launch keys rendered as flags for ``launch``: the PD keys only where it has a role."""
+    return LAUNCH_KEYS if launch.disaggregation_mode else tuple(k for k in LAUNCH_KEYS if k not in PD_ONLY_KEYS)
 
 
 class ServiceSettings(BaseModel):

@@ -26,6 +26,9 @@ from sglfleet.artifacts.patchsets import SHIPPED as SHIPPED_SETS
 from sglfleet.errors import ConfigError
 from sglfleet.plan.gateway import gateway_problems, is_gateway, serving_groups
 from sglfleet.plan.measured import measured_caps, measured_os
+from sglfleet.plan.pd import backend_wheel_problem, pd_problems, role_of
+from sglfleet.plan.pd_units import plan_units, unit_problems
+from sglfleet.plan.services import host_services
 from sglfleet.plan.schema import STACKS_DIR, stack_problems, validate_host_data
 from sglfleet.plan.settings import HostConfig
 from sglfleet.plan.templates import TEMPLATES
@@ -132,8 +135,13 @@ def validate_inventory(inventory, stacks_dir: Path = STACKS_DIR) -> dict[str, Ho
             named = fleet_setting(configs, "rollout_waves")
             wave_names = named if named is not None else default_waves({g for gs in groups.values() for g in gs})
             problems += gateway_problems(groups, data, configs, wave_names)
+            problems += pd_problems(groups, configs, [host for host, names in groups.items() if is_gateway(names)])
             # The gateways are in no wave: the plan orders the serving hosts.
-            until(plan_waves(serving_groups(groups), named), fleet_setting(configs, "rollout_until"))
+            waves = plan_waves(serving_groups(groups), named)
+            until(waves, fleet_setting(configs, "rollout_until"))
+            roles = {name: role_of(host_services(configs[name])[0].config) for name in serving_groups(groups)}
+            if any(roles.values()) and not problems:
+                problems += unit_problems(plan_units(waves, fleet_setting(configs, "rollout_serial"), roles), roles)
         except ConfigError as error:
             problems += error.problems
     if problems:
@@ -237,6 +245,9 @@ def check_inventory(inventory, templates: Path = TEMPLATES, measured_os_severity
             findings.append(Finding("error", name, "secrets_file", str(error)))
         except TemplateRenderError as error:
             findings.append(Finding("error", name, "templates", str(error)))
+        for service in services:
+            if wheel := backend_wheel_problem(name, service.config, stack):
+                findings.append(Finding("error", name, "disaggregation_transfer_backend", wheel))
         version = stack.sglang_version
         if version is None:
             findings.append(Finding("warning", name, "stack", f"{stack.name} names no sglang version; "

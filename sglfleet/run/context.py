@@ -27,6 +27,8 @@ from sglfleet.artifacts.stacks import Stack, StackError, load_stack
 from sglfleet.facts.host import HostRead, HostState
 from sglfleet.host.layout import GATEWAY, LAYOUT
 from sglfleet.host.stacks import PATCHED, patched
+from sglfleet.plan.pd import Worker, role_of, worker_of
+from sglfleet.plan.pd_units import UnitBatch, plan_units
 from sglfleet.plan.gateway import gateway_args, gateway_url, is_gateway, serving_groups, worker_url
 from sglfleet.plan.release import Release, render_release
 from sglfleet.plan.schema import validate_host_data
@@ -260,15 +262,25 @@ _gateway_files: dict[str, GatewayFiles] = {}
 GATEWAY_LAUNCHER = FILES / "gateway" / "sglfleet-gateway.py"
 
 
-def fleet_workers(inventory: Inventory) -> list[str]:
+def fleet_workers(inventory: Inventory) -> list[Worker]:
     """
-    Every serving host's URL as the gateways know it (one for each of its services), in inventory
-    order: each gateway's workers.
+    Every serving host's URL as the gateways know it (one for each of its services), with its role,
+    in inventory order: each gateway's workers.
 
     + inventory: ``pyinfra.inventory``
     """
-    return [worker_url(h.name, h.data.dict(), service.port)
+    return [worker_of(worker_url(h.name, h.data.dict(), service.port), service.config)
             for h in inventory if not host_is_gateway(h) for service in host_services(h)]
+
+
+def fleet_roles(inventory: Inventory) -> dict[str, str]:
+    """
+    Each serving host's PD role (its services' role: one a host), or empty for a fleet without roles.
+
+    + inventory: ``pyinfra.inventory``
+    """
+    roles = {h.name: role_of(host_services(h)[0].config) for h in inventory if not host_is_gateway(h)}
+    return roles if any(roles.values()) else {}
 
 
 def fleet_gateways(inventory: Inventory) -> list[tuple[str, str]]:
@@ -385,6 +397,9 @@ class Rollout:
     batches: tuple[Batch, ...]
     max_fail_percentage: float
     held: tuple[Wave, ...]
+    # A PD fleet's units, batch by batch (the batches hold the same hosts), and each serving host's role.
+    units: tuple[UnitBatch, ...] = ()
+    roles: tuple[tuple[str, str], ...] = ()
 
 
 _rollouts: dict[tuple[str, ...], Rollout] = {}
@@ -406,9 +421,15 @@ def fleet_rollout(inventory: Inventory, targets: list[str]) -> Rollout:
         # holds batches back but sizes none differently.
         planned = plan_batches(waves, fleet_setting(configs, "rollout_serial"))
         started = {wave.name for wave in now}
+        roles = fleet_roles(inventory)
+        # A PD fleet's rollout_serial counts units (sglfleet.plan.pd_units), and its batches are whole units.
+        units = tuple(one for one in plan_units(waves, fleet_setting(configs, "rollout_serial"), roles)
+                      if one.wave in started) if roles else ()
+        if units:
+            planned = [Batch(one.wave, one.number, one.hosts) for one in units]
         _rollouts[key] = Rollout(batches=tuple(batch for batch in planned if batch.wave in started),
                                  max_fail_percentage=fleet_setting(configs, "max_fail_percentage"),
-                                 held=tuple(waves[len(now):]))
+                                 held=tuple(waves[len(now):]), units=units, roles=tuple(roles.items()))
     return _rollouts[key]
 
 

@@ -27,6 +27,7 @@ from pyinfra.api import StringCommand
 from sglfleet.host.bake import describe
 from sglfleet.host.layout import DEFAULT_SERVICE, LAYOUT
 from sglfleet.host.protocol import BAKE_FAILED, DOWN, PASSED, ROLLED_BACK, lock_wait_s as held_lock_s, results as tool_results
+from sglfleet.plan.pd_units import rejoins
 from sglfleet.plan.schema import defaults
 from sglfleet.run import compile_share, recording, router, summary
 from sglfleet.run.compile_share import CacheShare
@@ -57,6 +58,7 @@ class BatchStep:
     + cache: how the host takes and hands on compile caches (``compile_share``), or None
     + service: which of the host's services this step switches (``sglang``: its one service); each
       service of a host has its own step, with its own ``worker_url``, one after another in the batch
+    + worker_spec: a PD worker's role as it rejoins the gateways (``sglfleet.plan.pd.Worker.spec``)
     """
 
     # The inventory's keys default as in inventory/group_data/all.py, the one place defaults live.
@@ -76,6 +78,12 @@ class BatchStep:
     textfile_dir: str = defaults()["textfile_dir"]
     cache: CacheShare | None = None
     service: str = DEFAULT_SERVICE
+    worker_spec: tuple[tuple[str, object], ...] = ()  # a PD worker's role at the gateways (Worker.spec())
+    # A PD fleet's rollout unit (sglfleet.plan.pd_units): the host's unit, whether it stays out of the
+    # gateways after its gate until its batch flips them, and each earlier batch's units.
+    pd_unit: tuple[str, ...] = ()
+    hold: bool = False
+    earlier_units: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = ()
 
     @property
     def unit(self) -> str:
@@ -127,13 +135,14 @@ def lost_link(host, why: str) -> str:
 
 def at_router(step: BatchStep, action) -> str | None:
     """Drain or join the host at the router, or at each of the fleet's gateways; an error message, or None."""
+    role = {"spec": dict(step.worker_spec)} if action is router.join and step.worker_spec else {}
     try:
         if step.router_url:
-            action(step.router_url, step.worker_url)
+            action(step.router_url, step.worker_url, **role)
         for gateway in step.gateways:
             # A gateway that is not running routes nothing to the host (the first converge installs it last).
             action(gateway, step.worker_url, timeout=step.gateway_timeout_s, api_key=step.gateway_api_key,
-                   down_ok=True)
+                   down_ok=True, **role)
     except router.RouterError as error:
         return f"{step.label}: {error}"
     return None
@@ -173,6 +182,15 @@ def verdicts(host, step: BatchStep, results: list[dict], from_release: str | Non
 def over_budget(state, step: BatchStep) -> str | None:
     """Why this batch must not start: an earlier one lost more hosts than ``max_fail_percentage``; else None."""
     failed_names = {h.name for h in state.failed_hosts}
+    for label, units in step.earlier_units:  # a PD fleet's budget counts units, each failed by any of its hosts
+        failed = [unit for unit in units if failed_names & set(unit)]
+        if failed and len(failed) * 100 > step.max_fail_percentage * len(units):
+            why = (f"{step.label} not started: {len(failed)} of the {len(units)} units of {label} did not pass "
+                   f"({', '.join(h for unit in failed for h in unit if h in failed_names)}), above "
+                   f"max_fail_percentage {step.max_fail_percentage:g}")
+            recording.budget_exceeded(step.label, {"failed": len(failed), "units": len(units),
+                                                   "max_fail_percentage": step.max_fail_percentage}, why)
+            return why
     for label, hosts in step.earlier:
         failed = [name for name in hosts if name in failed_names]
         if failed and len(failed) * 100 > step.max_fail_percentage * len(hosts):
@@ -220,6 +238,10 @@ def switch(state, host, connector_arguments, step: BatchStep, release_id: str, r
     Switch the host once every earlier batch passed, keeping the router in step and
     taking the compile caches an earlier host hands on; then bake. Returns False to fail this host.
     """
+    if step.pd_unit and (down := sorted({h.name for h in state.failed_hosts} & set(step.pd_unit))):
+        # A unit moves together: its prefills do not switch once one of its decodes failed (decode first).
+        host.log(f"{step.label}: not switched: {', '.join(down)} of its unit failed; serves on", logger.warning)
+        return True
     took: list[bool] = []
     activate = ("activate", release_id, *(["--restart"] if restart else []))
     said = drained_answer(state, host, connector_arguments, step, *activate, before=lambda: took.append(
@@ -254,8 +276,11 @@ def switch(state, host, connector_arguments, step: BatchStep, release_id: str, r
     unknown = lost_link(host, f"exit status {'unknown' if status is None else status}")
     for line in () if passed else messages or [unknown]:
         fail(state, host, line)
-    # Rolled back, the host serves its earlier release again: it rejoins either way.
-    if status in (PASSED, ROLLED_BACK) and (error := at_router(step, router.join)):
+    # Rolled back, the host serves its earlier release again: it rejoins either way; in a PD fleet, only
+    # where the gateways serve the release it serves now (sglfleet.plan.pd_units.rejoins).
+    rejoin = (rejoins(status == PASSED, status == ROLLED_BACK, step.hold) if step.pd_unit
+              else status in (PASSED, ROLLED_BACK))
+    if rejoin and (error := at_router(step, router.join)):
         return fail(state, host, error)
     if not passed:
         return False

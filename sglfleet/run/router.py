@@ -105,7 +105,7 @@ def drain(router_url: str, worker_url: str, timeout: float = 60.0, api_key: str 
 
 
 def join(router_url: str, worker_url: str, timeout: float = 60.0, api_key: str | None = None,
-         down_ok: bool = False) -> None:
+         down_ok: bool = False, spec: dict | None = None) -> None:
     """
     Add ``worker_url`` to the router and wait until the router lists it healthy.
 
@@ -115,6 +115,10 @@ def join(router_url: str, worker_url: str, timeout: float = 60.0, api_key: str |
     + api_key: the router's API key (smg's ``--api-key``), if it asks one; the worker's too
     + down_ok: a router that is not running is not joined: it lists the worker from its
       own command line when it starts
+    + spec: a PD worker's role, ``{"worker_type": "prefill", "bootstrap_port": 8998}`` or
+      ``{"worker_type": "decode"}`` (``sglfleet.plan.pd.Worker.spec``): smg registers a worker
+      without one as a whole server (``worker_type`` defaults to regular, smg
+      ``crates/protocols/src/worker.rs`` ``WorkerSpec``), which its PD router never picks
     """
     try:
         listed = workers(router_url, api_key).get(worker_url)
@@ -125,7 +129,8 @@ def join(router_url: str, worker_url: str, timeout: float = 60.0, api_key: str |
         if listed is None:
             try:
                 _call("POST", f"{router_url}/workers",
-                      {"url": worker_url, **({"api_key": api_key} if api_key else {})}, api_key=api_key)
+                      {"url": worker_url, **(spec or {}), **({"api_key": api_key} if api_key else {})},
+                      api_key=api_key)
             except RouterConflict:
                 # smg 1.13.0 still registers it (from its command line, or a call before), unlisted
                 # until its start-up job ends: seen on the local fleet. It is joining; wait for it.
@@ -138,6 +143,32 @@ def join(router_url: str, worker_url: str, timeout: float = 60.0, api_key: str |
             timeout,
             api_key,
         )
+    except RouterDown:
+        if not down_ok:
+            raise
+
+
+def stop_routing(router_url: str, worker_urls, timeout: float = 60.0, api_key: str | None = None,
+                 down_ok: bool = False) -> None:
+    """
+    Take every one of ``worker_urls`` out of the router at once and wait until none of them gets a new
+    request (each gone or "draining"), not until their requests finish: a PD gateway's flip, where the
+    old release must stop being picked before the new one joins (``sglfleet.plan.pd_units``). The
+    requests in flight finish on their pair; each worker's own drain waits for them before it switches.
+
+    + router_url: the router's base URL
+    + worker_urls: the workers to take out
+    + timeout: seconds to wait for the router to apply it
+    + api_key: the router's API key, if it asks one
+    + down_ok: a router that is not running routes nothing: done
+    """
+    wanted = set(worker_urls)
+    try:
+        for url, listed in workers(router_url, api_key).items():
+            if url in wanted and listed.get("status") != "draining":
+                _call("DELETE", f"{router_url}/workers/{listed['id']}", api_key=api_key)
+        _wait(router_url, lambda now: not any(url in wanted and w.get("status") != "draining" for url, w in now.items()),
+              f"removal of {len(wanted)} workers", timeout, api_key)
     except RouterDown:
         if not down_ok:
             raise

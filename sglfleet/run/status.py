@@ -110,8 +110,10 @@ def _gateway_row(state: State, host) -> dict:
     except router.RouterError as error:
         row["gateway_error"] = str(error)
         return row
+    # smg lists a PD worker's role as its worker_type ("prefill", "decode"; "regular" for a whole server).
     row["workers"] = [{"url": worker_url, "healthy": bool(worker.get("is_healthy")),
-                       "status": worker.get("status"), "load": worker.get("load")}
+                       "status": worker.get("status"), "load": worker.get("load"),
+                       "role": worker.get("worker_type") if worker.get("worker_type") in ("prefill", "decode") else None}
                       for worker_url, worker in sorted(listed.items())]
     return row
 

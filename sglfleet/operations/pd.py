@@ -1,0 +1,42 @@
+"""A PD batch's settle (``sglfleet.run.pd``): two operations, so the old release leaves the gateways
+on every gateway before the first batch's units join them."""
+
+from __future__ import annotations
+
+from pyinfra.api import operation
+
+from sglfleet.operations.remote import HostFunctionCommand
+from sglfleet.run.pd import SettleTurn, flipped, settled
+from sglfleet.run.rollout import BatchStep
+
+
+@operation(is_idempotent=False)
+def unit_settled(step: BatchStep, turn: SettleTurn, switching: bool):
+    """
+    Roll the host back where its unit failed; in the first batch, take the old release out of the gateways.
+
+    + step: the host's step in its batch
+    + turn: its part in the batch's settle
+    + switching: this run switches a host of the batch (else nothing to settle: no command)
+
+    **Example:**
+
+    .. code:: python
+
+        unit_settled(name="canary batch 1: settle", step=step, turn=turn, switching=True)
+    """
+    if switching:
+        yield HostFunctionCommand(settled, (step, turn), {})
+
+
+@operation(is_idempotent=False)
+def unit_flipped(step: BatchStep, turn: SettleTurn, switching: bool):
+    """
+    Join the gateways at the flip, where the host's unit of the first batch passed.
+
+    + step: the host's step in its batch
+    + turn: its part in the batch's settle
+    + switching: this run switches a host of the batch (else nothing to flip: no command)
+    """
+    if switching and turn.flip:
+        yield HostFunctionCommand(flipped, (step, turn), {})

@@ -1,0 +1,87 @@
+"""
+A PD batch's settle, as the controller runs it after the batch's decodes and prefills switched
+(``sglfleet.plan.pd_units``): a failed unit's switched hosts roll back, and the first batch flips
+the gateways: every worker of the old release stops being picked, then the batch's units join.
+
+**Example:**
+
+.. code:: python
+
+    yield HostFunctionCommand(settled, (step, SettleTurn(units, flip=True, leader=True, workers=...)), {})
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from pyinfra import logger
+
+from sglfleet.plan.pd_units import UnitBatch, failed_units, over_budget, settle
+from sglfleet.run import recording, router, summary
+from sglfleet.run.rollout import BatchStep, at_router, fail, roll_back
+
+
+@dataclass(frozen=True)
+class SettleTurn:
+    """
+    One host's part in its batch's settle.
+
+    + units: the batch's units
+    + flip: the batch is the first, which flips the gateways to the new release
+    + leader: this host takes the old release out of the gateways (one host a batch)
+    + workers: ``(host, worker URL)`` of every serving host's services, the fleet's workers
+    """
+
+    units: tuple[tuple[str, ...], ...]
+    flip: bool
+    leader: bool
+    workers: tuple[tuple[str, str], ...]
+
+
+def _action(state, host, step: BatchStep, turn: SettleTurn) -> tuple[str, list, bool]:
+    """``settle``'s action for this host, the batch's failed units, and whether it is over its budget."""
+    failed = {h.name for h in state.failed_hosts}
+    batch = UnitBatch("", 0, turn.units)
+    over = over_budget(batch, failed, step.max_fail_percentage)
+    switched = host.name in summary.passed_hosts()
+    return settle(switched, bool(failed & set(step.pd_unit)), over, turn.flip), failed_units(batch, failed), over
+
+
+def settled(state, host, connector_arguments, step: BatchStep, turn: SettleTurn):
+    """Roll this host back where its unit (or the whole first batch) failed; the leader stops routing the old release."""
+    action, failed, over = _action(state, host, step, turn)
+    if action in ("rollback", "rollback-out"):
+        why = "the batch is over its failure budget" if over else "its unit failed"
+        host.log(f"{step.label}: back to the previous release: {why}", logger.warning)
+        # Out of the gateways, it stays out where they serve the new release.
+        back = step if action == "rollback" else replace(step, router_url=None, gateways=())
+        if not roll_back(state, host, connector_arguments, replace(back, pd_unit=(), earlier=(), earlier_units=())):
+            return False
+        recording.emit("HostRolledBack", host=host.name, service=step.service,
+                       message=f"{step.label}: its unit rolled back ({why})")
+        return True
+    if turn.flip and turn.leader and not over and any(summary.passed_hosts()):
+        new = {h for unit in turn.units if unit not in failed for h in unit}
+        old = sorted(url for name, url in turn.workers if name not in new)
+        host.log(f"{step.label}: the gateways flip to the new release: {len(old)} workers of the old release "
+                 f"leave them", logger.info)
+        try:
+            if step.router_url:
+                router.stop_routing(step.router_url, old)
+            for gateway in step.gateways:
+                router.stop_routing(gateway, old, timeout=step.gateway_timeout_s, api_key=step.gateway_api_key,
+                                    down_ok=True)
+        except router.RouterError as error:
+            return fail(state, host, f"{step.label}: the flip failed: {error}")
+    return True
+
+
+def flipped(state, host, connector_arguments, step: BatchStep, turn: SettleTurn):
+    """The first batch's units join the gateways, once the old release left them."""
+    action, _, _ = _action(state, host, step, turn)
+    if action != "join":
+        return True
+    if error := at_router(step, router.join):
+        return fail(state, host, error)
+    summary.verdict(host.name, f"{step.label}: joined the gateways at the flip")
+    return True
