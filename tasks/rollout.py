@@ -141,7 +141,8 @@ def _pd_steps(config, rollout, routers: dict, lock_wait: float, cache):
     """
     A PD fleet's rollout (``sglfleet.plan.pd_units``): each batch's decodes, its prefills, then its settle
     in two turns (the first batch's flip: the old release leaves every gateway, then its units join),
-    each with this host's ``BatchStep`` (a ``(kind, step, turn, switching)`` for a settle), or None.
+    each with this host's ``BatchStep`` (a ``(kind, step, turn, switching)`` for a settle), or
+    ``("idle", label, kind, None)`` where the host is not in it (``_pd_turn``).
     """
     roles = dict(rollout.roles)
     workers = tuple((h.name, worker_url(h.name, h.data.dict(), service.port))
@@ -156,21 +157,45 @@ def _pd_steps(config, rollout, routers: dict, lock_wait: float, cache):
             lock_wait_s=lock_wait, timeout_s=config.gate_answer_timeout_s or lock_wait + 2 * config.gate_warmup_s + 300,
             releases_keep=config.releases_keep, textfile_dir=config.textfile_dir, cache=cache,
             pd_unit=batch.unit_of(host.name), hold=one.hold)
+        if not mine:
+            # Every serving host has an operation at every step, a no-op where it is not in it:
+            # pyinfra orders a host's operations only after its own, so without one a later
+            # batch's switch could run before an earlier batch's settle (its flip).
+            yield ("idle", one.label(roles), one.kind, None)
+            if one.kind == "settle":
+                yield ("idle", one.label(roles), "flip", None)
+                earlier_units.append((batch.name, batch.units))
+            continue
         if one.kind == "switch":
             yield step
             continue
-        if mine:  # the host's worker at the gateways, as its switch's step has it (one service a PD host)
-            step = next(own for _, own in _service_steps(step, host_services(host), bool(routers)))
-        switching = mine and any(_restarts(inventory.get_host(name)) for name in batch.hosts)
+        # the host's worker at the gateways, as its switch's step has it (one service a PD host)
+        step = next(own for _, own in _service_steps(step, host_services(host), bool(routers)))
+        switching = any(_restarts(inventory.get_host(name)) for name in batch.hosts)
         turn = SettleTurn(units=batch.units, flip=one.flip, leader=host.name == batch.hosts[0], workers=workers)
-        yield ("settle", step, turn, switching) if mine else None
-        yield ("flip", step, turn, switching) if mine else None
+        yield ("settle", step, turn, switching)
+        yield ("flip", step, turn, switching)
         earlier_units.append((batch.name, batch.units))
 
 
-# pyinfra orders operations by call site, then by loop position: each host's one
-# switch takes its batch's place, so the batches still run in order, and a host
-# has no operation in the batches it is not in.
+_SETTLE_NAMES = {"settle": "its units settle", "flip": "its units join at the flip"}
+
+
+def _pd_turn(step: tuple, switch_name: str):
+    """
+    The operation, and its arguments, of a PD step's tuple: ``(kind, step, turn, switching)`` of a
+    settle's turn, or ``("idle", label, kind, None)`` of a step the host is not in (named as its hosts' own).
+    """
+    kind, own, turn, switching = step
+    if kind == "idle":
+        return pd_ops.not_in_step, dict(name=f"{own}: {_SETTLE_NAMES.get(turn, switch_name)}", label=own)
+    return (pd_ops.unit_settled if kind == "settle" else pd_ops.unit_flipped), dict(
+        name=f"{own.label}: {_SETTLE_NAMES[kind]}", step=own, turn=turn, switching=switching)
+
+
+# pyinfra orders a host's operations after its own earlier ones, then by call site and loop
+# position: each host has one call site, and in a PD fleet an operation at every step
+# (a no-op where it is not in it), so the batches and their settles run in order.
 @deploy("Roll out")
 def roll_out():
     if host_is_gateway(host):
@@ -186,18 +211,16 @@ def roll_out():
     for step in host.loop(steps):
         if not step:
             continue
-        if isinstance(step, tuple):  # a PD batch's settle, in two turns (sglfleet.run.pd)
-            kind, own, turn, switching = step
-            settle_op = pd_ops.unit_settled if kind == "settle" else pd_ops.unit_flipped
-            settle_op(name=f"{own.label}: {'its units settle' if kind == 'settle' else 'its units join at the flip'}",
-                      step=own, turn=turn, switching=switching)
-            continue
-        # A host's services one after another in its batch, each behind its own gate: one operation.
-        turns = [(host_release(host, service).release_id, own, found.services.get(service.name))
-                 for service, own in _service_steps(step, services, routed)]
-        release.activated(name=f"{step.label}: serve the staged release{_of(services)}",
-                          release_id=turns[0][0], step=turns[0][1], found=turns[0][2], rebuilt=_rebuilt(found),
-                          then=tuple(turns[1:]), retired=_retired_steps(step, retired, routed))
+        if isinstance(step, tuple):  # a PD batch's step this host is not in, or its settle in two turns
+            operation, arguments = _pd_turn(step, "serve the staged release")
+        else:  # a host's services one after another in its batch, each behind its own gate: one operation
+            turns = [(host_release(host, service).release_id, own, found.services.get(service.name))
+                     for service, own in _service_steps(step, services, routed)]
+            operation, arguments = release.activated, dict(
+                name=f"{step.label}: serve the staged release{_of(services)}", release_id=turns[0][0],
+                step=turns[0][1], found=turns[0][2], rebuilt=_rebuilt(found), then=tuple(turns[1:]),
+                retired=_retired_steps(step, retired, routed))
+        operation(**arguments)  # one call site: pyinfra orders the steps by loop position (_pd_steps)
     # After every batch: no later host fetches this host's compile caches any more.
     cache = next((step.cache for step in steps if step and not isinstance(step, tuple)), None)
     serving = cache.unit if cache and cache.later and _restarts(host) else None
@@ -220,12 +243,10 @@ def roll_back():
         if not step:
             continue
         if isinstance(step, tuple):  # a PD fleet goes back unit by unit, as it rolls out, flip and all
-            kind, own, turn, _ = step
-            settle_op = pd_ops.unit_settled if kind == "settle" else pd_ops.unit_flipped
-            settle_op(name=f"{own.label}: {'its units settle' if kind == 'settle' else 'its units join at the flip'}",
-                      step=own, turn=turn, switching=True)
-            continue
-        services = host_services(host)
-        owns = [own for _, own in _service_steps(step, services, routed)]
-        release.rolled_back(name=f"{step.label}: back to the previous release{_of(services)}", step=owns[0],
-                            then=tuple(owns[1:]))
+            operation, arguments = _pd_turn(step[:3] + (True,), "back to the previous release")
+        else:
+            services = host_services(host)
+            owns = [own for _, own in _service_steps(step, services, routed)]
+            operation, arguments = release.rolled_back, dict(
+                name=f"{step.label}: back to the previous release{_of(services)}", step=owns[0], then=tuple(owns[1:]))
+        operation(**arguments)  # one call site, as in roll_out

@@ -168,12 +168,13 @@ def test_each_hosts_operations_follow_the_units_in_step_with_the_others(monkeypa
     seen = {}
     for name in roles:
         with ctx_state.use(state), ctx_inventory.use(inventory), ctx_host.use(inventory.get_host(name)):
-            seen[name] = [None if step is None else
+            seen[name] = [step[:3] if isinstance(step, tuple) and step[0] == "idle" else
                           (step[0], step[1].label, step[2].flip, step[2].leader, step[1].worker_url,
                            dict(step[1].worker_spec)) if isinstance(step, tuple) else
                           ("switch", step.label, step.hold, step.pd_unit, len(step.earlier_units))
                           for step in rollout._steps(context.host_config(inventory.get_host(name)))]
-    assert seen["node2"][:4] == [("switch", "canary batch 1 decodes", True, ("node1", "node2"), 0), None,
+    assert seen["node2"][:4] == [("switch", "canary batch 1 decodes", True, ("node1", "node2"), 0),
+                                 ("idle", "canary batch 1 prefills", "switch"),
                                  ("settle", "canary batch 1 settle", True, False, "http://10.0.0.2:30000",
                                   {"worker_type": "decode"}),
                                  ("flip", "canary batch 1 settle", True, False, "http://10.0.0.2:30000",
@@ -183,6 +184,12 @@ def test_each_hosts_operations_follow_the_units_in_step_with_the_others(monkeypa
     assert seen["node3"][5] == ("switch", "wave1 batch 2 prefills", False, ("node3", "node4"), 1)
     assert seen["node4"][4] == ("switch", "wave1 batch 2 decodes", False, ("node3", "node4"), 1)
     assert {len(steps) for steps in seen.values()} == {8}
+    # An operation at every step on every host, a no-op where it is not in it: pyinfra orders a host's
+    # operations only after its own, so without it wave1's switches ran before the canary's flip.
+    assert seen["node3"][:5] == [("idle", "canary batch 1 decodes", "switch"),
+                                 ("idle", "canary batch 1 prefills", "switch"),
+                                 ("idle", "canary batch 1 settle", "settle"), ("idle", "canary batch 1 settle", "flip"),
+                                 ("idle", "wave1 batch 2 decodes", "switch")]
 
 
 class _Host:

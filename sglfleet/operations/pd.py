@@ -3,6 +3,7 @@ on every gateway before the first batch's units join them."""
 
 from __future__ import annotations
 
+from pyinfra import host
 from pyinfra.api import operation
 
 from sglfleet.operations.remote import HostFunctionCommand
@@ -40,3 +41,16 @@ def unit_flipped(step: BatchStep, turn: SettleTurn, switching: bool):
     """
     if switching and turn.flip:
         yield HostFunctionCommand(flipped, (step, turn), {})
+
+
+@operation()
+def not_in_step(label: str):
+    """
+    Nothing: the host is not in this step of a PD rollout. Every serving host has an operation at every
+    step, so that pyinfra runs each step only after the one before on every host (a later batch's
+    switch never before an earlier batch's flip).
+
+    + label: the step's batch, for the message
+    """
+    host.noop(f"{label}: not in it")
+    yield from ()
