@@ -97,7 +97,7 @@ def test_the_gateway_routes_each_generation_from_a_prefill_to_a_decode(fleet, to
     assert sum(metric(fleet, host, "sglfleet_standin_pd_kv_sent_total") for host in prefills) == sent + 1
     assert set(mismatched(fleet, decodes).values()) == {0}
     # Each role shows its own series.
-    assert metric(fleet, decodes[0], "sglfleet_standin_pd_kv_received_total") >= 1
+    assert sum(metric(fleet, host, "sglfleet_standin_pd_kv_received_total") for host in decodes) >= 1  # 2+2: either
 
 
 def test_status_shows_each_workers_role(fleet, topology):
