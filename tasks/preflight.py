@@ -6,7 +6,8 @@ from pyinfra.api import deploy
 from sglfleet.artifacts import wheelhouse
 from sglfleet.operations import stack as stack_ops
 from sglfleet.plan.measured import record
-from sglfleet.plan.preflight import Declared, check, fitting
+from sglfleet.plan.pd import role_of
+from sglfleet.plan.preflight import Declared, PdService, check, fitting, rdma_problems
 from sglfleet.artifacts.stacks import loadable
 from sglfleet.plan.services import gpu_problems
 from sglfleet.run.context import complete_stack, host_config, host_is_gateway, host_services, host_state
@@ -32,4 +33,8 @@ def preflight():
                      others=fitting(list(loadable()), found.os, config.gpu_less))
     if found.gpus:  # a GPU-less host's services were checked against its gpu_count, if any
         problems += gpu_problems(host.name, services, len(found.gpus))
+    if not config.gpu_less and config.server == "sglang":  # the stand-in moves its "KV" over HTTP
+        pd = [PdService(s.name, role_of(s.config), s.config.launch.disaggregation_transfer_backend,
+                        s.config.launch.disaggregation_ib_device) for s in services if role_of(s.config)]
+        problems += rdma_problems(host.name, pd, found.rdma, config.disaggregation_allow_tcp)
     stack_ops.fits(name=f"Preflight for stack {stack.name}", problems=problems)

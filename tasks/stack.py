@@ -6,8 +6,9 @@ from pyinfra.api import deploy
 from sglfleet.artifacts.temporaries import RUN_TOKEN
 from sglfleet.facts.host import READ
 from sglfleet.operations import stack as stack_ops
+from sglfleet.plan.pd import role_of
 from sglfleet.run.context import (complete_stack, fleet_shares, host_config, host_is_gateway, host_patch_files,
-                                  host_state, peer_files)
+                                  host_services, host_state, peer_files)
 
 
 @deploy("Stack")
@@ -39,4 +40,7 @@ def install_stack():
         sharing=next((s.unit for s in shares if s and s.serves), None) if known is READ else None,
         textfile_dir=config.textfile_dir,
         patched=host_patch_files(host),
+        # The probe imports the transfer backend of each PD service (a real sglang's: the stand-in loads none).
+        backends=sorted({s.config.launch.disaggregation_transfer_backend for s in host_services(host)
+                         if role_of(s.config) and s.config.server == "sglang"}) if not host_is_gateway(host) else (),
     )

@@ -160,3 +160,43 @@ def test_no_kernel_image_names_the_missing_cubin_as_the_cause():
     error = RuntimeError("CUDA error: no kernel image is available for execution on the device")
     assert probe.explain(error, None).startswith("no kernel image is available for this GPU: the wheel carries no "
                                                  "cubin for its architecture")
+
+
+def test_the_probe_imports_what_sglang_imports_for_each_backend():
+    from sglfleet.plan.pd import BACKEND_MODULES
+    assert probe.BACKEND_MODULES == BACKEND_MODULES
+
+
+# mooncake-transfer-engine-cuda13 0.3.14's cp311 wheel, unpacked and imported on a machine without
+# rdma-core (seen while writing this): its engine.so needs the host's libibverbs.
+MOONCAKE_WITHOUT_RDMA_CORE = ImportError("libibverbs.so.1: cannot open shared object file: No such file or directory")
+
+
+@pytest.mark.parametrize("backend, module, error, fragments", [
+    ("mooncake", "mooncake.engine", MOONCAKE_WITHOUT_RDMA_CORE,
+     ["the mooncake transfer backend does not import (mooncake.engine)", "libibverbs.so.1",
+      "apt install libibverbs1"]),
+    ("nixl", "nixl._api", ModuleNotFoundError("No module named 'nixl'", name="nixl"),
+     ["the nixl transfer backend does not import (nixl._api)", "lock lacks its wheel"]),
+])
+def test_a_backend_that_does_not_import_is_one_line_with_its_fix(backend, module, error, fragments):
+    line = probe.backend_failure(backend, module, error)
+    assert "\n" not in line
+    for fragment in fragments:
+        assert fragment in line, line
+
+
+def test_each_backend_asked_for_is_a_check(monkeypatch):
+    imported = []
+
+    def fake_import(name):
+        imported.append(name)
+        if name == "nixl._api":
+            raise ModuleNotFoundError("No module named 'nixl'", name="nixl")
+
+    monkeypatch.setattr(probe.importlib, "import_module", fake_import)
+    result = {"checks": {}}
+    probe.check_backends(["mooncake", "nixl"], result)
+    assert imported == ["mooncake.engine", "nixl._api"]
+    assert result["checks"]["backend_mooncake"] == {"ok": True, "value": "mooncake.engine"}
+    assert not result["checks"]["backend_nixl"]["ok"]

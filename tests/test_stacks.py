@@ -88,10 +88,13 @@ def test_cu130_stack_says_what_it_needs_and_refuses_until_completed():
     stack = load_stack("cu130-sglang-0.5.9")
     assert (stack.cuda, stack.compute_caps, stack.min_driver) == ("13.0", ("12.0", "10.0", "9.0"), 580)
     assert stack.overrides == ("flashinfer-python==0.6.4", "flashinfer-cubin==0.6.4",
-                               "outlines==0.1.11; python_version < '3.13'")
+                               "nixl-cu12; sys_platform == 'never'", "outlines==0.1.11; python_version < '3.13'")
     assert stack.pythons == ("3.10", "3.11", "3.12", "3.13")  # torch 2.9.1+cu130 has cp310-cp313 builds
     versions = {f.name: f.version for f in stack.files}
     assert (versions["sglang"], versions["flashinfer-python"], versions["flashinfer-cubin"]) == ("0.5.9", "0.6.4", "0.6.4")
+    # The PD transfer backends come from PyPI: this lock carries them already.
+    assert (versions["mooncake-transfer-engine-cuda13"], versions["nixl"], versions["nixl-cu13"]) == (
+        "0.3.14", "1.5.1", "1.5.1")
     assert {u["name"] for u in stack.unresolved} == {"torch", "torchvision", "torchaudio", "sgl-kernel", "flashinfer-jit-cache"}
     with pytest.raises(StackError, match=r"run `sglfleet lock cu130-sglang-0.5.9` where download.pytorch.org"):
         stack.require_complete()
@@ -103,10 +106,12 @@ def test_cu130_0523_stack_is_complete_from_pypi_for_each_python_with_one_cuda_ma
     assert (whole.cuda, whole.compute_caps, whole.min_driver, whole.pythons) == (
         "13.0", ("12.0", "10.0", "9.0"), 580, ("3.11", "3.12", "3.13"))
     assert all(f.sha256 and f.size and f.url.startswith("https://files.pythonhosted.org/") for f in whole.files)
-    # Two overrides: nvidia-cutlass-dsl's cu12 flavour dropped; outlines left out on 3.13 (no outlines-core wheel).
+    # Three overrides: nvidia-cutlass-dsl's and nixl's cu12 flavours dropped; outlines left out on 3.13
+    # (no outlines-core wheel).
     assert whole.overrides == ("nvidia-cutlass-dsl-libs-cu12; sys_platform == 'never'",
+                               "nixl-cu12; sys_platform == 'never'",
                                "outlines==0.1.11; python_version < '3.13'")
-    for python, count in {"3.11": 207, "3.12": 207, "3.13": 201}.items():
+    for python, count in {"3.11": 211, "3.12": 211, "3.13": 205}.items():
         stack = whole.for_python(python)
         tag = "cp" + python.replace(".", "")
         versions = {f.name: f.version for f in stack.files}
@@ -122,6 +127,10 @@ def test_cu130_0523_stack_is_complete_from_pypi_for_each_python_with_one_cuda_ma
         assert "nvidia-cutlass-dsl-libs-cu13" in versions
         assert not [name for name in versions if name.endswith("-cu12")]
         assert ("outlines-core" in versions) == (python != "3.13")
+        # The PD transfer backends, their CUDA 13 builds (about 110 MB of wheels together).
+        assert {name: versions.get(name) for name in ("mooncake-transfer-engine-cuda13", "nixl", "nixl-cu13")} == {
+            "mooncake-transfer-engine-cuda13": "0.3.14", "nixl": "1.5.1", "nixl-cu13": "1.5.1"}
+        assert wheels["nixl-cu13"] == f"nixl_cu13-1.5.1-{tag}-{tag}-manylinux_2_28_x86_64.whl"
         assert len(stack.files) == count and 4.0e9 < stack.size < 4.5e9 and stack.glibc == "2.34"
 
 
@@ -293,6 +302,10 @@ def test_build_is_offline_hash_checked_verified_and_renamed_when_complete():
     assert f"--stack-id {stack.id} --python 3.13" in script  # the marker names it
     cu130 = load_stack("cu130-sglang-0.5.23").for_python("3.11")
     assert "--cuda 13.0 --compute-caps 12.0,10.0,9.0 --wheels" in build_commands(cu130, state(cu130), False)[-1]
+    assert "--backend" not in build_commands(cu130, state(cu130), False)[-1]  # no PD service
+    assert "--gpu-less --backend=mooncake" not in script
+    pd = build_commands(cu130, state(cu130), False, backends=["mooncake", "nixl"])[-1]
+    assert "--backend=mooncake --backend=nixl" in pd  # each PD service's backend, imported by the probe
     assert any("zipfile" in c for c in commands if isinstance(c, str))  # uv from its own wheel
     assert script.index("verify_stack.py") < script.index("mv -T")  # verified before it is in place
 

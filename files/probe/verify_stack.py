@@ -25,6 +25,8 @@ Run with the new venv's python (standard library, plus what the venv has). Check
   against a torch reference, flashinfer imports. The two common failures,
   "Could not load any common_ops" and "no kernel image is available", are
   reported with their cause and fix.
+- with a GPU, for each ``--backend`` (the transfer backend of a PD service on the host): its
+  module imports as sglang imports it (``mooncake.engine``, ``nixl._api``), one line on failure.
 Checks that cannot run (GPU-less host, a stack without CUDA) are recorded under
 "skipped" with the reason. Exit status 0 only when every check that ran passed.
 
@@ -60,6 +62,13 @@ import sysconfig
 import time
 
 KERNEL_MODULE = "sgl_kernel"  # imported name of both sgl-kernel and sglang-kernel
+# The module sglang imports for each PD transfer backend; sglfleet.plan.pd.BACKEND_MODULES (held equal by
+# test_probe): this file runs alone in the venv.
+BACKEND_MODULES = {"mooncake": "mooncake.engine", "nixl": "nixl._api"}
+# The system libraries the backends' wheels load but do not carry (mooncake/engine.so's NEEDED), by the
+# Debian/Ubuntu package that has them.
+SYSTEM_LIBRARIES = {"libibverbs.so": "libibverbs1", "libmlx5.so": "ibverbs-providers", "libnuma.so": "libnuma1",
+                    "libcurl.so": "libcurl4", "libcuda.so": "the NVIDIA driver"}
 
 
 def version_of(dist):
@@ -360,6 +369,34 @@ def explain(error, torch):
     return " ".join(text.split())[:500]
 
 
+def check_backends(backends, result):
+    """Each PD transfer backend imports as sglang imports it: one line naming the cause and fix otherwise."""
+    for backend in backends:
+        module = BACKEND_MODULES.get(backend)
+        name = f"backend_{backend}"
+        if module is None:
+            result["checks"][name] = {"ok": False, "value": f"unknown transfer backend {backend!r}"}
+            continue
+        try:
+            importlib.import_module(module)
+            result["checks"][name] = {"ok": True, "value": module}
+        except Exception as e:
+            result["checks"][name] = {"ok": False, "value": backend_failure(backend, module, e)}
+
+
+def backend_failure(backend, module, error):
+    """One line: which backend, the import's error, and the fix (a missing system library, or the wheel)."""
+    text = " ".join(f"{type(error).__name__}: {error}".split())[:400]
+    missing = next((package for library, package in SYSTEM_LIBRARIES.items() if library in text), None)
+    if missing and "cannot open shared object file" in text:
+        fix = f"install {missing} on the host (apt install {missing})" if " " not in missing else f"install {missing}"
+    elif isinstance(error, ModuleNotFoundError):
+        fix = "the stack's lock lacks its wheel: add it to the stack and re-lock"
+    else:
+        fix = "see the error"
+    return f"the {backend} transfer backend does not import ({module}): {text}; {fix}"
+
+
 def check_gpu(torch, result):
     """On a GPU host: architecture in torch's list, a torch op, sgl_kernel's ops and one kernel, flashinfer."""
     checks = result["checks"]
@@ -440,6 +477,8 @@ def main(argv=None):
     parser.add_argument("--not-installed", action="append", default=[],
                         help="a locked package that is not installed in the venv (uv)")
     parser.add_argument("--gpu-less", action="store_true")
+    parser.add_argument("--backend", action="append", default=[],
+                        help="a PD service's transfer backend on the host (mooncake, nixl), imported with a GPU")
     args = parser.parse_args(argv)
     compute_caps = [cc for cc in args.compute_caps.split(",") if cc]
 
@@ -479,10 +518,13 @@ def main(argv=None):
     if args.gpu_less or torch is None:
         reason = "GPU-less host" if args.gpu_less else ("stack has no CUDA" if args.cuda is None else "torch failed")
         # sgl_kernel loads libcuda at import; without a driver it cannot.
-        for name in ("gpu_arch", "torch_kernel", "sgl_kernel_import", "sgl_kernel_run", "flashinfer_import"):
+        for name in ("gpu_arch", "torch_kernel", "sgl_kernel_import", "sgl_kernel_run", "flashinfer_import",
+                     *(f"backend_{backend}" for backend in args.backend)):
             skipped.setdefault(name, reason)
     else:
         check_gpu(torch, result)
+        # Their libraries need libcuda and the host's rdma-core: only a GPU host loads them.
+        check_backends(args.backend, result)
     result["ok"] = all(check["ok"] for check in checks.values())
     print(json.dumps(result, indent=1, sort_keys=True))
     return 0 if result["ok"] else 1

@@ -35,6 +35,7 @@ disaggregation_mode = None                # "prefill" or "decode" behind a PD ga
 disaggregation_transfer_backend = "mooncake"  # how the KV cache moves: "mooncake" (sglang's default) or "nixl"
 disaggregation_bootstrap_port = 8998      # the prefill's bootstrap server (sglang's default)
 disaggregation_ib_device = None           # RDMA devices, e.g. "mlx5_0,mlx5_1"; None: mooncake detects them
+disaggregation_allow_tcp = False          # True: a PD host without RDMA devices moves its KV cache over TCP, as intended
 
 # --- models: a hub id in model_path / speculative_draft_model_path is pinned to a commit ---
 model_revision = None             # 40-hex commit of model_path; staged and verified before any restart

@@ -41,6 +41,7 @@ from sglfleet.facts.gateway import GatewayService
 from sglfleet.facts.gpu import Gpu, NvidiaGpus
 from sglfleet.facts.models import ModelState
 from sglfleet.facts.os import HostOs, OsInfo
+from sglfleet.facts.rdma import RdmaDevices
 from sglfleet.facts.release import Installed, InstalledServices, ReleaseHostState, ReleaseState
 from sglfleet.facts.stack import StackHostState, StackState
 from sglfleet.facts.sudo import SudoAccess
@@ -70,6 +71,7 @@ class HostState:
     + sudo: ``SudoAccess``'s answer, or None when the read did not ask (no sudo, or a sudo password)
     + os: ``HostOs``'s: the distribution, glibc and python3
     + gpus: ``NvidiaGpus``'s
+    + rdma: ``RdmaDevices``'s: the RDMA devices a PD service's transfer backend moves the KV cache over
     + stack: ``StackState``'s (wheels not hashed)
     + user: ``PasswdEntry``'s for the service user
     + files: ``FileDigests``'s for the service's files (the unit, the env file, the host tool)
@@ -86,6 +88,7 @@ class HostState:
     sudo: dict | None = None
     os: OsInfo = field(default_factory=OsInfo)
     gpus: list[Gpu] = field(default_factory=list)
+    rdma: list[str] = field(default_factory=list)
     stack: StackHostState = field(default_factory=lambda: StackHostState(stack_id=""))
     user: dict | None = None
     files: dict = field(default_factory=lambda: {"files": {}, "leftovers": []})
@@ -122,6 +125,7 @@ class HostRead(FactBase[HostState]):
         parts = {
             "gpus": (NvidiaGpus(), "if command -v nvidia-smi >/dev/null 2>&1; then "
                                    f"{NvidiaGpus().command()}; fi"),
+            "rdma": (RdmaDevices(), RdmaDevices().command()),
             "stack": (StackState(), StackState().command(stack_id, python, uv_version, hash_wheels=False,
                                                           full=full, patched=patched)),
             "user": (PasswdEntry(), PasswdEntry().command(user)),
@@ -199,7 +203,7 @@ class HostRead(FactBase[HostState]):
                 return found  # nothing else was read: the access check says why
         if "end" not in sections:
             raise FactProcessError(f"the host read ended early, after {', '.join(sections) or 'nothing'}")
-        readers = {"os": HostOs(), "gpus": NvidiaGpus(), "stack": StackState(), "user": PasswdEntry(),
+        readers = {"os": HostOs(), "gpus": NvidiaGpus(), "rdma": RdmaDevices(), "stack": StackState(), "user": PasswdEntry(),
                    "files": FileDigests(), "patch": FileBytesUnlessKnown(), "release": ReleaseState(),
                    "models": ModelState(), "gateway": GatewayService(), "installed": InstalledServices()}
         for name, fact in readers.items():

@@ -198,7 +198,8 @@ def uv_extract_command(stack: Stack) -> str:
 
 
 def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
-                   hashes: dict[str, str] | None = None, patched: list[str] | tuple = (PATCHED,)) -> list:
+                   hashes: dict[str, str] | None = None, patched: list[str] | tuple = (PATCHED,),
+                   backends: list[str] | tuple = ()) -> list:
     """
     Commands that build ``stack`` offline in a temporary folder, verify it, and rename it into place.
 
@@ -207,6 +208,7 @@ def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
     + hashes: ``{filename: sha256}`` for files an allowed unhashed lock has no hash for
     + patched: the files the patch step changes (as the wheel names them): another run's
       patches do not make its build look changed
+    + backends: the transfer backends of the host's PD services: the probe imports each
     """
     if state.verified:
         return []
@@ -232,6 +234,7 @@ def build_commands(stack: Stack, state: StackHostState, gpu_less: bool,
     # The installed versions are checked against the lock's file names; bootstrap wheels stay out of the venv.
     probe += ["--wheels", f"{build}/wheels.txt", *(f"--not-installed={name}" for name in stack.bootstrap)]
     probe += ["--gpu-less"] if gpu_less else []
+    probe += [f"--backend={backend}" for backend in backends]
     marker = f"{build}/{MARKER}"
     old = f"{LAYOUT.stacks}/.old-{stack.id}"
     # Hard links from uv's cache, which lives in the build folder (same file system) and
@@ -313,7 +316,8 @@ def collect_commands(stack: Stack, state: StackHostState, keep: int) -> list:
 
 @operation()
 def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: bool = False, found=READ,
-              sharing: str | None = None, textfile_dir: str = TEXTFILE_DIR, patched: list[str] | tuple = (PATCHED,)):
+              sharing: str | None = None, textfile_dir: str = TEXTFILE_DIR, patched: list[str] | tuple = (PATCHED,),
+              backends: list[str] | tuple = ()):
     """
     Ensure ``stack`` is built, verified, unchanged since, and in place on the host,
     and old stacks are collected. A stack that changed on the host (its venv
@@ -329,6 +333,7 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: b
       stopped here, once every round has fetched
     + textfile_dir: node_exporter's textfile folder, where a drift found is marked (``sglfleet_drift``)
     + patched: the files of its sglang the patch step changes (as the wheel names them): no drift
+    + backends: the transfer backends of the host's PD services (sglang servers): the probe imports each
 
     **Example:**
 
@@ -355,7 +360,7 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: b
         except StackError as e:
             raise OperationError(str(e)) from None
         hashes = {name: entry.sha256 for name, entry in local.items()}
-        commands += build_commands(stack, state, gpu_less, hashes, patched)
+        commands += build_commands(stack, state, gpu_less, hashes, patched, backends)
         summary = [f"  + build and verify {stack.path}"]
     else:
         summary = []

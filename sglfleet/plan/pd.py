@@ -43,8 +43,14 @@ ROLE_FLAGS = ("--disaggregation-mode", "--disaggregation-bootstrap-port", "--dis
               "--host", "--port", "--tp-size", "--tp", "--mem-fraction-static", "--cuda-graph-max-bs",
               "--disaggregation-decode-tp", "--config")
 # The wheel each backend imports on a real server (sglang 0.5.9 srt/disaggregation/mooncake/conn.py,
-# nixl/conn.py), as PyPI names it; the lock of a stack that serves with it must carry it.
-BACKEND_WHEELS = {"mooncake": "mooncake-transfer-engine", "nixl": "nixl"}
+# nixl/conn.py), as PyPI names it; the lock of a stack that serves with it must carry one of them.
+# Mooncake publishes its CUDA 13 build under its own name (the -cuda13 wheel, same ``mooncake`` package);
+# nixl's ``nixl`` shim loads nixl_cu13 or nixl_cu12, whichever the CUDA major asks for.
+BACKEND_WHEELS = {"mooncake": ("mooncake-transfer-engine", "mooncake-transfer-engine-cuda13"), "nixl": ("nixl",)}
+# The module each backend's wheel gives, as sglang imports it (0.5.23 srt/distributed/device_communicators/
+# mooncake_transfer_engine.py:120 ``from mooncake.engine import TransferEngine``; srt/disaggregation/nixl/
+# conn.py:543 ``from nixl._api import nixl_agent``): what the probe imports.
+BACKEND_MODULES = {"mooncake": "mooncake.engine", "nixl": "nixl._api"}
 
 
 @dataclass(frozen=True)
@@ -216,11 +222,12 @@ def backend_wheel_problem(host: str, config, stack) -> str | None:
     + stack: its loaded ``Stack``
     """
     backend = config.launch.disaggregation_transfer_backend
-    wheel = BACKEND_WHEELS.get(backend)
-    if role_of(config) is None or config.server != "sglang" or wheel is None:
+    wheels = BACKEND_WHEELS.get(backend)
+    if role_of(config) is None or config.server != "sglang" or wheels is None:
         return None
     names = {f.name.lower().replace("_", "-") for f in stack.every_file or stack.files}
-    if wheel in names:
+    if names & set(wheels):
         return None
+    wheel = wheels[-1]
     return (f"{backend!r} needs the {wheel} wheel, and the lock of stack {stack.name} has none: "
             f"add {wheel} to files/stacks/{stack.name}.toml and run `sglfleet lock {stack.name}`")

@@ -13,6 +13,7 @@ Each problem is one line naming the host, the thing and the fix, e.g.
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 from sglfleet.artifacts.stacks import Stack
@@ -158,4 +159,49 @@ def _declared_problems(host: str, gpus: list[Gpu], declared: Declared) -> list[s
     if declared.tp_size > len(gpus):
         problems.append(f"{host}: tp_size {declared.tp_size} needs {declared.tp_size} GPUs, but nvidia-smi "
                         f"reports {len(gpus)}: set tp_size <= {len(gpus)} for this host")
+    return problems
+
+
+# The backends that move the KV cache over RDMA: mooncake's TransferEngine (protocol "rdma", sglang
+# 0.5.23 srt/distributed/device_communicators/mooncake_transfer_engine.py:205-215) and nixl's UCX
+# (srt/disaggregation/nixl/conn.py:564). Without an RDMA device, each falls back to TCP, or fails.
+RDMA_BACKENDS = ("mooncake", "nixl")
+# A plain list of HCA names ("mlx5_0,mlx5_1"); sglang also takes a JSON mapping of GPU to devices, or a
+# file of one, which this check does not read.
+_DEVICE_LIST = re.compile(r"^[\w.-]+(,[\w.-]+)*$")
+
+
+class PdService(NamedTuple):
+    """One PD service of a host, as preflight sees it: its name, role, backend and IB devices."""
+
+    name: str
+    role: str
+    backend: str
+    ib_device: str | None = None
+
+
+def rdma_problems(host: str, services: list[PdService], devices: list[str], allow_tcp: bool) -> list[str]:
+    """
+    The host's RDMA devices against what its PD services' transfer backends need.
+
+    + services: its PD services (none for a whole server's host)
+    + devices: ``RdmaDevices``'s answer (``/sys/class/infiniband``)
+    + allow_tcp: the inventory's ``disaggregation_allow_tcp``: the TCP fallback is intended
+    """
+    problems = []
+    for service in services:
+        if service.backend not in RDMA_BACKENDS:
+            continue
+        if not devices and not allow_tcp:
+            problems.append(
+                f"{host}: {service.role} service {service.name} moves its KV cache with {service.backend} over "
+                f"RDMA, but the host has no RDMA device (/sys/class/infiniband is empty): load the NIC's driver "
+                f"(mlx5_ib, rdma-core), or set disaggregation_allow_tcp = True if the TCP fallback is intended")
+        wanted = service.ib_device.strip() if service.ib_device else ""
+        missing = [name for name in wanted.split(",") if name not in devices] if _DEVICE_LIST.match(wanted) else []
+        if missing:
+            problems.append(
+                f"{host}: disaggregation_ib_device of service {service.name} names {', '.join(missing)}, which the "
+                f"host lacks (it has {', '.join(devices) or 'no RDMA device'}): name the host's devices, or None "
+                f"to let {service.backend} detect them")
     return problems

@@ -225,6 +225,9 @@ class HostConfig(BaseModel):
     gpu_less: Bool = Field(description="true or false")
     gpu_compute_cap: Optional[Cap] = Field(description='the GPUs\' compute capability, e.g. "12.0" or "10.0"')
     gpu_count: Optional[Int] = Field(ge=1, description="the number of GPUs, e.g. 8")
+    # A PD service's transfer backend (mooncake, nixl) without an RDMA device falls back to TCP: preflight
+    # refuses that unless this says it is intended (sglfleet.plan.preflight.rdma_problems).
+    disaggregation_allow_tcp: Bool = Field(description="true or false")
 
     # sglang launch flags, given flat in inventory data
     launch: LaunchSettings

@@ -2,7 +2,7 @@
 
 import pathlib as _pathlib, runpy as _runpy
 _fleet = _runpy.run_path(str(_pathlib.Path(__file__).with_name("_fleet.py")))
-_expect = ["disaggregation_transfer_backend", "needs the mooncake-transfer-engine wheel, and the lock of stack dev has none"]  # fragments of the one message
+_expect = ["disaggregation_transfer_backend", "needs the mooncake-transfer-engine-cuda13 wheel, and the lock of stack dev has none"]  # fragments of the one message
 
 _gpu = dict(stack='dev', server='sglang', gpu_less=False, gpu_compute_cap='12.0', gpu_count=8, listen_host="0.0.0.0")
 canary = [_fleet['host']("node1", disaggregation_mode="prefill", **_gpu)]
