@@ -18,6 +18,8 @@ from sglfleet import PROJECT_ROOT
 from sglfleet.artifacts.patchsets import apply_sets, load_set
 from sglfleet.artifacts.upstream import sglang_file
 from sglfleet.host.stacks import patched
+from test_drift import drift_lines
+from test_rollout import results
 
 pytestmark = pytest.mark.fleet
 
@@ -71,9 +73,16 @@ def test_adding_a_patch_set_rolls_out_a_new_release(baseline):
     again = deploy(*ADD)  # converged: the same release, the same file, no stack rebuilt
 
     assert again.returncode == 0, again.stdout[-3000:]
-    assert "Drift" not in again.stdout, again.stdout[-3000:]
+    assert drift_lines(again.stdout) == [] and results(again.stdout)["success"] == 0, again.stdout[-3000:]
     assert {h: s["current"] for h, s in fleet_state(fleet).items()} == {h: s["current"] for h, s in after.items()}
     assert on_hosts(fleet) == {host: sha(WITH_MARKER) for host in fleet.hosts}
+
+
+def successes(output: str, operation: str) -> str:
+    """The Success column of ``operation``'s row in pyinfra's results ("-" for none)."""
+    (row,) = [line for line in output.splitlines() if operation in line and line.split()[-4:-3] and
+              line.split()[-4].isdigit()]
+    return row.split()[-3]
 
 
 def test_dropping_it_rolls_back_to_the_unpatched_file(baseline):
@@ -82,7 +91,8 @@ def test_dropping_it_rolls_back_to_the_unpatched_file(baseline):
     result = deploy(*DROP)
 
     assert result.returncode == 0, result.stdout[-3000:]
-    assert "Drift" not in result.stdout, result.stdout[-3000:]  # its block went with the patch step, no rebuild
+    # its block went with the patch step: no drift found, no stack rebuilt
+    assert drift_lines(result.stdout) == [] and successes(result.stdout, "built, verified") == "-", result.stdout[-3000:]
     after = fleet_state(fleet)
     for host in fleet.hosts:
         assert after[host]["current"] == before[host]["current"], host  # the release id it had before
