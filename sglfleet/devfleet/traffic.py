@@ -154,8 +154,8 @@ class Traffic:
         sdk = None
         if self.openai is not None:
             # No retries: a retried request would hide the failure this traffic exists to count.
-            sdk = self.openai.OpenAI(base_url=f"{self.url}/v1", api_key=self.api_key or "none", http_client=http,
-                                max_retries=0)
+            sdk = self.openai.OpenAI(base_url=f"{self.url}/v1", api_key=self.api_key or "none",
+                                     http_client=http, max_retries=0)
         kinds = itertools.islice(itertools.cycle(self.mix), number, None)  # threads start apart in the mix
         with http:
             while not self.done.is_set() and len(self.requests) < self.max_requests \
