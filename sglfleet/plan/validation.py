@@ -19,7 +19,6 @@ connects, so bad input gets one line per problem and touches no host.
 from __future__ import annotations
 
 import sys
-from functools import cache
 from pathlib import Path
 
 from sglfleet.artifacts.patchsets import SHIPPED as SHIPPED_SETS
@@ -186,16 +185,6 @@ def _patch_sets(config: HostConfig, version: str | None) -> list:
     return [s for s in sets if s.name not in config.patch_sets_skip]
 
 
-@cache
-def _patch_set_refusal(patch_set, version: str) -> str | None:
-    """Why ``patch_set`` cannot be placed in sglang ``version``'s own file (its wheel, cached), or None."""
-    from sglfleet.plan.patch_plan import REFUSED, plan
-    from sglfleet.artifacts.upstream import sglang_file
-
-    (planned,) = plan([patch_set], version, lambda member: sglang_file(version, member).read_bytes())
-    return planned.reason if planned.status == REFUSED else None
-
-
 def check_inventory(inventory, templates: Path = TEMPLATES, measured_os_severity: str = "error") -> list[str]:
     """
     Everything wrong with an inventory pyinfra has built, as lines; errors say ``error``.
@@ -209,6 +198,7 @@ def check_inventory(inventory, templates: Path = TEMPLATES, measured_os_severity
     Raises ``ConfigError`` when the inventory does not validate.
     """
     from sglfleet.plan.flagsets import flagset_for
+    from sglfleet.plan import patch_verdicts
     from sglfleet.plan.lint import Finding, lint, model_findings
     from sglfleet.plan.release import render_release
     from sglfleet.plan.secrets import SecretsError, load_secrets, render_env
@@ -258,7 +248,7 @@ def check_inventory(inventory, templates: Path = TEMPLATES, measured_os_severity
         applied = tuple(s.name for s in sets)
         # Each set on the stack's own file, as the patch step will place it: a drifted anchor stops the run here.
         for patch_set in sets if version else ():
-            refusal = _patch_set_refusal(patch_set, version)
+            refusal = patch_verdicts.refusal(version, patch_set)
             if refusal:
                 findings.append(Finding("error", name, "patch_sets_dir" if patch_set.path.parent != SHIPPED_SETS
                                         else "stack", f"{refusal}; fix its anchor or skip it (patch_sets_skip)"))
