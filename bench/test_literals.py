@@ -9,7 +9,7 @@ cases only where their ``_expect`` names one) that hold any of
 
     /opt/sglfleet...                  LAYOUT.root and everything under it
     /etc/sglfleet...                  LAYOUT.etc: env files, the stand-in's fault file
-    /etc/systemd/system/...           a unit's file (Layout.unit_file)
+    /etc/systemd/system...            a unit's file (Layout.unit_file)
     /var/lib/sglang..., /var/cache/sglang..., /run/sglang...
                                       a service's state, cache and runtime folders
     /var/lib/sglfleet, /var/cache/sglfleet, /run/sglfleet
@@ -19,7 +19,8 @@ cases only where their ``_expect`` names one) that hold any of
     sglfleet-<name>.service / .timer  sglfleet's transient units (the compile share)
     sglang.env, sglang-<name>.env     env files named bare (Layout.env_file)
 
-Template file names (``sglang.service.j2``), test-only folders (``/opt/sglfleet-test``,
+Each path counts with or without its leading slash (``root / "opt/sglfleet/current"`` in a
+test's own root). Template file names (``sglang.service.j2``), test-only folders (``/opt/sglfleet-test``,
 ``/run/sglfleet-watch-stop``) and other programs' paths (``/var/lib/prometheus``) are not
 counted. A line counts once, however many it holds; the report says how many lines are
 code and how many comments or docstrings (both count).
@@ -40,10 +41,10 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent.parent / "tests"
 LITERAL = re.compile(
-    r"/opt/sglfleet(?![-\w])"
-    r"|/etc/sglfleet(?![-\w])"
-    r"|/etc/systemd/system/"
-    r"|/(?:var/lib|var/cache|run)/(?:sglang|sglfleet)(?![\w.]|-(?:watch|test))"
+    r"(?<![\w.-])/?opt/sglfleet(?![-\w])"
+    r"|(?<![\w.-])/?etc/sglfleet(?![-\w])"
+    r"|(?<![\w.-])/?etc/systemd/system\b"
+    r"|(?<![\w.-])/?(?:var/lib|var/cache|run)/(?:sglang|sglfleet)(?![\w.]|-(?:watch|test))"
     r"|\bsglang(?:-[\w{}<>]+)*\.(?:service|env)(?![.\w])"
     r"|\bsglfleet-[\w{}<>-]+\.(?:service|timer)(?![.\w])"
 )
