@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from paths import LAYOUT, UNIT
 from sglfleet import PROJECT_ROOT
 from sglfleet.artifacts.stacks import Stack, load_stack
 
@@ -92,10 +93,10 @@ def converged(fleet, *args: str):
 def host_state(fleet, host: str) -> dict:
     """What ``sglfleet-release state`` reports on ``host``: releases, unit, health (read
     through nsenter, so the check logs in nowhere)."""
-    return json.loads(fleet.inside(host, "/opt/sglfleet/bin/sglfleet-release state").stdout)
+    return json.loads(fleet.inside(host, f"{LAYOUT.tool} state").stdout)
 
 
-def server_pid(fleet, host: str, unit: str = "sglang.service") -> str:
+def server_pid(fleet, host: str, unit: str = UNIT) -> str:
     """The pid of the server process: the launch script's child that runs sglang or the stand-in
     (its other child, sglfleet-redact, blanks the API key in the server's output)."""
     return fleet.exec(host, f"pgrep -P $(systemctl show -p MainPID --value {unit}) -f "

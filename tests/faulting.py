@@ -10,6 +10,7 @@ import tempfile
 import time
 
 from deploying import PYINFRA, SECRETS, host_state
+from paths import LAYOUT
 from sglfleet import PROJECT_ROOT
 
 
@@ -76,7 +77,7 @@ def results(output: str) -> dict:
 def wait_unlocked(fleet, host: str, timeout: float = 90) -> None:
     """Wait until no sglfleet-release holds ``host``'s lock (a switch left running by a dead controller)."""
     deadline = time.monotonic() + timeout
-    test = "[ ! -e /opt/sglfleet/.lock ] || flock -n /opt/sglfleet/.lock true"
+    test = f"[ ! -e {LAYOUT.lock} ] || flock -n {LAYOUT.lock} true"
     while fleet.exec(host, test, check=False).returncode != 0:
         assert time.monotonic() < deadline, f"{host}: the host lock is still held after {timeout} s"
         time.sleep(0.5)

@@ -10,6 +10,7 @@ import re
 import pytest
 
 from deploying import converged, deploy, fleet_state, sglfleet
+from paths import UNIT
 
 pytestmark = pytest.mark.fleet
 
@@ -26,7 +27,7 @@ def change(steps: int) -> tuple[str, ...]:
 def started(fleet) -> dict[str, int]:
     out = {}
     for host in fleet.hosts:
-        line = fleet.inside(host, "systemctl show sglang.service -p ActiveEnterTimestampMonotonic").stdout
+        line = fleet.inside(host, f"systemctl show {UNIT} -p ActiveEnterTimestampMonotonic").stdout
         out[host] = int(line.strip().split("=", 1)[1])
     return out
 

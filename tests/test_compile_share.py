@@ -11,6 +11,7 @@ import re
 import pytest
 
 from deploying import converged, deploy, eagle_change
+from paths import LAYOUT, UNIT
 
 pytestmark = pytest.mark.fleet
 
@@ -21,11 +22,11 @@ COMPILE = ("--data", "standin_compile_s=3", "--data", "standin_sampling_jit_s=2"
 def cold(fleet) -> None:
     """Every host's compile caches gone, as on new hosts (the running servers keep what they loaded)."""
     for host in fleet.hosts:
-        fleet.inside(host, "rm -rf /var/cache/sglang/compile")
+        fleet.inside(host, f"rm -rf {LAYOUT.cache_dir}/compile")
 
 
 def journal(fleet, host: str, since: str) -> str:
-    return fleet.inside(host, f"journalctl -u sglang.service --since @{since} --no-pager -o cat").stdout
+    return fleet.inside(host, f"journalctl -u {UNIT} --since @{since} --no-pager -o cat").stdout
 
 
 def now(fleet, host: str) -> str:
@@ -65,7 +66,7 @@ def test_the_canarys_caches_warm_the_later_hosts(fleet_up):
         assert re.search(rf"\[{host}\] wave\d: compile caches of dev-[\w-]+\+cpu from {peers} peer\(s\), "
                          rf"[\d.]+ KB: \d+ files added, 0 kept", done.stdout), done.stdout[-3000:]
     stack = re.search(r"later hosts of (dev-[\w-]+)\+cpu", done.stdout).group(1)
-    owners = fleet_up.inside("node2", f"find /var/cache/sglang/compile/{stack} -type f -printf '%u %m\\n' "
+    owners = fleet_up.inside("node2", f"find {LAYOUT.cache_dir}/compile/{stack} -type f -printf '%u %m\\n' "
                                       "| sort -u").stdout.split("\n")
     assert [line for line in owners if line] == ["sglang 600"]
     # The file servers of this run end with its rollout.
@@ -74,7 +75,7 @@ def test_the_canarys_caches_warm_the_later_hosts(fleet_up):
 
 
 def test_a_first_start_compiles_the_sampled_path_during_its_gate(fleet_up):
-    fleet_up.inside("node3", "rm -rf /var/cache/sglang/compile")  # as a new host has it
+    fleet_up.inside("node3", f"rm -rf {LAYOUT.cache_dir}/compile")  # as a new host has it
     since = now(fleet_up, "node3")
     done = deploy(*COMPILE, *eagle_change(2), "--limit", "node3")
     assert done.returncode == 0, done.stdout[-3000:]

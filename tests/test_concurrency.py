@@ -13,12 +13,13 @@ import pytest
 
 from deploying import deploy, host_state, pyinfra
 from faulting import SWITCH, Run, results, serving, wait_unlocked
+from paths import LAYOUT, UNIT
 from sglfleet import FILES
 from sglfleet.artifacts.stacks import load_stack, lock_path
 
 pytestmark = pytest.mark.fleet
 
-LOCK = "/opt/sglfleet/.lock"
+LOCK = LAYOUT.lock
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +36,8 @@ def converged(fleet):
 
 def starts(fleet, host: str, since: float) -> list[float]:
     """When sglang.service started since ``since``, in seconds of the monotonic clock every local host shares."""
-    log = fleet.exec(host, f"journalctl -u sglang.service --since @{since:.3f} -o short-monotonic --no-pager"
-                           " | grep 'Started sglang.service' || true").stdout
+    log = fleet.exec(host, f"journalctl -u {UNIT} --since @{since:.3f} -o short-monotonic --no-pager"
+                           f" | grep 'Started {UNIT}' || true").stdout
     return [float(re.match(r"\[\s*([\d.]+)\]", line).group(1)) for line in log.splitlines()]
 
 
@@ -50,7 +51,7 @@ def holding_lock(fleet, host: str, seconds: float = 120):
     ends: the holder (its own session) is killed by its pid, so no test waits out a
     hold. It ends by itself after ``seconds`` should the test die.
     """
-    fleet.exec(host, f"mkdir -p /opt/sglfleet; setsid sh -c 'echo $$ > {HOLDER}; exec flock {LOCK} sleep {seconds}'"
+    fleet.exec(host, f"mkdir -p {LAYOUT.root}; setsid sh -c 'echo $$ > {HOLDER}; exec flock {LOCK} sleep {seconds}'"
                      f" </dev/null >/dev/null 2>&1 & sleep 0.3; ! flock -n {LOCK} true")
     try:
         yield
@@ -92,7 +93,7 @@ def test_two_converges_at_once_wait_for_each_other(converged, tmp_path):
     assert restarts["node1"] < restarts["node2"] < restarts["node3"], restarts
     for host in fleet.hosts:
         built = stack.for_python(fleet.python_of(host))
-        listing = fleet.exec(host, f"ls -A /opt/sglfleet/stacks /opt/sglfleet/releases; cat {built.marker}").stdout
+        listing = fleet.exec(host, f"ls -A {LAYOUT.stacks} {LAYOUT.releases}; cat {built.marker}").stdout
         assert ".build-" not in listing and ".partial" not in listing, (host, listing)
         assert f'"stack_id": "{built.id}"' in listing.replace('":"', '": "'), listing
 
@@ -133,7 +134,7 @@ def test_dry_run_does_not_wait_for_a_held_host_lock(converged):
         held = fleet.exec("node3", f"flock -n {LOCK} true", check=False).returncode != 0
     assert done.returncode == 0, done.stdout[-3000:]
     assert re.search(r"\[node3\] wave2: another sglfleet run holds this host's lock; will wait for it "
-                     r"\(held by pid \d+ flock /opt/sglfleet/\.lock sleep 120 ?\), then serve", done.stdout), \
+                     rf"\(held by pid \d+ flock {re.escape(LOCK)} sleep 120 ?\), then serve", done.stdout), \
         done.stdout[-3000:]  # and says who holds it
     assert held  # the plan came back while the other run still held the lock
 
@@ -142,7 +143,7 @@ def test_host_tool_stops_with_a_clear_message_when_the_lock_stays_held(converged
     fleet = converged
     current = host_state(fleet, "node1")["current"]
     with holding_lock(fleet, "node1"):
-        result = fleet.exec("node1", f"/opt/sglfleet/bin/sglfleet-release --wait-lock 1 activate {current}",
+        result = fleet.exec("node1", f"{LAYOUT.tool} --wait-lock 1 activate {current}",
                             check=False)
     assert result.returncode == 3
     assert result.stderr.strip() == (f"another sglfleet run holds {LOCK} (waited 1 s); "

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import testinfra
 
+from paths import LAYOUT
 from sglfleet import PROJECT_ROOT
 from sglfleet.devfleet import DevFleetError, Fleet, _alive, _cgroups
 
@@ -171,10 +172,10 @@ def test_fault_and_status_through_the_command(scratch):
     scratch.up(2)
     env = {**os.environ, "SGLFLEET_FLEET_DIR": str(scratch.state_dir)}
     assert sglfleet("devfleet", "fault", "node2", "hang", env=env).returncode == 0
-    assert scratch.exec("node2", "cat /etc/sglfleet/standin-fault").stdout == "hang\n"
+    assert scratch.exec("node2", f"cat {LAYOUT.fault_file}").stdout == "hang\n"
     assert sglfleet("devfleet", "fault", "node2", "explode", env=env).returncode == 2
     assert sglfleet("devfleet", "fault", "node2", "clear", env=env).returncode == 0
-    assert scratch.exec("node2", "test -e /etc/sglfleet/standin-fault", check=False).returncode == 1
+    assert scratch.exec("node2", f"test -e {LAYOUT.fault_file}", check=False).returncode == 1
 
     result = sglfleet("devfleet", "status", env=env)
     assert result.returncode == 0

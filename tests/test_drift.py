@@ -12,6 +12,7 @@ import pytest
 
 from deploying import deploy, host_state, pyinfra, sglfleet
 from faulting import results
+from paths import LAYOUT, UNIT
 from sglfleet.host.drift import KINDS
 from sglfleet.host.prometheus import parse
 
@@ -23,7 +24,7 @@ def site(fleet, host: str) -> str:
 
 
 def started(fleet, host: str) -> str:
-    return fleet.inside(host, "systemctl show sglang.service -p ActiveEnterTimestampMonotonic").stdout
+    return fleet.inside(host, f"systemctl show {UNIT} -p ActiveEnterTimestampMonotonic").stdout
 
 
 def starts(fleet) -> dict:
@@ -31,7 +32,7 @@ def starts(fleet) -> dict:
 
 
 def tree(fleet, host: str) -> str:
-    return fleet.inside(host, "find /opt/sglfleet -xdev \\( -type f -o -type l \\) -printf '%p %l %s\\n' | sort").stdout
+    return fleet.inside(host, f"find {LAYOUT.root} -xdev \\( -type f -o -type l \\) -printf '%p %l %s\\n' | sort").stdout
 
 
 def drift_lines(output: str) -> list[str]:
@@ -72,7 +73,7 @@ def fleet_up(fleet):
 def test_a_release_edited_on_the_host_is_put_back_without_a_restart(fleet_up):
     fleet = fleet_up
     current = host_state(fleet, "node2")["current"]
-    fleet.inside("node2", f"cd /opt/sglfleet/releases/{current} && "
+    fleet.inside("node2", f"cd {LAYOUT.releases}/{current} && "
                           "echo '--enable-nan-detection' >> launch.args && sed -i 's/^args=($/args=(\\n    --enable-nan-detection/' launch")
     before_dry, running, since = tree(fleet, "node2"), starts(fleet), time.time()
 
@@ -87,7 +88,7 @@ def test_a_release_edited_on_the_host_is_put_back_without_a_restart(fleet_up):
     repaired = deploy()
     assert repaired.returncode == 0, repaired.stdout[-3000:]
     assert drift_lines(repaired.stdout) == drift_lines(dry.stdout)
-    assert "--enable-nan-detection" not in fleet.inside("node2", f"cat /opt/sglfleet/releases/{current}/launch").stdout
+    assert "--enable-nan-detection" not in fleet.inside("node2", f"cat {LAYOUT.releases}/{current}/launch").stdout
     assert starts(fleet) == running  # nothing restarted
     assert repaired_in_one_run(fleet, "node2", "release", since), drift_found(fleet, "node2")
 
@@ -98,14 +99,14 @@ def test_a_release_edited_on_the_host_is_put_back_without_a_restart(fleet_up):
 def test_current_moved_by_hand_is_pointed_back_and_status_flags_it(fleet_up):
     fleet = fleet_up
     state = host_state(fleet, "node3")
-    fleet.inside("node3", f"ln -sfn releases/{state['previous']} /opt/sglfleet/current.new && "
-                          "mv -T /opt/sglfleet/current.new /opt/sglfleet/current")
+    fleet.inside("node3", f"ln -sfn releases/{state['previous']} {LAYOUT.current}.new && "
+                          f"mv -T {LAYOUT.current}.new {LAYOUT.current}")
     moved = host_state(fleet, "node3")
     assert (moved["current"], moved["serving"]) == (state["previous"], state["current"])
     running, since = starts(fleet), time.time()
 
     dry = pyinfra("deploy.py", "--dry")
-    assert f"[node3] Drift: /opt/sglfleet/current changed on the host: points at {state['previous']}, the process " \
+    assert f"[node3] Drift: {LAYOUT.current} changed on the host: points at {state['previous']}, the process " \
            f"serves {state['current']}; will point it back (no restart)" in drift_lines(dry.stdout), dry.stdout[-3000:]
     repaired = deploy()
     assert repaired.returncode == 0, repaired.stdout[-3000:]
@@ -121,10 +122,10 @@ def test_a_process_serving_another_release_is_switched_behind_the_gate(fleet_up)
     fleet = fleet_up
     state = host_state(fleet, "node3")
     # By hand: current at the previous release, and a restart, so that one serves.
-    fleet.inside("node3", f"ln -sfn releases/{state['previous']} /opt/sglfleet/current.new && "
-                          "mv -T /opt/sglfleet/current.new /opt/sglfleet/current && systemctl restart sglang.service")
+    fleet.inside("node3", f"ln -sfn releases/{state['previous']} {LAYOUT.current}.new && "
+                          f"mv -T {LAYOUT.current}.new {LAYOUT.current} && systemctl restart {UNIT}")
     fleet.inside("node3", "for i in $(seq 100); do "
-                          "/opt/sglfleet/bin/sglfleet-release state | grep -q '\"health\": 200' && break; sleep 0.2; done")
+                          f"{LAYOUT.tool} state | grep -q '\"health\": 200' && break; sleep 0.2; done")
     assert host_state(fleet, "node3")["serving"] == state["previous"]
     others = {host: started(fleet, host) for host in ("node1", "node2")}
 
@@ -145,7 +146,7 @@ def test_a_process_serving_another_release_is_switched_behind_the_gate(fleet_up)
 def test_a_stack_changed_on_the_host_is_rebuilt_and_its_release_restarted_behind_the_gate(fleet_up):
     fleet = fleet_up
     stack = host_state(fleet, "node1")["stack"]
-    venv = f"/opt/sglfleet/stacks/{stack}/venv"
+    venv = f"{LAYOUT.stacks}/{stack}/venv"
     # A stray sitecustomize.py runs at every start of the stack's python.
     fleet.inside("node1", f"echo 'import os' > {venv}/{site(fleet, 'node1')}/sitecustomize.py")
     others = {host: started(fleet, host) for host in ("node2", "node3")}
@@ -170,7 +171,7 @@ def test_a_stack_changed_on_the_host_is_rebuilt_and_its_release_restarted_behind
 def test_a_file_rewritten_in_place_is_found_only_by_the_full_check(fleet_up):
     fleet = fleet_up
     stack = host_state(fleet, "node2")["stack"]
-    target = f"/opt/sglfleet/stacks/{stack}/venv/{site(fleet, 'node2')}/packaging/version.py"
+    target = f"{LAYOUT.stacks}/{stack}/venv/{site(fleet, 'node2')}/packaging/version.py"
     # Same size, same time: the snapshot cannot see it; the wheel's RECORD hash can.
     fleet.inside("node2", f"cp -p {target} /tmp/version.py.orig && "
                           f"sed -i '0,/\"\"\"/s//\"\"\"X/; 0,/  /s/  / /' {target} && touch -r /tmp/version.py.orig {target}")
@@ -193,8 +194,8 @@ def test_a_file_rewritten_in_place_is_found_only_by_the_full_check(fleet_up):
 def test_status_shows_declared_current_and_serving(fleet_up):
     fleet = fleet_up
     state = host_state(fleet, "node2")
-    fleet.inside("node2", f"ln -sfn releases/{state['previous']} /opt/sglfleet/current.new && "
-                          "mv -T /opt/sglfleet/current.new /opt/sglfleet/current")
+    fleet.inside("node2", f"ln -sfn releases/{state['previous']} {LAYOUT.current}.new && "
+                          f"mv -T {LAYOUT.current}.new {LAYOUT.current}")
     try:
         shown = sglfleet("status", "inventory/dev.py")
         rows = json.loads(sglfleet("status", "inventory/dev.py", "--json").stdout)
@@ -210,25 +211,25 @@ def test_status_shows_declared_current_and_serving(fleet_up):
 def test_two_files_changed_in_one_operation_both_show_in_a_dry_run(fleet_up):
     """pyinfra plans an operation only up to its first command: every diff is said before it."""
     fleet = fleet_up
-    fleet.inside("node1", "sed -i 's/^Restart=on-failure$/Restart=always/' /etc/systemd/system/sglang.service && "
-                          "echo '# edited by hand' >> /opt/sglfleet/lib/sglfleet_host/layout.py")
+    fleet.inside("node1", f"sed -i 's/^Restart=on-failure$/Restart=always/' {LAYOUT.unit_file} && "
+                          f"echo '# edited by hand' >> {LAYOUT.lib}/sglfleet_host/layout.py")
     before = tree(fleet, "node1")
     dry = pyinfra("deploy.py", "--dry", "--diff")
     assert dry.returncode == 0, dry.stdout[-3000:]
-    assert "[node1] Will update /etc/systemd/system/sglang.service" in dry.stdout
-    assert "[node1] Will update /opt/sglfleet/lib/sglfleet_host/layout.py" in dry.stdout
+    assert f"[node1] Will update {LAYOUT.unit_file}" in dry.stdout
+    assert f"[node1] Will update {LAYOUT.lib}/sglfleet_host/layout.py" in dry.stdout
     assert re.search(r"^\s+- Restart=always$", dry.stdout, re.M) and re.search(r"^\s+- # edited by hand$", dry.stdout, re.M)
     assert tree(fleet, "node1") == before
     # -y skips pyinfra's own change table, but a dry run still shows every diff.
     confirmed = pyinfra("deploy.py", "-y", "--dry", "--diff")
     assert confirmed.returncode == 0, confirmed.stdout[-3000:]
-    assert "[node1] Will update /etc/systemd/system/sglang.service" in confirmed.stdout
-    assert "[node1] Will update /opt/sglfleet/lib/sglfleet_host/layout.py" in confirmed.stdout
+    assert f"[node1] Will update {LAYOUT.unit_file}" in confirmed.stdout
+    assert f"[node1] Will update {LAYOUT.lib}/sglfleet_host/layout.py" in confirmed.stdout
     assert re.search(r"^\s+- Restart=always$", confirmed.stdout, re.M), confirmed.stdout[-3000:]
     assert tree(fleet, "node1") == before
     plain = pyinfra("deploy.py", "--dry")  # without --diff: which file, and what differs
-    assert "[node1] Will write /etc/systemd/system/sglang.service: its content differs on the host" in plain.stdout
-    assert "[node1] Will write /opt/sglfleet/lib/sglfleet_host/layout.py: its content differs on the host" in plain.stdout
+    assert f"[node1] Will write {LAYOUT.unit_file}: its content differs on the host" in plain.stdout
+    assert f"[node1] Will write {LAYOUT.lib}/sglfleet_host/layout.py: its content differs on the host" in plain.stdout
     repaired = deploy()
     assert repaired.returncode == 0, repaired.stdout[-3000:]
-    assert "Restart=on-failure" in fleet.inside("node1", "cat /etc/systemd/system/sglang.service").stdout
+    assert "Restart=on-failure" in fleet.inside("node1", f"cat {LAYOUT.unit_file}").stdout

@@ -21,6 +21,7 @@ import pytest
 
 from deploying import deploy
 from faulting import Run, new_release, results, serving, wait_serving, wait_unlocked
+from paths import LAYOUT, UNIT
 from sglfleet import FILES
 from sglfleet.artifacts.stacks import load_stack, lock_path
 from sglfleet.artifacts.wheelhouse import unpacked_size
@@ -193,8 +194,8 @@ def test_service_killed_right_after_its_gate(fleet_ok):
     run = Run(*args)
     try:
         run.wait_for(r"\[node1\] canary: will switch[^\n]*\n(?:.*\n)*?\s+\[node1\] Success")
-        pid = fleet.exec("node1", "systemctl show -p MainPID --value sglang.service").stdout.strip()
-        restarts = fleet.exec("node1", "systemctl show -p NRestarts --value sglang.service").stdout.strip()
+        pid = fleet.exec("node1", f"systemctl show -p MainPID --value {UNIT}").stdout.strip()
+        restarts = fleet.exec("node1", f"systemctl show -p NRestarts --value {UNIT}").stdout.strip()
         fleet.exec("node1", f"kill -9 {pid}")
         done = run.finish(120)
     finally:
@@ -204,14 +205,14 @@ def test_service_killed_right_after_its_gate(fleet_ok):
 
     # Restart=on-failure brings it back (RestartSec, service_restart_s, then the warm-up).
     assert wait_serving(fleet, "node1", timeout=30) == release
-    assert int(fleet.exec("node1", "systemctl show -p NRestarts --value sglang.service").stdout) > int(restarts)
+    assert int(fleet.exec("node1", f"systemctl show -p NRestarts --value {UNIT}").stdout) > int(restarts)
     again = deploy(*args)
     assert again.returncode == 0, again.stdout[-3000:]
     assert results(again.stdout)["success"] == 0, again.stdout[-3000:]
     assert serving(fleet) == {host: release for host in fleet.hosts}
 
 
-STACKS = "/opt/sglfleet/stacks"
+STACKS = LAYOUT.stacks
 
 
 @pytest.fixture
@@ -246,7 +247,7 @@ def test_full_disk_and_corrupted_wheel_during_a_stack_build(fleet_ok, faulttest_
     # venv: waiting for the venv lost the race to a quick build on a busy machine). The
     # room is twice what the build needs: the half build the filler cut short stays, and
     # the next run's preflight must still fit.
-    fleet.exec("node2", f"echo corrupt >> /opt/sglfleet/wheelhouse/{sglang.filename}")
+    fleet.exec("node2", f"echo corrupt >> {LAYOUT.wheelhouse}/{sglang.filename}")
     fleet.exec("node3", f"used=$(du -sk {STACKS} | cut -f1) && mkdir -p /root/stacks-copy"
                         f" && rm -rf {STACKS}/.build-faulttest-* && cp -a {STACKS}/. /root/stacks-copy/"
                         f" && mount -t tmpfs -o size=$((used + {2 * disk_needed(stack, unpacked_size(stack)) // 1024 + 20000}))k tmpfs {STACKS}"
@@ -270,7 +271,7 @@ def test_full_disk_and_corrupted_wheel_during_a_stack_build(fleet_ok, faulttest_
         assert events[-2]["message"].startswith("node3: failed before its switch")
         # node3 failed alone, before its rollout: it serves its old release; the others the new one.
         assert serving(fleet) == {"node1": release, "node2": release, "node3": before["node3"]}
-        sums = fleet.exec("node2", f"sha256sum /opt/sglfleet/wheelhouse/{sglang.filename}").stdout
+        sums = fleet.exec("node2", f"sha256sum {LAYOUT.wheelhouse}/{sglang.filename}").stdout
         assert sglang.sha256 in sums  # replaced from the controller
 
         fleet.exec("node3", f"rm -f {STACKS}/.filler")  # space is freed; nothing else is cleaned
@@ -280,7 +281,7 @@ def test_full_disk_and_corrupted_wheel_during_a_stack_build(fleet_ok, faulttest_
         assert ".build-" not in fleet.exec("node3", f"ls -A {STACKS}").stdout
     finally:
         # Keep what node3 built: copy the small filesystem onto the disk beneath, then drop it.
-        fleet.exec("node3", f"rm -f {STACKS}/.filler; mkdir -p /mnt/opt && mount --bind /opt/sglfleet /mnt/opt"
+        fleet.exec("node3", f"rm -f {STACKS}/.filler; mkdir -p /mnt/opt && mount --bind {LAYOUT.root} /mnt/opt"
                             f" && cp -a {STACKS}/. /mnt/opt/stacks/; umount /mnt/opt; umount -l {STACKS}",
                    check=False)
 
@@ -288,13 +289,13 @@ def test_full_disk_and_corrupted_wheel_during_a_stack_build(fleet_ok, faulttest_
 def test_systemd_out_of_reach_is_one_line_and_changes_nothing(fleet_ok):
     """A tool whose systemctl cannot reach systemd (a host dying, say) says so in one line, exit 7."""
     fleet = fleet_ok
-    release = os.path.basename(fleet.inside("node1", "readlink /opt/sglfleet/current").stdout.strip())
-    pid = fleet.inside("node1", "systemctl show -p MainPID --value sglang.service").stdout.strip()
+    release = os.path.basename(fleet.inside("node1", f"readlink {LAYOUT.current}").stdout.strip())
+    pid = fleet.inside("node1", f"systemctl show -p MainPID --value {UNIT}").stdout.strip()
     done = fleet.inside("node1", "unshare -m sh -c 'mount -t tmpfs none /run/systemd"
-                                 f" && /opt/sglfleet/bin/sglfleet-release activate {release} --restart'",
+                                 f" && {LAYOUT.tool} activate {release} --restart'",
                         check=False)
     assert done.returncode == 7, done.stdout + done.stderr
     assert re.fullmatch(r"systemctl \S+( \S+)* failed \(exit 1\): Failed to connect to bus: [^\n]+",
                         done.stderr.strip()), done.stderr
-    assert fleet.inside("node1", "systemctl show -p MainPID --value sglang.service").stdout.strip() == pid
+    assert fleet.inside("node1", f"systemctl show -p MainPID --value {UNIT}").stdout.strip() == pid
     assert serving(fleet)["node1"] == release

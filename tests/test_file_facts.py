@@ -5,6 +5,7 @@ import os
 import subprocess
 import time
 
+from paths import UNIT
 from sglfleet.facts.files import FileBytesUnlessKnown, FileDigests
 
 DATA = b"import logging\r\nno final newline"
@@ -34,7 +35,7 @@ def test_an_unknown_file_returns_its_exact_bytes_and_a_missing_one_none(tmp_path
 def test_digests_name_the_temporaries_killed_runs_left_over_an_hour_ago(tmp_path):
     folder = tmp_path / "a [b]* c"  # a space and glob characters, taken literally
     folder.mkdir()
-    unit = folder / "sglang.service"
+    unit = folder / UNIT
     unit.write_text("[Unit]\n")
     killed = folder / ".sglang.service.sglfleet-deadbeef"
     running = folder / ".sglang.service.sglfleet-0badf00d"  # a run writing it now

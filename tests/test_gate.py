@@ -12,6 +12,7 @@ import time
 import pytest
 
 from deploying import converged, deploy, fleet_state, host_state, sglfleet
+from paths import LAYOUT, UNIT
 from routing import Load, running_router
 
 pytestmark = pytest.mark.fleet
@@ -24,7 +25,7 @@ SHORT_BAKE = ("--data", "gate_bake_s=6", "--data", "gate_interval_s=1")
 
 
 def started(fleet, host: str) -> str:
-    return fleet.inside(host, "systemctl show sglang.service -p ActiveEnterTimestampMonotonic").stdout
+    return fleet.inside(host, f"systemctl show {UNIT} -p ActiveEnterTimestampMonotonic").stdout
 
 
 def currents(fleet) -> dict:
@@ -126,7 +127,7 @@ def test_the_bake_catches_a_latency_regression_and_rolls_the_host_back(fleet_up)
     assert {host: started(fleet, host) for host in ("node2", "node3")} == untouched
     assert len(outcomes) > 50, f"too little traffic to mean anything: {len(outcomes)} requests"
     # The failed release keeps its verdict and figures; the host serves its earlier, baked one.
-    verdict = json.loads(fleet.inside("node1", f"cat /opt/sglfleet/releases/{failed.group(1)}/verdict.json").stdout)
+    verdict = json.loads(fleet.inside("node1", f"cat {LAYOUT.releases}/{failed.group(1)}/verdict.json").stdout)
     assert verdict["bake"]["verdict"] == "fail" and verdict["bake"]["figures"]["requests"] > 0
     assert verdict["bake"]["baseline_release"] == before["node1"]
     row = status_rows()["node1"]

@@ -21,6 +21,7 @@ import pytest
 
 from deploying import (SECRETS, eagle_change, host_state, pyinfra, sglfleet, sshd_commands,
                        sshd_logs_sessions)
+from paths import GATEWAY, LAYOUT, UNIT
 from routing import Load
 from sglfleet.devfleet.traffic import CLIENT_MIX, KINDS
 from test_rollout import results
@@ -44,7 +45,7 @@ def listed(url: str) -> dict[str, dict]:
 
 def gateway_pid(fleet, host: str) -> str:
     # Through nsenter: a login would count among the converge's remote commands.
-    return fleet.inside(host, "systemctl show -p MainPID --value sglang-gateway.service").stdout.strip()
+    return fleet.inside(host, f"systemctl show -p MainPID --value {GATEWAY.unit}").stdout.strip()
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +59,7 @@ def topology(fleet):
     # As on a new fleet: no server runs when the gateway first starts, which happens before
     # the rollout (pyinfra runs a host's operations as soon as the ones before it are done).
     for host in workers:
-        fleet.inside(host, "systemctl stop sglang.service 2>/dev/null || true")  # a blank host has none
+        fleet.inside(host, f"systemctl stop {UNIT} 2>/dev/null || true")  # a blank host has none
     done = deploy()
     assert done.returncode == 0, done.stdout[-3000:]
     yield gateway, f"http://{fleet.address(gateway)}:30080", workers, [
@@ -67,28 +68,28 @@ def topology(fleet):
         fleet.fault(host, "clear")
     # The suite's other modules know no gateway: the hosts go back to being plain ones.
     for host in fleet.hosts:
-        fleet.inside(host, "systemctl disable --now sglang-gateway.service 2>/dev/null; rm -f /etc/systemd/system/"
-                           "sglang-gateway.service /etc/sglfleet/sglang-gateway.env; systemctl daemon-reload")
+        fleet.inside(host, f"systemctl disable --now {GATEWAY.unit} 2>/dev/null; rm -f {GATEWAY.unit_file} "
+                           f"{GATEWAY.env_file}; systemctl daemon-reload")
 
 
 def test_the_gateway_host_runs_the_gateway_and_nothing_of_sglang(fleet, topology):
     gateway, url, workers, worker_urls = topology
-    assert fleet.exec(gateway, "systemctl is-active sglang-gateway.service").stdout.strip() == "active"
+    assert fleet.exec(gateway, f"systemctl is-active {GATEWAY.unit}").stdout.strip() == "active"
     # No sglang unit, env file, link or series (a host that served before it became a gateway has them
     # removed); the gateway's stack.
-    sglang = fleet.exec(gateway, "systemctl cat sglang.service; ls -d /opt/sglfleet/current /opt/sglfleet/previous "
-                                 "/etc/sglfleet/sglang.env /var/lib/prometheus/node-exporter/sglfleet.prom; "
+    sglang = fleet.exec(gateway, f"systemctl cat {UNIT}; ls -d {LAYOUT.current} {LAYOUT.previous} "
+                                 f"{LAYOUT.env_file} /var/lib/prometheus/node-exporter/sglfleet.prom; "
                                  "pgrep -f sglang_standin", check=False).stdout
     assert sglang == ""
     assert any(stack.startswith("gateway-smg-1.13.0-")
-               for stack in fleet.exec(gateway, "ls /opt/sglfleet/stacks").stdout.split())
+               for stack in fleet.exec(gateway, f"ls {LAYOUT.stacks}").stdout.split())
     # Its workers are the serving hosts, each healthy.
     assert {worker: w["is_healthy"] for worker, w in listed(url).items()} == dict.fromkeys(worker_urls, True)
     # The key: in the root-only env file, never in the unit or the gateway's command line.
-    env = fleet.exec(gateway, "stat -c '%U %a' /etc/sglfleet/sglang-gateway.env").stdout.split()
+    env = fleet.exec(gateway, f"stat -c '%U %a' {GATEWAY.env_file}").stdout.split()
     assert env == ["root", "600"]
-    shown = fleet.exec(gateway, "systemctl cat sglang-gateway.service; cat /proc/$(systemctl show -p MainPID "
-                                "--value sglang-gateway.service)/cmdline; journalctl -u sglang-gateway -o cat "
+    shown = fleet.exec(gateway, f"systemctl cat {GATEWAY.unit}; cat /proc/$(systemctl show -p MainPID "
+                                f"--value {GATEWAY.unit})/cmdline; journalctl -u {GATEWAY.service} -o cat "
                                 "--no-pager").stdout
     assert KEY not in shown
     # Clients need the key; the admin API too.
@@ -203,7 +204,7 @@ def test_a_gateway_change_is_a_diff_then_one_restart(fleet, topology):
     assert planned.returncode == 0, planned.stdout[-3000:]
     assert re.search(r"^\s+-\s+--policy round_robin \\$", planned.stdout, re.M), planned.stdout[-3000:]
     assert re.search(r"^\s+\+\s+--policy power_of_two \\$", planned.stdout, re.M)
-    assert f"[{gateway}] Will restart sglang-gateway.service" in planned.stdout
+    assert f"[{gateway}] Will restart {GATEWAY.unit}" in planned.stdout
     assert gateway_pid(fleet, gateway) == pid  # a dry run changes nothing
     since = time.time()
     load = Load(url, threads=2, rate=5.0, mix=CLIENT_MIX)  # light clients' traffic through the restart
@@ -226,9 +227,9 @@ def test_a_gateway_change_is_a_diff_then_one_restart(fleet, topology):
     assert all(exited - 0.2 <= sent <= ready + 0.2 and (outcome == 404 or "Connection refused" in str(outcome))
                for sent, outcome in failed), failed
     assert load.cut() == [], load.summary()  # a stream under way when smg got SIGTERM ran to its [DONE]
-    assert f"[{gateway}] sglang-gateway.service restarted and routes" in done.stdout
+    assert f"[{gateway}] {GATEWAY.unit} restarted and routes" in done.stdout
     assert gateway_pid(fleet, gateway) != pid
-    assert "--policy power_of_two" in fleet.exec(gateway, "systemctl cat sglang-gateway.service").stdout
+    assert "--policy power_of_two" in fleet.exec(gateway, f"systemctl cat {GATEWAY.unit}").stdout
     assert {host: host_state(fleet, host)["current"] for host in workers} == releases  # no worker restarted
     assert {worker: w["is_healthy"] for worker, w in listed(url).items()} == dict.fromkeys(worker_urls, True)
     # Back to the inventory's policy, for the tests after this one.
@@ -239,7 +240,7 @@ def test_a_worker_that_fails_its_gate_never_rejoins(fleet, topology):
     gateway, url, workers, worker_urls = topology
     broken, broken_url = workers[-1], worker_urls[-1]
     # Every start fails on that host, the rollback's too (no release spared): it cannot serve.
-    fleet.inside(broken, "echo crash > /etc/sglfleet/standin-fault && chmod 644 /etc/sglfleet/standin-fault")
+    fleet.inside(broken, f"echo crash > {LAYOUT.fault_file} && chmod 644 {LAYOUT.fault_file}")
     load = Load(url, mix=CLIENT_MIX)
     try:
         result = deploy(*eagle_change(3))
@@ -258,7 +259,7 @@ def test_a_worker_that_fails_its_gate_never_rejoins(fleet, topology):
 
 def journal(fleet, host: str, since: float) -> list[tuple[float, str]]:
     """``host``'s journal lines of the gateway's unit since ``since``, each with its time."""
-    log = fleet.inside(host, f"journalctl -u sglang-gateway.service -o short-unix --no-pager --since @{since:.6f}"
+    log = fleet.inside(host, f"journalctl -u {GATEWAY.unit} -o short-unix --no-pager --since @{since:.6f}"
                        ).stdout.splitlines()
     return [(float(line.split()[0]), line) for line in log if line[:1].isdigit()]
 
@@ -296,9 +297,9 @@ def test_two_gateways_restart_one_at_a_time(fleet, topology):
         # That host serves again, as the suite's other modules expect of it.
         back = deploy()
     assert back.returncode == 0, back.stdout[-3000:]
-    assert fleet.exec(first, "systemctl is-active sglang.service", check=False).stdout.strip() == "active"
+    assert fleet.exec(first, f"systemctl is-active {UNIT}", check=False).stdout.strip() == "active"
     # Out of group gateways again, it stopped its gateway, and the gateway's files went.
-    assert "Will stop and remove sglang-gateway.service: this host is no longer in group gateways" in back.stdout
-    assert fleet.exec(first, "systemctl is-active sglang-gateway.service", check=False).stdout.strip() == "inactive"
-    assert fleet.exec(first, "systemctl cat sglang-gateway.service; ls /etc/sglfleet/sglang-gateway.env "
-                             "/opt/sglfleet/bin/sglfleet-gateway", check=False).stdout == ""
+    assert f"Will stop and remove {GATEWAY.unit}: this host is no longer in group gateways" in back.stdout
+    assert fleet.exec(first, f"systemctl is-active {GATEWAY.unit}", check=False).stdout.strip() == "inactive"
+    assert fleet.exec(first, f"systemctl cat {GATEWAY.unit}; ls {GATEWAY.env_file} "
+                             f"{LAYOUT.gateway_launcher}", check=False).stdout == ""

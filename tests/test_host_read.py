@@ -12,10 +12,11 @@ import subprocess
 import pytest
 from pyinfra.api import FactProcessError
 
+from paths import GATEWAY, LAYOUT, UNIT, service
 from sglfleet.facts.host import END, MARK, HostRead, HostState
 from sglfleet.facts.release import Installed, InstalledServices, ReleaseState
 from sglfleet.host import drift
-from sglfleet.host.layout import LAYOUT, Layout
+from sglfleet.host.layout import Layout
 
 ARGS = dict(stack_id="dev-0123456789ab", python="3.11", uv_version="0.9.2", user="nobody",
             paths=[LAYOUT.unit_file, LAYOUT.env_file], patch_path="/nonexistent/kimi_k25.py",
@@ -94,12 +95,12 @@ def test_the_release_read_carries_the_drift_an_earlier_converge_left_marked(tmp_
     layout = Layout(root=str(tmp_path))
     drift.mark("stack", layout)
     written = open(drift.path(layout)).read().replace("\n", "")  # as the read's `tr -d '\n'` gives it
-    lines = ["current=/opt/sglfleet/releases/r1", f"drift={written}", "ActiveState=active"]
+    lines = [f"current={LAYOUT.releases}/r1", f"drift={written}", "ActiveState=active"]
     assert ReleaseState().process(lines).drifted == ["stack"]
     drift.clear(layout)
     cleared = open(drift.path(layout)).read().replace("\n", "")
-    assert ReleaseState().process(["current=/opt/sglfleet/releases/r1", f"drift={cleared}"]).drifted == []
-    assert ReleaseState().process(["current=/opt/sglfleet/releases/r1", "drift="]).drifted == []
+    assert ReleaseState().process([f"current={LAYOUT.releases}/r1", f"drift={cleared}"]).drifted == []
+    assert ReleaseState().process([f"current={LAYOUT.releases}/r1", "drift="]).drifted == []
     assert "drift.json" in ReleaseState().command("r1")
 
 
@@ -108,9 +109,9 @@ def test_the_installed_services_are_sglfleets_units_each_with_the_port_its_curre
     units, root = tmp_path / "units", tmp_path / "opt"
     units.mkdir()
     managed = "# Managed by sglfleet. ExecStart goes through ...\n[Unit]\n"
-    for unit in ("sglang.service", "sglang-b.service", "sglang-new.service", "sglang-gateway.service"):
+    for unit in (UNIT, service("b").unit, service("new").unit, GATEWAY.unit):
         (units / unit).write_text(managed)
-    (units / "sglang-mine.service").write_text("[Unit]\nDescription=written by hand\n")  # not sglfleet's
+    (units / service("mine").unit).write_text("[Unit]\nDescription=written by hand\n")  # not sglfleet's
     for service_root, port in ((root, 30000), (root / "services" / "b", 30002)):
         release = service_root / "releases" / "3f2a"
         release.mkdir(parents=True)

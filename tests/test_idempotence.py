@@ -13,11 +13,9 @@ import testinfra
 
 from deploying import converged, deploy, stack_on
 from faulting import results
+from paths import LAYOUT, SYSTEMD, UNIT
 
 pytestmark = pytest.mark.fleet
-
-UNIT = "sglang.service"
-
 
 def unit_run(fleet, host: str) -> tuple[str, str, str]:
     """What changes when the unit restarts: its main pid, restart count, and start time."""
@@ -48,25 +46,25 @@ def test_hosts_serve_from_the_current_release(converged_once, hosts):
         service = host.service(UNIT)
         assert service.is_running and service.is_enabled, name
         assert host.socket("tcp://127.0.0.1:30000").is_listening, name
-        current = host.file("/opt/sglfleet/current")
-        assert current.is_symlink and current.linked_to.startswith("/opt/sglfleet/releases/"), name
-        release = json.loads(host.file("/opt/sglfleet/current/release.json").content_string)
+        current = host.file(LAYOUT.current)
+        assert current.is_symlink and current.linked_to.startswith(f"{LAYOUT.releases}/"), name
+        release = json.loads(host.file(f"{LAYOUT.current}/release.json").content_string)
         assert release["stack"] == stack.id, name
         assert json.loads(host.file(stack.marker).content_string)["ok"] is True, name
-        env = host.file("/etc/sglfleet/sglang.env")
+        env = host.file(LAYOUT.env_file)
         assert (env.user, env.group, env.mode) == ("root", "root", 0o600), name
-        unit = host.file(f"/etc/systemd/system/{UNIT}")
-        assert unit.contains("ExecStart=/opt/sglfleet/current/launch"), name
+        unit = host.file(LAYOUT.unit_file)
+        assert unit.contains(f"ExecStart={LAYOUT.current}/launch"), name
         # The server runs as its own user, out of the current release's stack.
         process = host.process.get(user="sglang", comm="python")
         assert process.args.startswith(f"{stack.venv}/bin/python "), (name, process.args)
-        assert host.run("/opt/sglfleet/bin/sglfleet-release --wait-lock 0 gate").rc == 0, name
+        assert host.run(f"{LAYOUT.tool} --wait-lock 0 gate").rc == 0, name
 
 
 def test_a_converge_removes_only_the_temporaries_killed_runs_left(converged_once):
     fleet = converged_once
-    killed = ["/etc/sglfleet/.sglang.env.sglfleet-deadbeef", f"/etc/systemd/system/.{UNIT}.sglfleet-deadbeef"]
-    running = "/etc/sglfleet/.sglang.env.sglfleet-0badf00d"  # a concurrent run's, being written
+    killed = [f"{LAYOUT.etc}/.sglang.env.sglfleet-deadbeef", f"{SYSTEMD}/.{UNIT}.sglfleet-deadbeef"]
+    running = f"{LAYOUT.etc}/.sglang.env.sglfleet-0badf00d"  # a concurrent run's, being written
     fleet.exec("node2", f"for f in {' '.join(killed)} {running}; do install -m 600 /dev/null $f; done;"
                         f" touch -d '2 hours ago' {' '.join(killed)}")
     before = unit_run(fleet, "node2")

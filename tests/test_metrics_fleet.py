@@ -16,6 +16,7 @@ import pytest
 
 from deploying import converged, deploy, eagle_change, host_state
 from faulting import new_release
+from paths import LAYOUT
 from sglfleet.devfleet import FAULT_FILE
 from sglfleet.host.prometheus import parse
 
@@ -152,7 +153,7 @@ def test_drift_stays_marked_until_repaired_and_a_rebuilt_stack_shows_its_build_t
     assert set(drift_of(exported(fleet, "node1")).values()) == {0.0}
     stack = host_state(fleet, "node1")["stack"]
     site = f"lib/python{fleet.python_of('node1')}/site-packages"
-    fleet.inside("node1", f"echo 'import os' > /opt/sglfleet/stacks/{stack}/venv/{site}/sitecustomize.py")
+    fleet.inside("node1", f"echo 'import os' > {LAYOUT.stacks}/{stack}/venv/{site}/sitecustomize.py")
     before = time.time()
 
     fleet.fault("node1", "crash")

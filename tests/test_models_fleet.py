@@ -28,9 +28,9 @@ import pytest
 
 from deploying import host_state, pyinfra, server_pid
 from faulting import Run, results, serving
+from paths import LAYOUT, UNIT
 from sglfleet.artifacts.models import load_manifest
 from sglfleet.devfleet.mirror import Mirror, commit, write_model
-from sglfleet.host.layout import LAYOUT
 from sglfleet.host.prometheus import parse
 
 pytestmark = pytest.mark.fleet
@@ -103,7 +103,7 @@ def epoch(fleet, host: str, command: str) -> float:
 
 def started(fleet, host: str) -> float:
     """When sglang.service last became active, in epoch seconds (the hosts share the machine's clock)."""
-    stamp = fleet.exec(host, "systemctl show sglang.service -p ActiveEnterTimestamp --timestamp=us+utc --value"
+    stamp = fleet.exec(host, f"systemctl show {UNIT} -p ActiveEnterTimestamp --timestamp=us+utc --value"
                        ).stdout.strip()
     return datetime.datetime.strptime(stamp, "%a %Y-%m-%d %H:%M:%S.%f UTC").replace(
         tzinfo=datetime.timezone.utc).timestamp()
@@ -133,7 +133,7 @@ def test_models_are_staged_on_every_host_before_any_restart_and_load_offline(fle
         assert f"--model-path {models.dir('A')} " in command
         assert f"--speculative-draft-model-path {LAYOUT.model(DRAFT, models.draft)} " in command
         # The stand-in read every tensor of both models.
-        journal = fleet.exec(host, "journalctl -u sglang.service -o cat --no-pager -n 200").stdout
+        journal = fleet.exec(host, f"journalctl -u {UNIT} -o cat --no-pager -n 200").stdout
         assert re.search(r"Load weight end\. \(\d{7,} bytes of weights read", journal), journal[-2000:]
         state = host_state(fleet, host)
         assert {(m["repo"], m["revision"], m["verified"]) for m in state["models"]} >= {
@@ -242,7 +242,7 @@ def test_a_new_revision_shows_in_the_diff_then_rolls_out_canary_first_and_a_full
         assert "config.json" in kept, (inodes, final)
     finally:
         # Keep what node3 staged: copy the small filesystem onto the disk beneath, then drop it.
-        fleet.exec("node3", f"rm -f {root}/.filler; mkdir -p /mnt/opt && mount --bind /opt/sglfleet /mnt/opt"
+        fleet.exec("node3", f"rm -f {root}/.filler; mkdir -p /mnt/opt && mount --bind {LAYOUT.root} /mnt/opt"
                             f" && cp -a {root}/. /mnt/opt/models/; umount /mnt/opt; umount -l {root}", check=False)
 
 

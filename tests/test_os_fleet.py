@@ -21,6 +21,7 @@ import pytest
 from deploying import (PYINFRA, converged, deploy, eagle_change, fleet_state, pyinfra, server_pid, sglfleet,
                        sshd_commands, sshd_logs_sessions, stack_on, tree_digest)
 from faulting import results
+from paths import LAYOUT
 from sglfleet import FILES, PROJECT_ROOT
 from sglfleet.artifacts.stacks import load_stack, lock_path
 
@@ -68,7 +69,7 @@ def test_each_host_serves_from_a_venv_of_its_own_python3_built_from_its_own_whee
         assert command[0] == f"{stack.venv}/bin/python", (host, command)
         # The fan-out sent the host only what its python3 takes (an earlier module's kept stack,
         # such as dev-sglang-0.5.23, keeps its own wheels there too: none of another Python).
-        wheels = set(fleet.exec(host, "ls /opt/sglfleet/wheelhouse").stdout.split())
+        wheels = set(fleet.exec(host, f"ls {LAYOUT.wheelhouse}").stdout.split())
         own = {f.filename for f in stack.files}
         defined = load_stack("dev")
         others = {f.filename for python in defined.pythons if python != stack.python
@@ -129,9 +130,9 @@ def test_a_host_whose_python3_its_stack_cannot_serve_is_refused_and_left_as_it_w
     fleet.exec(host, f"printf '#!/bin/sh\\n[ \"$1\" = -V ] && exec echo Python 3.10.12\\nexec /usr/bin/python3 \"$@\"\\n'"
                      f" > {shim} && chmod 755 {shim}")
     try:
-        before = tree_digest(fleet, host, "/opt/sglfleet", "/etc")
+        before = tree_digest(fleet, host, LAYOUT.root, "/etc")
         done = pyinfra("deploy.py", "-y", "--limit", host, "--data", "stack=dev-sglang-0.5.23")
-        after = tree_digest(fleet, host, "/opt/sglfleet", "/etc")
+        after = tree_digest(fleet, host, LAYOUT.root, "/etc")
     finally:
         fleet.exec(host, f"rm -f {shim}")
     assert done.returncode != 0
@@ -156,7 +157,7 @@ def test_a_host_of_another_python_gets_the_shared_wheels_from_peers_and_its_own_
     lock_path("ostest", stacks).parent.mkdir(parents=True)
     shutil.copy(lock_path("dev", stacks), lock_path("ostest", stacks))
     for each in fleet.hosts:
-        fleet.exec(each, "rm -rf /opt/sglfleet/wheelhouse /opt/sglfleet/stacks/ostest-*")
+        fleet.exec(each, f"rm -rf {LAYOUT.wheelhouse} {LAYOUT.stacks}/ostest-*")
     try:
         done = subprocess.run([PYINFRA, str(fleet.inventory), "tests/data/stack_deploy.py", "-y", "--data", "stack=ostest"],
                               cwd=PROJECT_ROOT, env={**os.environ, "SGLFLEET_STACKS": str(stacks)},
@@ -164,7 +165,7 @@ def test_a_host_of_another_python_gets_the_shared_wheels_from_peers_and_its_own_
                               timeout=300)
     finally:
         for each in fleet.hosts:
-            fleet.exec(each, "rm -rf /opt/sglfleet/stacks/ostest-*", check=False)
+            fleet.exec(each, f"rm -rf {LAYOUT.stacks}/ostest-*", check=False)
     assert done.returncode == 0, done.stdout[-3000:]
     stack = stack_on(fleet, host, "ostest", stacks)
     own = [f for f in stack.files if INTERPRETER_TAG.search(f.filename)]

@@ -11,6 +11,7 @@ import pytest
 from pyinfra.api import FileUploadCommand, FunctionCommand
 from pyinfra.context import ctx_host, ctx_state
 
+from paths import LAYOUT
 from sglfleet.artifacts.patchsets import apply_sets, load_sets
 from sglfleet.artifacts.upstream import sglang_file
 from sglfleet.operations import patch
@@ -20,7 +21,7 @@ SETS = {s.name: s for s in load_sets()}
 SERVER_ARGS = sglang_file("0.5.9", "sglang/srt/server_args.py").read_bytes()
 API = [SETS["api_key_not_logged"]]
 PATCHED = apply_sets(SERVER_ARGS, API)[0]
-PATH = "/opt/sglfleet/stacks/dev-1/venv/lib/python3.11/site-packages/sglang/srt/server_args.py"
+PATH = f"{LAYOUT.stacks}/dev-1/venv/lib/python3.11/site-packages/sglang/srt/server_args.py"
 
 
 class Host:

@@ -23,6 +23,7 @@ import pytest
 
 from deploying import SECRETS, eagle_change, host_state, pyinfra, sglfleet, sshd_commands, sshd_connections, \
     sshd_logs_sessions, journal_shows_logins
+from paths import GATEWAY, UNIT
 from routing import Load
 from sglfleet.devfleet.traffic import CLIENT_MIX
 from test_rollout import results
@@ -67,7 +68,7 @@ def topology(fleet):
     for host in fleet.hosts:
         fleet.fault(host, "clear")
     for host in serving:
-        fleet.inside(host, "systemctl stop sglang.service 2>/dev/null || true")
+        fleet.inside(host, f"systemctl stop {UNIT} 2>/dev/null || true")
     done = deploy()
     assert done.returncode == 0, done.stdout[-3000:]
     yield gateway, f"http://{fleet.address(gateway)}:30080", prefills, decodes
@@ -75,10 +76,10 @@ def topology(fleet):
         fleet.fault(host, "clear")
     # The suite's other modules know neither roles nor a gateway: the hosts go back to plain ones.
     for host in fleet.hosts:
-        fleet.inside(host, "systemctl disable --now sglang-gateway.service 2>/dev/null; rm -f /etc/systemd/system/"
-                           "sglang-gateway.service /etc/sglfleet/sglang-gateway.env; systemctl daemon-reload")
+        fleet.inside(host, f"systemctl disable --now {GATEWAY.unit} 2>/dev/null; rm -f {GATEWAY.unit_file} "
+                           f"{GATEWAY.env_file}; systemctl daemon-reload")
     for host in serving:
-        fleet.inside(host, "systemctl stop sglang.service 2>/dev/null || true")
+        fleet.inside(host, f"systemctl stop {UNIT} 2>/dev/null || true")
 
 
 def test_the_gateway_routes_each_generation_from_a_prefill_to_a_decode(fleet, topology):
@@ -86,7 +87,7 @@ def test_the_gateway_routes_each_generation_from_a_prefill_to_a_decode(fleet, to
     roles = {w["url"]: w.get("worker_type") for w in listed(url).values()}
     assert roles == {**{f"http://{fleet.address(h)}:30000": "prefill" for h in prefills},
                      **{f"http://{fleet.address(h)}:30000": "decode" for h in decodes}}
-    unit = fleet.exec(gateway, "systemctl cat sglang-gateway.service").stdout
+    unit = fleet.exec(gateway, f"systemctl cat {GATEWAY.unit}").stdout
     assert "--pd-disaggregation" in unit and f"--prefill http://{fleet.address(prefills[0])}:30000 8998" in unit
     sent = sum(metric(fleet, host, "sglfleet_standin_pd_kv_sent_total") for host in prefills)
     request = urllib.request.Request(f"{url}/generate", data=json.dumps(

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from paths import LAYOUT
 from sglfleet.artifacts.stacks import load_stack
 from sglfleet.facts.gpu import NvidiaGpus, parse
 from sglfleet.facts.stack import StackState
@@ -101,7 +102,7 @@ def test_disk_must_hold_the_wheels_and_the_venv_built_from_them_unless_built(dev
     needed = dev.size + unpacked + unpacked // 5  # the wheels, the venv, its bytecode and blocks
     assert check("node1", dev, [], needed, True, BOOKWORM, unpacked=unpacked) == []
     (problem,) = check("node1", dev, [], needed - 1, True, BOOKWORM, unpacked=unpacked)
-    assert problem == (f"node1: {needed / GIB:.1f} GiB free under /opt/sglfleet/stacks is too little for stack dev "
+    assert problem == (f"node1: {needed / GIB:.1f} GiB free under {LAYOUT.stacks} is too little for stack dev "
                        f"(needs {needed / GIB:.1f} GiB: its wheels, {dev.size / GIB:.1f} GiB, and the venv built "
                        f"from them, {(needed - dev.size) / GIB:.1f} GiB): free space or grow the filesystem")
     assert check("node1", dev, [], 0, True, BOOKWORM, built=True, unpacked=unpacked) == []
@@ -124,8 +125,8 @@ def test_stack_state_fact_reads_one_command_output(dev):
         "## disk", "overlay 10485760 2097152 8388608 20% /",
         "## stacks", dev.id, "dev-000000000000",
         "## stale", ".build-dev-111111111111",
-        "## releases", "/opt/sglfleet/current\t{\"stack\": \"dev-000000000000\", \"id\": \"r1\"}",
-        "/opt/sglfleet/previous\t",
+        "## releases", f"{LAYOUT.current}\t" '{"stack": "dev-000000000000", "id": "r1"}',
+        f"{LAYOUT.previous}\t",
         "## wheels", "skipped",
     ]
     state = StackState().process(output)

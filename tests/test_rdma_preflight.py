@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from paths import GATEWAY
 from sglfleet.facts.host import MARK, HostRead
 from sglfleet.facts.rdma import RdmaDevices
 from sglfleet.plan.preflight import PdService, rdma_problems
@@ -30,8 +31,8 @@ def test_the_devices_ride_in_the_one_host_read():
     # A gateway host reads no GPU and no RDMA device.
     gateway = HostRead().command(stack_id="gw-0123456789ab", python="3.11", uv_version="0.9.2", user="nobody",
                                  paths=[], patch_path=None, patch_known=[], release_id=None,
-                                 gateway_unit="/etc/systemd/system/sglang-gateway.service",
-                                 gateway_runtime_dir="/run/sglang-gateway")
+                                 gateway_unit=GATEWAY.unit_file,
+                                 gateway_runtime_dir=GATEWAY.runtime_dir)
     assert f"{MARK}rdma" not in gateway
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from dataclasses import fields
 
+from paths import LAYOUT
 from sglfleet import PROJECT_ROOT
 from sglfleet.host.gate import GateSettings
 from sglfleet.plan.release import gate_settings, launch_args, render_release
@@ -93,7 +94,7 @@ def test_standin_release_runs_the_standin_with_its_warmup():
     assert "export SGLFLEET_STANDIN_WARMUP=2\n" in script
     assert "export SGLFLEET_STANDIN_SPEC_ACCEPT_LENGTH=1.2\n" in script
     assert "SGLFLEET_STANDIN_TIME_SCALE" not in script  # sglang's own timing unless asked
-    assert '/opt/sglfleet/stacks/s/venv/bin/python /opt/sglfleet/standin/sglang_standin.py "${args[@]}" &' in script
+    assert f'{LAYOUT.python("s")} {LAYOUT.standin}/sglang_standin.py ' '"${args[@]}" &' in script
     fast = render_release(config(server="standin", gpu_less=True, standin_time_scale=0.1), "s", "p")
     assert "export SGLFLEET_STANDIN_TIME_SCALE=0.1\n" in fast.launch_script
 
@@ -121,7 +122,7 @@ def started(tmp_path):
     server.write_text(SELF_KILLING_SERVER)
     server.chmod(0o755)
     script = render_release(config(), "s", "p").launch_script
-    script = script.replace("/opt/sglfleet/stacks/s/venv/bin/python -m sglang.launch_server", str(server))
+    script = script.replace(f"{LAYOUT.python('s')} -m sglang.launch_server", str(server))
     folder = tmp_path / "releases" / "abc123"
     folder.mkdir(parents=True)
     (folder / "launch").write_text(script)
@@ -183,7 +184,7 @@ def launch_with(tmp_path, server: str):
     probe.chmod(0o755)
     script = render_release(config(), "s", "p").launch_script
     launch = tmp_path / "launch"
-    launch.write_text(script.replace("/opt/sglfleet/stacks/s/venv/bin/python -m sglang.launch_server", str(probe)))
+    launch.write_text(script.replace(f"{LAYOUT.python('s')} -m sglang.launch_server", str(probe)))
     launch.chmod(0o755)
     return launch, probe
 
@@ -237,7 +238,7 @@ def test_launch_script_exports_the_release_it_was_started_from(tmp_path):
     probe.write_text("#!/bin/bash\necho \"$SGLFLEET_RELEASE\" > \"$RUNTIME_DIRECTORY/release\"\n")
     probe.chmod(0o755)
     script = render_release(config(), "s", "p").launch_script
-    script = script.replace("/opt/sglfleet/stacks/s/venv/bin/python -m sglang.launch_server", str(probe))
+    script = script.replace(f"{LAYOUT.python('s')} -m sglang.launch_server", str(probe))
     (tmp_path / "releases" / "abc123").mkdir(parents=True)
     (tmp_path / "releases" / "abc123" / "launch").write_text(script)
     (tmp_path / "releases" / "abc123" / "launch").chmod(0o755)

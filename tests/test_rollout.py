@@ -16,6 +16,7 @@ import pytest
 
 from deploying import (SECRETS, converged, deploy, fleet_state, host_state, journal_shows_logins, pyinfra, sglfleet,
                        sshd_commands, sshd_logs_sessions, ssh_logins, tree_digest)
+from paths import LAYOUT, UNIT
 
 pytestmark = pytest.mark.fleet
 
@@ -37,7 +38,7 @@ def results(output: str) -> dict:
 def started_at(fleet, host: str) -> int:
     """When sglang.service last became active, in µs of the kernel's monotonic clock,
     which every host of the local fleet shares: starts compare across hosts."""
-    out = fleet.inside(host, "systemctl show sglang.service -p ActiveEnterTimestampMonotonic").stdout
+    out = fleet.inside(host, f"systemctl show {UNIT} -p ActiveEnterTimestampMonotonic").stdout
     return int(out.strip().split("=", 1)[1])
 
 
@@ -75,7 +76,7 @@ def test_converge_serves_eagle3_on_every_host(fleet_up):
 
 def unit_run(fleet, host: str) -> str:
     """What changes when the unit restarts: its main pid, restart count, and start time."""
-    return fleet.inside(host, "systemctl show sglang.service -p MainPID -p NRestarts "
+    return fleet.inside(host, f"systemctl show {UNIT} -p MainPID -p NRestarts "
                             "-p ActiveEnterTimestampMonotonic").stdout
 
 
@@ -96,14 +97,14 @@ def test_second_converge_changes_nothing_and_restarts_nothing(fleet_up):
 
 
 def test_dry_run_prints_the_plan_and_changes_no_byte(fleet_up):
-    before = {host: tree_digest(fleet_up, host, "/opt/sglfleet", "/etc") for host in fleet_up.hosts}
+    before = {host: tree_digest(fleet_up, host, LAYOUT.root, "/etc") for host in fleet_up.hosts}
     result = pyinfra("deploy.py", "--dry", "--diff", *EAGLE_CHANGE)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert "+ --speculative-num-steps 4" in result.stdout
     assert not re.search(r"^\s+- --speculative-num-steps", result.stdout, re.M)  # none before
     for wave, host in (("canary", "node1"), ("wave1", "node2"), ("wave2", "node3")):
         assert re.search(rf"\[{host}\] {wave}: will switch \w+ -> \w+, gate", result.stdout)
-    after = {host: tree_digest(fleet_up, host, "/opt/sglfleet", "/etc") for host in fleet_up.hosts}
+    after = {host: tree_digest(fleet_up, host, LAYOUT.root, "/etc") for host in fleet_up.hosts}
     assert after == before
 
 
@@ -159,12 +160,12 @@ def test_canary_never_ready_is_rolled_back_when_the_budget_runs_out(fleet_up):
      "enable_torch_symm_mem: sglang 0.5.9 on SM120 (declared: gpu_compute_cap 12.0) fails at start-up"),
 ], ids=["misspelt-flag", "sm120-torch-symm-mem"])
 def test_lint_refusal_changes_no_host(fleet_up, data, message):
-    before = {host: tree_digest(fleet_up, host, "/opt/sglfleet", "/etc") for host in fleet_up.hosts}
+    before = {host: tree_digest(fleet_up, host, LAYOUT.root, "/etc") for host in fleet_up.hosts}
     result = deploy(*(arg for pair in data for arg in ("--data", pair)))
     assert result.returncode == 2
     assert message in result.stdout, result.stdout[-2000:]
     assert "Connected" not in result.stdout
-    after = {host: tree_digest(fleet_up, host, "/opt/sglfleet", "/etc") for host in fleet_up.hosts}
+    after = {host: tree_digest(fleet_up, host, LAYOUT.root, "/etc") for host in fleet_up.hosts}
     assert after == before
 
 
@@ -193,12 +194,12 @@ def test_old_releases_are_collected_after_the_rollout(fleet_up):
 
 def test_secrets_stay_in_the_root_only_env_file(fleet_up):
     for host in fleet_up.hosts:
-        mode = fleet_up.inside(host, "stat -c '%a %U %G' /etc/sglfleet/sglang.env").stdout.split()
+        mode = fleet_up.inside(host, f"stat -c '%a %U %G' {LAYOUT.env_file}").stdout.split()
         assert mode == ["600", "root", "root"]
-        env = fleet_up.inside(host, "cat /etc/sglfleet/sglang.env").stdout
+        env = fleet_up.inside(host, f"cat {LAYOUT.env_file}").stdout
         assert f"HF_TOKEN={SECRETS['SGLFLEET_HF_TOKEN']}" in env
         visible = fleet_up.inside(
-            host, "cat /etc/systemd/system/sglang.service /opt/sglfleet/current/*; ps -eo args"
+            host, f"cat {LAYOUT.unit_file} {LAYOUT.current}/*; ps -eo args"
         ).stdout
         for value in SECRETS.values():
             assert value not in visible, host

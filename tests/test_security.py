@@ -14,6 +14,7 @@ import pytest
 
 from deploying import SECRETS, deploy, journal_shows_logins, sshd_connections
 from faulting import Run, new_release, serving
+from paths import LAYOUT, UNIT
 
 pytestmark = pytest.mark.fleet
 
@@ -29,8 +30,8 @@ def converged(fleet):
 
 def test_env_file_is_root_only(converged):
     for host in converged.hosts:
-        found = converged.exec(host, "stat -c '%a %U %G' /etc/sglfleet/sglang.env /etc/sglfleet "
-                                     "/run/sglang /run/sglang/secrets.yaml").stdout.split("\n")
+        found = converged.exec(host, f"stat -c '%a %U %G' {LAYOUT.env_file} {LAYOUT.etc} "
+                                     f"{LAYOUT.runtime_dir} {LAYOUT.runtime_dir}/secrets.yaml").stdout.split("\n")
         assert found[:4] == ["600 root root", "755 root root", "700 sglang sglang", "600 sglang sglang"], host
 
 
@@ -51,8 +52,8 @@ def test_no_secret_in_process_arguments_logs_or_files_during_a_rollout(converged
     assert done.returncode == 0, done.stdout[-3000:]
     assert any("sglfleet-release" in s and "sglang_standin" in s for s in seen)  # caught mid-rollout
     for host in fleet.hosts:
-        seen.append(fleet.exec(host, "journalctl --no-pager -o cat; cat /etc/systemd/system/sglang.service "
-                                     "/opt/sglfleet/current/*; systemctl show sglang.service").stdout)
+        seen.append(fleet.exec(host, f"journalctl --no-pager -o cat; cat {LAYOUT.unit_file} "
+                                     f"{LAYOUT.current}/*; systemctl show {UNIT}").stdout)
     for value in SECRETS.values():
         assert not any(value in text for text in seen)
 
@@ -92,9 +93,9 @@ def test_changed_host_key_refuses_that_host_and_no_other(converged, tmp_path):
 
 
 def test_unit_exposure_score(converged):
-    out = converged.exec("node1", "systemd-analyze security sglang.service --no-pager").stdout
-    score = float(re.search(r"Overall exposure level for sglang.service: ([\d.]+)", out).group(1))
-    print(f"\nsystemd-analyze security sglang.service: {score} (0 best, 10 worst)")
+    out = converged.exec("node1", f"systemd-analyze security {UNIT} --no-pager").stdout
+    score = float(re.search(rf"Overall exposure level for {re.escape(UNIT)}: ([\d.]+)", out).group(1))
+    print(f"\nsystemd-analyze security {UNIT}: {score} (0 best, 10 worst)")
     assert score <= 2.0, out[-2000:]
 
 

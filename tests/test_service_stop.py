@@ -13,10 +13,10 @@ import pytest
 
 from deploying import SECRETS, converged, deploy, eagle_change, server_pid, sglfleet
 from faulting import wait_serving
+from paths import UNIT
 
 pytestmark = pytest.mark.fleet
 
-UNIT = "sglang.service"
 HOST = "node3"
 
 

@@ -14,8 +14,8 @@ import pytest
 
 from sglfleet import FILES
 from sglfleet.errors import ConfigError
+from paths import LAYOUT, Layout, service
 from sglfleet.facts.host import HostRead
-from sglfleet.host.layout import LAYOUT, Layout
 from sglfleet.plan.gateway import gateway_problems
 from sglfleet.plan.release import render_release
 from sglfleet.plan.schema import validate_host_data
@@ -76,7 +76,7 @@ def test_a_host_without_services_renders_the_release_and_unit_it_always_had():
     # The same host, its one service given the layout and no GPUs explicitly: nothing differs.
     assert render_release(plain, "dev-1", "p", service_digest="d", layout=Layout()).release_id == before.release_id
     assert "CUDA_VISIBLE_DEVICES" not in before.launch_script
-    assert "ExecStart=/opt/sglfleet/current/launch" in render_unit(plain)
+    assert f"ExecStart={LAYOUT.current}/launch" in render_unit(plain)
 
 
 def test_a_service_sees_its_own_gpus_and_runs_its_own_current():
@@ -86,8 +86,8 @@ def test_a_service_sees_its_own_gpus_and_runs_its_own_current():
     assert json.loads(release.release_json)["gpus"] == [4, 5]
     assert "--port 30001\n" in release.args_text and "--tp-size 2\n" in release.args_text
     unit = render_unit(small.config, layout=small.layout)
-    assert "ExecStart=/opt/sglfleet/services/small/current/launch" in unit
-    assert "User=sglang-small" in unit and "EnvironmentFile=/etc/sglfleet/sglang-small.env" in unit
+    assert f"ExecStart={small.layout.current}/launch" in unit
+    assert f"User={small.layout.service_user}" in unit and f"EnvironmentFile={small.layout.env_file}" in unit
     other = render_release(big.config, "dev-1", "p", layout=big.layout, gpus=big.gpus)
     assert other.release_id != release.release_id
 
@@ -162,15 +162,16 @@ def test_the_host_read_reads_every_services_releases_in_its_one_command():
     command = HostRead().command(stack_id="s", python="3.11", uv_version="0.9", user="sglang", paths=[],
                                  patch_path=None, patch_known=[], release_id="r0",
                                  service_releases={"big": "r1", "small": "r2"})
-    assert "/opt/sglfleet/services/big/releases/r1" in command and "sglang-small.service" in command
-    assert "/opt/sglfleet/releases/r0" not in command  # no release at the host's root
+    big, small = service("big"), service("small")
+    assert big.release("r1") in command and small.unit in command
+    assert LAYOUT.release("r0") not in command  # no release at the host's root
     marks = ["#sglfleet-read os", "#sglfleet-read release:big", "ActiveState=active", "current=/x/r1",
              "#sglfleet-read release:small", "ActiveState=failed",
-             "#sglfleet-read user:big", "sglang-big:x:998:998::/var/lib/sglang-big:/usr/sbin/nologin",
+             "#sglfleet-read user:big", f"sglang-big:x:998:998::{big.state_dir}:/usr/sbin/nologin",
              "#sglfleet-read end"]
     found = HostRead().process(marks)
     assert found.services["big"].current == "r1" and found.services["small"].active_state == "failed"
-    assert found.users["big"]["home"] == "/var/lib/sglang-big" and found.users.get("small") is None
+    assert found.users["big"]["home"] == big.state_dir and found.users.get("small") is None
     plain = HostRead().process(["#sglfleet-read release", "current=/x/r0", "#sglfleet-read end"])
     assert plain.services == {"sglang": plain.release} and plain.release.current == "r0"
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from paths import LAYOUT
 from sglfleet import FILES, PROJECT_ROOT
 from deploying import stack_on
 from sglfleet.artifacts.stacks import load_stack, lock_path
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.fleet
 PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
 DEPLOY = "tests/data/stack_deploy.py"
 NAME = "fleettest"
-WHEELHOUSE = "/opt/sglfleet/wheelhouse"
+WHEELHOUSE = LAYOUT.wheelhouse
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +56,7 @@ def built(fleet, stack):
 def clean(fleet):
     def remove():
         for host in fleet.hosts:
-            fleet.exec(host, f"rm -rf /opt/sglfleet/stacks/{NAME}-* /opt/sglfleet/stacks/.build-{NAME}-*", check=False)
+            fleet.exec(host, f"rm -rf {LAYOUT.stacks}/{NAME}-* {LAYOUT.stacks}/.build-{NAME}-*", check=False)
     remove()
     yield
     remove()
@@ -91,7 +92,7 @@ def digest(fleet, host, path):
 
 def test_fresh_build_fetches_once_then_converges_to_no_change(fleet, env, built):
     for host in fleet.hosts:  # nothing on the hosts: every wheel and uv must come from the controller
-        fleet.exec(host, f"rm -rf {WHEELHOUSE} /opt/sglfleet/tools/uv-*")
+        fleet.exec(host, f"rm -rf {WHEELHOUSE} {LAYOUT.root}/tools/uv-*")
     first = converge(fleet, env)
     assert first.returncode == 0, first.stdout
     assert results(first.stdout)["Stack"][1] == str(len(fleet.hosts))  # changed on every host
@@ -109,7 +110,7 @@ def test_fresh_build_fetches_once_then_converges_to_no_change(fleet, env, built)
         assert set(found["skipped"]) >= {"torch_cuda", "gpu_arch", "sgl_kernel_import"}
         # Built in .build-<id> and renamed: the venv, its scripts and sglang work at the final path.
         out = fleet.exec(host, f"{stack.venv}/bin/python -c 'import importlib.metadata as m; print(m.version(\"sglang\"))'"
-                               f" && {stack.venv}/bin/normalizer --version && ls -A /opt/sglfleet/stacks").stdout
+                               f" && {stack.venv}/bin/normalizer --version && ls -A {LAYOUT.stacks}").stdout
         assert out.startswith("0.5.9\n") and f".build-{NAME}" not in out
 
     before = {host: digest(fleet, host, f"{built[host].path} {WHEELHOUSE}") for host in fleet.hosts}
@@ -144,25 +145,25 @@ def test_killed_build_is_completed_and_the_stack_in_use_stays_intact(fleet, env,
     host = fleet.hosts[0]
     stack = built[host]
     in_use = stack_on(fleet, host).path
-    before = digest(fleet, host, in_use) + fleet.exec(host, "readlink /opt/sglfleet/current", check=False).stdout
+    before = digest(fleet, host, in_use) + fleet.exec(host, f"readlink {LAYOUT.current}", check=False).stdout
     # What a build killed halfway leaves: a venv with part of the wheels, no marker.
-    build = f"/opt/sglfleet/stacks/.build-{stack.id}"
-    uv = f"/opt/sglfleet/tools/uv-{stack.uv.version}/uv"
+    build = f"{LAYOUT.stacks}/.build-{stack.id}"
+    uv = LAYOUT.uv(stack.uv.version)
     fleet.exec(host, f"rm -rf {stack.path} && mkdir -p {build} && {uv} venv -q --python python{stack.python} {build}/venv"
                      f" && UV_CACHE_DIR={build}/.c {uv} pip install -q --offline --no-index --find-links {WHEELHOUSE}"
                      f" --no-deps --python {build}/venv/bin/python idna packaging")
     done = converge(fleet, env, "--limit", host)
     assert done.returncode == 0, done.stdout
     assert marker(fleet, host, stack)["ok"] is True
-    assert f".build-{NAME}" not in fleet.exec(host, "ls -A /opt/sglfleet/stacks").stdout
-    after = digest(fleet, host, in_use) + fleet.exec(host, "readlink /opt/sglfleet/current", check=False).stdout
+    assert f".build-{NAME}" not in fleet.exec(host, f"ls -A {LAYOUT.stacks}").stdout
+    after = digest(fleet, host, in_use) + fleet.exec(host, f"readlink {LAYOUT.current}", check=False).stdout
     assert after == before
 
 
 def test_too_little_disk_fails_that_host_alone_with_a_clear_message(fleet, env, built):
     host = fleet.hosts[-1]
     stack = built[host]
-    stacks = "/opt/sglfleet/stacks"
+    stacks = LAYOUT.stacks
     # A small filesystem for the stack folder, holding what was there, with less free than a build takes.
     fleet.exec(host, f"rm -rf {stack.path} && used=$(du -sk {stacks} | cut -f1) && mkdir -p /tmp/stacks-copy"
                      f" && cp -a {stacks}/. /tmp/stacks-copy/ && mount -t tmpfs -o size=$((used + 4096))k tmpfs {stacks}"
@@ -186,9 +187,9 @@ def test_lock_with_a_wrong_hash_refuses_before_any_host_is_touched(fleet, env, s
     sglang = next(f for f in stack.files if f.name == "sglang")
     lock_path("badhash", stacks).write_text(
         lock_path(NAME, stacks).read_text().replace(sglang.sha256, hashlib.sha256(b"not sglang").hexdigest()))
-    before = {host: digest(fleet, host, "/opt/sglfleet/stacks /opt/sglfleet/wheelhouse") for host in fleet.hosts}
+    before = {host: digest(fleet, host, f"{LAYOUT.stacks} {LAYOUT.wheelhouse}") for host in fleet.hosts}
     done = converge(fleet, env, stack_name="badhash")
     assert done.returncode != 0
     assert f"{sglang.filename} from {sglang.url} has sha256" in done.stdout
     assert "the lock says" in done.stdout and "sglfleet lock badhash" in done.stdout
-    assert {host: digest(fleet, host, "/opt/sglfleet/stacks /opt/sglfleet/wheelhouse") for host in fleet.hosts} == before
+    assert {host: digest(fleet, host, f"{LAYOUT.stacks} {LAYOUT.wheelhouse}") for host in fleet.hosts} == before

@@ -8,6 +8,7 @@ from functools import partial
 
 import pytest
 
+from paths import LAYOUT
 from sglfleet import FILES
 
 from sglfleet.artifacts import wheelhouse
@@ -32,7 +33,7 @@ def test_dev_stack_is_complete_hashed_and_small():
     stack = whole.for_python("3.11")
     assert stack.id == stack_id("dev", lock_path("dev").read_bytes()) + "-cp311"
     assert stack.id.startswith("dev-") and len(stack.id) == len("dev-") + 12 + len("-cp311")
-    assert stack.venv == f"/opt/sglfleet/stacks/{stack.id}/venv"
+    assert stack.venv == f"{LAYOUT.stacks}/{stack.id}/venv"
     assert (stack.sglang_version, stack.cuda, stack.python, stack.no_deps) == ("0.5.9", None, "3.11", True)
     assert stack.complete and all(f.sha256 and f.size and f.url.startswith("https://") for f in stack.files)
     assert stack.size < 40_000_000
@@ -293,10 +294,10 @@ def test_build_is_offline_hash_checked_verified_and_renamed_when_complete():
     assert build_commands(stack, state(stack, marker={"stack_id": stack.id, "ok": True}, venv=True), True) == []
     commands = build_commands(stack, state(stack), gpu_less=True)
     script = commands[-1]
-    for flag in ("--offline", "--no-index", "--find-links /opt/sglfleet/wheelhouse", "--require-hashes",
-                 "--overrides", "--no-deps", "--relocatable", "--gpu-less", f"mv -T /opt/sglfleet/stacks/.build-{stack.id}"):
+    for flag in ("--offline", "--no-index", f"--find-links {LAYOUT.wheelhouse}", "--require-hashes",
+                 "--overrides", "--no-deps", "--relocatable", "--gpu-less", f"mv -T {LAYOUT.stacks}/.build-{stack.id}"):
         assert flag in script
-    assert f"--wheels /opt/sglfleet/stacks/.build-{stack.id}/wheels.txt --not-installed=uv" in script
+    assert f"--wheels {LAYOUT.stacks}/.build-{stack.id}/wheels.txt --not-installed=uv" in script
     assert "--compute-caps" not in script  # dev has none
     assert "uv venv --quiet --relocatable --python python3.13 " in script  # the host's own interpreter
     assert f"--stack-id {stack.id} --python 3.13" in script  # the marker names it
@@ -315,9 +316,9 @@ def test_collect_keeps_current_previous_and_a_few_more():
     host = state(stack, stacks=[stack.id, "dev-a", "dev-b", "dev-c", "dev-d"], stale=[".build-dev-x"],
                  releases={"current": "dev-c", "previous": "dev-d"})
     (command,) = collect_commands(stack, host, keep=1)
-    assert command.startswith("flock /opt/sglfleet/stacks/.lock sh -c ")
+    assert command.startswith(f"flock {LAYOUT.stacks_lock} sh -c ")
     # with the stack its compile caches, and their archives for every GPU and driver
-    assert ("rm -rf -- /opt/sglfleet/stacks/dev-b /var/cache/sglang/compile/dev-b "
-            "/opt/sglfleet/compile-caches/dev-b+* /opt/sglfleet/stacks/.build-dev-x\n") in command
+    assert (f"rm -rf -- {LAYOUT.stacks}/dev-b {LAYOUT.cache_dir}/compile/dev-b "
+            f"{LAYOUT.compile_archives}/dev-b+* {LAYOUT.stacks}/.build-dev-x\n") in command
     assert "wheels.txt" in command
     assert collect_commands(stack, state(stack, stacks=[stack.id, "dev-a"]), keep=1) == []

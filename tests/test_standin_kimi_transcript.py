@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from paths import UNIT
 from sglfleet import FILES, PROJECT_ROOT
 from sglfleet.host import gate
 from sglfleet.host.gate import start_failure_cause
@@ -210,7 +211,7 @@ def test_the_gate_names_the_cause_of_the_standins_failed_start(standin, monkeypa
     monkeypatch.setattr(gate.service, "journal_lines", lambda layout=None, lines=400: standin["removed"]["log"])
     with pytest.raises(gate.GateFailed) as failed:
         gate.wait_until_healthy("http://127.0.0.1:9", gate.GateSettings(), 0, gate.LAYOUT)
-    assert str(failed.value) == ("unit: sglang.service failed (failed): the model class "
+    assert str(failed.value) == (f"unit: {UNIT} failed (failed): the model class "
                                  "KimiK25ForConditionalGeneration lacks get_embed_and_head: "
                                  "the EAGLE-3 patch did not apply")
 
@@ -238,7 +239,7 @@ def test_the_host_tools_gate_names_the_cause_of_a_failed_start(tmp_path, transcr
     assert result["exit_status"] == 1
     release = result["messages"][0].split()[4].rstrip(":")
     assert result["messages"] == [
-        f"gate failed on release {release}: unit: sglang.service failed (failed): the model class "
+        f"gate failed on release {release}: unit: {UNIT} failed (failed): the model class "
         "KimiK25ForConditionalGeneration lacks get_embed_and_head: the EAGLE-3 patch did not apply"]
 
 

@@ -17,6 +17,7 @@ import time
 import pytest
 
 from deploying import converged, deploy, pyinfra, ssh_logins
+from paths import LAYOUT, UNIT
 
 pytestmark = pytest.mark.fleet
 
@@ -27,7 +28,7 @@ WATCHER = Path(__file__).parent / "data" / "secret_watch.py"
 
 
 def started(fleet, host: str) -> str:
-    return fleet.inside(host, "systemctl show sglang.service -p ActiveEnterTimestampMonotonic").stdout
+    return fleet.inside(host, f"systemctl show {UNIT} -p ActiveEnterTimestampMonotonic").stdout
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,7 @@ def as_deploy(fleet):
 
 
 def tree_digest_inside(fleet, host: str) -> str:
-    return fleet.inside(host, "find /opt/sglfleet /etc -xdev -type f -print0 | sort -z | xargs -0 sha256sum").stdout
+    return fleet.inside(host, f"find {LAYOUT.root} /etc -xdev -type f -print0 | sort -z | xargs -0 sha256sum").stdout
 
 
 def test_root_login_without_sudo_still_converges(as_deploy):
@@ -55,7 +56,7 @@ def test_secrets_never_sit_in_a_file_others_can_read_during_a_converge(as_deploy
     fleet = as_deploy
     rotated = "sk-rotatedQ7pN3xV9"
     stop = "/run/sglfleet-watch-stop"
-    folders = "/tmp /var/tmp /dev/shm /home /etc/sglfleet /opt/sglfleet"
+    folders = f"/tmp /var/tmp /dev/shm /home {LAYOUT.etc} {LAYOUT.root}"
     watchers = {}
     fleet.inside("node2", "mkdir -p /home/deploy/.cache")  # there before the watcher starts
     for host in fleet.hosts:
@@ -85,7 +86,7 @@ def test_secrets_never_sit_in_a_file_others_can_read_during_a_converge(as_deploy
     assert sorted(entry["path"] for entry in found["node2"]) == ["/home/deploy/.cache/planted", "/tmp/planted"], found
     assert found["node1"] == found["node3"] == [], found
     for host in fleet.hosts:  # and the key did reach the root-only env file
-        assert fleet.inside(host, "stat -c '%a %U' /etc/sglfleet/sglang.env").stdout.split() == ["600", "root"]
+        assert fleet.inside(host, f"stat -c '%a %U' {LAYOUT.env_file}").stdout.split() == ["600", "root"]
 
 
 # sudo asks for the password before it reads sudoers, so a user outside sudoers

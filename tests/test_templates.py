@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from paths import LAYOUT, UNIT
 from sglfleet.host.layout import Layout
 from sglfleet.plan.release import render_release
 from sglfleet.plan.schema import validate_host_data
@@ -21,13 +22,14 @@ analyze = pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="ne
 def unit_root(tmp_path: Path) -> Path:
     """A root with the unit, a release behind current, and systemd's own units (for verify --root)."""
     root = tmp_path / "root"
-    (root / "etc/systemd/system").mkdir(parents=True)
-    (root / "etc/systemd/system/sglang.service").write_text(render_unit(CONFIG))
-    release = root / "opt/sglfleet/releases/r1"
+    unit = root / LAYOUT.unit_file.lstrip("/")
+    unit.parent.mkdir(parents=True)
+    unit.write_text(render_unit(CONFIG))
+    release = root / LAYOUT.release("r1").lstrip("/")
     release.mkdir(parents=True)
     (release / "launch").write_text("#!/bin/bash\n")
     (release / "launch").chmod(0o755)
-    (root / "opt/sglfleet/current").symlink_to("releases/r1")
+    (root / LAYOUT.current.lstrip("/")).symlink_to("releases/r1")
     shutil.copytree("/usr/lib/systemd/system", root / "usr/lib/systemd/system", symlinks=True)
     return root
 
@@ -36,27 +38,27 @@ def unit_root(tmp_path: Path) -> Path:
 def test_unit_passes_systemd_analyze_verify(tmp_path):
     root = unit_root(tmp_path)
     result = subprocess.run(
-        ["systemd-analyze", "verify", "--man=no", f"--root={root}", "/etc/systemd/system/sglang.service"],
+        ["systemd-analyze", "verify", "--man=no", f"--root={root}", LAYOUT.unit_file],
         capture_output=True, text=True, timeout=60,
     )
     # verify exits 0 on unknown keys too: any complaint about our unit fails the test.
-    assert result.returncode == 0 and "sglang.service" not in result.stdout + result.stderr, result.stderr
+    assert result.returncode == 0 and UNIT not in result.stdout + result.stderr, result.stderr
 
 
 @analyze
 def test_unit_exposure_score_offline(tmp_path):
-    unit = tmp_path / "sglang.service"
+    unit = tmp_path / UNIT
     unit.write_text(render_unit(CONFIG))
     result = subprocess.run(["systemd-analyze", "security", "--offline=yes", "--no-pager", str(unit)],
                             capture_output=True, text=True, timeout=60)
-    score = float(re.search(r"Overall exposure level for sglang.service: ([\d.]+)", result.stdout).group(1))
+    score = float(re.search(rf"Overall exposure level for {re.escape(UNIT)}: ([\d.]+)", result.stdout).group(1))
     assert score <= 2.5, result.stdout  # 2.0 "OK" when written; 10 is an unhardened unit
 
 
 def test_unit_runs_the_current_release_with_limits_and_no_secret():
     unit = render_unit(CONFIG)
-    for line in ("ExecStart=/opt/sglfleet/current/launch", "Restart=on-failure",
-                 "EnvironmentFile=/etc/sglfleet/sglang.env", "LimitMEMLOCK=infinity",
+    for line in (f"ExecStart={LAYOUT.current}/launch", "Restart=on-failure",
+                 f"EnvironmentFile={LAYOUT.env_file}", "LimitMEMLOCK=infinity",
                  "LimitNOFILE=1048576", "User=sglang", "DeviceAllow=char-nvidia* rwm",
                  "ProtectSystem=strict", "NoNewPrivileges=yes"):
         assert line + "\n" in unit
@@ -80,7 +82,7 @@ def test_compile_caches_live_in_the_stacks_folder_of_the_units_cache_directory()
         launch = render_release(CONFIG, stack_id, "").files["launch"][0]
         set_to = dict(re.findall(r"^export (\w+)=(.*)$", launch, re.M))
         for name in COMPILE_CACHES:
-            assert set_to.get(name, "").startswith(f"/var/cache/sglang/compile/{stack_id}"), name
+            assert set_to.get(name, "").startswith(f"{LAYOUT.cache_dir}/compile/{stack_id}"), name
 
 
 def test_a_stop_goes_to_the_launch_script_alone_and_restarts_wait_as_set():
@@ -128,10 +130,10 @@ def test_another_service_name_reaches_the_unit_and_the_launch_script():
     layout = Layout(service="sglang-a")
     unit = render_unit(CONFIG, layout=layout)
     launch = render_release(CONFIG, "dev-0123456789ab", "p1", layout=layout).launch_script
-    for line in ("User=sglang-a", "EnvironmentFile=/etc/sglfleet/sglang-a.env", "Environment=HOME=/var/lib/sglang-a",
+    for line in ("User=sglang-a", f"EnvironmentFile={layout.env_file}", f"Environment=HOME={layout.state_dir}",
                  "StateDirectory=sglang-a", "CacheDirectory=sglang-a", "RuntimeDirectory=sglang-a"):
         assert line + "\n" in unit
-    assert "sglang-a.service runs this" in launch and "${RUNTIME_DIRECTORY:-/run/sglang-a}/" in launch
+    assert f"{layout.unit} runs this" in launch and "${RUNTIME_DIRECTORY:-" + layout.runtime_dir + "}/" in launch
     for text in (unit, launch):
         # Not "sglang-a.service" nor "/run/sglang-a": the default name, whole.
         assert not re.search(r"(?<![\w-])sglang\.service|/run/sglang(?![\w-])|/var/lib/sglang(?![\w-])", text)

@@ -21,9 +21,9 @@ import pytest
 
 from deploying import deploy, eagle_change, fleet_state, host_state, pyinfra, server_pid, stack_on, tree_digest
 from faulting import results, wait_unlocked
+from paths import LAYOUT, UNIT
 from sglfleet.artifacts.stacks import MARKER, Stack
 from sglfleet.artifacts.upstream import sglang_file
-from sglfleet.host.layout import LAYOUT
 from sglfleet.host.stacks import PATCHED, patched
 from sglfleet.plan.flagsets import flagset_for
 from test_rollout import server_info
@@ -50,7 +50,7 @@ def unit_events(fleet, host: str, since: float) -> list[tuple[float, str]]:
     """``(epoch seconds, "stopping" | "started")`` for each time systemd stopped or started
     sglang.service on ``host`` since ``since``, from its journal, read through nsenter
     (the hosts share the machine's clock)."""
-    log = fleet.inside(host, f"journalctl -o json --no-pager --since @{since:.6f} _PID=1 UNIT=sglang.service").stdout
+    log = fleet.inside(host, f"journalctl -o json --no-pager --since @{since:.6f} _PID=1 UNIT={UNIT}").stdout
     kinds = {UNIT_STOPPING: "stopping", UNIT_STARTED: "started"}
     return [(int(entry["__REALTIME_TIMESTAMP"]) / 1e6, kinds[entry["MESSAGE_ID"]])
             for entry in map(json.loads, log.splitlines()) if entry.get("MESSAGE_ID") in kinds]
@@ -100,7 +100,7 @@ def upgraded(fleet, on_059) -> Upgrade:
 
 
 def test_dry_run_names_the_new_stack_and_the_switches_and_changes_no_byte(fleet, on_059):
-    before = {host: tree_digest(fleet, host, "/opt/sglfleet", "/etc") for host in fleet.hosts}
+    before = {host: tree_digest(fleet, host, LAYOUT.root, "/etc") for host in fleet.hosts}
     done = pyinfra("deploy.py", "--dry", "--diff", *UPGRADE)
     busy = [line for line in done.stdout.splitlines() if "holds this host's lock" in line]
     if busy:
@@ -118,7 +118,7 @@ def test_dry_run_names_the_new_stack_and_the_switches_and_changes_no_byte(fleet,
         change = f"(stack {old_stack(fleet, host).id} -> {new_stack(fleet, host).id}):"
         assert re.search(rf"\[{host}\] Release \w+ differs from the serving {old} {re.escape(change)}", done.stdout)
         assert f"[{host}] {wave}: will switch {old} -> " in done.stdout, (busy, done.stdout[-3000:])
-    after = {host: tree_digest(fleet, host, "/opt/sglfleet", "/etc") for host in fleet.hosts}
+    after = {host: tree_digest(fleet, host, LAYOUT.root, "/etc") for host in fleet.hosts}
     assert after == before
 
 
