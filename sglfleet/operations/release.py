@@ -25,7 +25,7 @@ from sglfleet.artifacts.temporaries import RUN_TOKEN, temporary_beside
 from sglfleet.facts.files import FileBytes
 from sglfleet.facts.host import READ
 from sglfleet.facts.release import ReleaseHostState, ReleaseState
-from sglfleet.host.layout import DEFAULT_SERVICE, LAYOUT, STALE_MINUTES, Layout
+from sglfleet.host.layout import LAYOUT, STALE_MINUTES, Layout
 from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR
 from sglfleet.operations.drift import marked
 from sglfleet.operations.remote import HostFunctionCommand
@@ -67,7 +67,7 @@ def staged(release: Release, diff_against: str = "launch.args", found=READ, layo
         if current:
             old = host.get_fact(FileBytes, path=layout.release(current, diff_against)) or b""
             stack = _stack_change(current, release.stack_id, layout)
-        of = f" of {layout.unit}" if layout.name else ""
+        of = "" if layout.legacy else f" of {layout.unit}"
         show_diff(f"Release {release.release_id}{of} differs from the serving {current or 'none'}{stack}:",
                   old.decode(errors="replace"), release.files[diff_against][0])
 
@@ -175,7 +175,7 @@ def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = Fals
 def _activate(release_id: str, step: BatchStep, found, rebuilt: bool):
     """``activated``'s decision for one service, as commands."""
     layout = LAYOUT.for_service(step.service)
-    label = f"{step.label} {layout.unit}" if layout.name else step.label  # in messages only
+    label = layout.labelled(step.label)  # in messages only
     if found is READ:
         found = host.get_fact(ReleaseState, service=step.service)
     if found is None:
@@ -222,7 +222,7 @@ def _activate(release_id: str, step: BatchStep, found, rebuilt: bool):
                  f"its gate{baking}", logger.warning)
     else:
         if found.current == release_id and found.serving != release_id:
-            report_drift("service", f"{layout.unit}" if layout.name else "the service",
+            report_drift("service", "the service" if layout.legacy else layout.unit,
                          [f"current is {release_id}, the process serves {found.serving or 'nothing'}"],
                          "will switch it behind the gate")
         host.log(f"{label}: will switch {found.serving or found.current or 'nothing'} -> {release_id}, "
@@ -291,11 +291,11 @@ def rolled_back(step: BatchStep, then: tuple = ()):
 
 def _roll_back(step: BatchStep):
     """``rolled_back`` for one service, as commands."""
-    label = f"{step.label} {step.unit}" if step.service != DEFAULT_SERVICE else step.label
+    label = step.layout.labelled(step.label)
     found = host.get_fact(ReleaseState, service=step.service)
     if found is None:
         return  # the fact failed, and with it the host
-    if not found.previous and step.service != DEFAULT_SERVICE and found.current:
+    if not found.previous and not step.layout.legacy and found.current:
         # One of several services that never changed: the others roll back; it serves on as it is.
         host.noop(f"{label}: no previous release; serves {found.current} as it is")
         return
