@@ -30,6 +30,7 @@ from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR
 from sglfleet.operations.drift import marked
 from sglfleet.operations.remote import HostFunctionCommand
 from sglfleet.plan.release import Release
+from sglfleet.plan.rollout_plan import ACTIONS, decide  # noqa: F401 (ACTIONS: decide's answers, as before)
 from sglfleet.run.diffs import first_pass, report_drift, show_diff, wants_diff
 from sglfleet.run.rollout import BatchStep, bake, fail, relink, retire, roll_back, switch
 
@@ -122,10 +123,6 @@ def _stage(release: Release, final: str, layout: Layout):
     # A release is immutable: when another run renamed it into place first, keep that one.
     yield (f"mv -T {shlex.quote(temporary)} {shlex.quote(final)} 2>/dev/null || "
            f"{{ rm -rf {shlex.quote(temporary)} && test -f {shlex.quote(f'{final}/release.json')}; }}")
-
-
-def _baked(verdict: dict) -> bool:
-    return bool((verdict.get("bake") or {}).get("passed"))
 
 
 @operation(is_idempotent=False)
@@ -235,39 +232,6 @@ def _activate(release_id: str, step: BatchStep, found, rebuilt: bool):
 def _held_by(found: ReleaseHostState) -> str:
     """`` (held by pid 4242: sglfleet-release activate 3f2a...)``, where the read saw who holds the lock."""
     return f" (held by pid {'; pid '.join(found.holders)})" if found.holders else ""
-
-
-ACTIONS = ("relink", "wait", "restart", "noop", "bake", "switch")
-
-
-def decide(found: ReleaseHostState, release_id: str, rebuilt: bool, bake_s: float) -> str:
-    """
-    What a host's rollout step does, one of ``ACTIONS``, from what the host holds and serves.
-
-    + found: the host's ``ReleaseState``
-    + release_id: the release it should serve
-    + rebuilt: its stack was built again this run (it drifted): the process loaded the old files
-    + bake_s: the batch's bake (0: none)
-
-    **Example:**
-
-    .. code:: python
-
-        decide(ReleaseHostState(current="3f2a", serving="3f2a", active_state="active"), "3f2a", False, 0)  # "noop"
-    """
-    active = found.active_state == "active"
-    serves = found.current == release_id and found.serving == release_id and active
-    if found.serving == release_id and active and found.current != release_id and not found.busy and not rebuilt:
-        return "relink"  # a hand moved current; the process serves what was declared
-    if found.busy:
-        return "wait"  # another run holds the lock: the host tool waits, then switches if still needed
-    if serves and rebuilt:
-        return "restart"
-    if serves and (not bake_s or _baked(found.verdict)):
-        return "noop"
-    if serves:
-        return "bake"  # an earlier run ended between the gate and the end of the bake
-    return "switch"
 
 
 @operation(is_idempotent=False)
