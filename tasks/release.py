@@ -13,7 +13,8 @@ def stage_release():
         return  # a gateway serves no release
     found = host_state(host)
     textfile_dir = host_config(host).textfile_dir
-    several = len(host_services(host)) > 1 or host_services(host)[0].layout.name
+    # A host of named services says each one's unit (the legacy one is alone on its host).
+    several = any(not service.layout.legacy for service in host_services(host))
     for service in host_services(host):
         rendered = host_release(host, service)
         release.staged(name=f"Stage release {rendered.release_id}" + (f" of {service.unit}" if several else ""),

@@ -6,7 +6,6 @@ from pyinfra import host, inventory, state
 from pyinfra.api import deploy
 
 from sglfleet.artifacts.temporaries import RUN_TOKEN
-from sglfleet.host.compile_cache import cache_key
 from sglfleet.host.protocol import lock_wait_s
 from sglfleet.operations import pd as pd_ops, release, sharing, stack as stack_ops
 from sglfleet.run import summary
@@ -15,7 +14,8 @@ from sglfleet.plan.pd import worker_of
 from sglfleet.plan.pd_units import unit_steps
 from sglfleet.run.pd import SettleTurn
 from sglfleet.plan.secrets import load_secrets
-from sglfleet.run.compile_share import CacheShare, later_of
+from sglfleet.plan.rollout_plan import HostRollout, RolloutPlan, plan_rollout, rebuilt
+from sglfleet.run.compile_share import CacheShare
 from sglfleet.run.context import (computed, fleet_gateways, fleet_rollout, host_config, host_is_gateway,
                                   host_release, host_services, host_stack, host_state, peer_state)
 from sglfleet.run.rollout import BatchStep
@@ -32,40 +32,43 @@ def _routers(config) -> dict:
             "gateway_timeout_s": config.gateway_drain_timeout_s}
 
 
-def _rebuilt(found) -> bool:
-    """A stack that drifted is built again this run (the stack step): its process loaded the drifted files."""
-    return found.stack.built and bool(found.stack.drift)
-
-
-def _restarts(one, actions: tuple[str, ...] = ("switch", "restart", "wait")) -> bool:
-    """Whether this run restarts any service of ``one`` (one of ``actions``), as its rollout steps will decide."""
+def _planned(one) -> HostRollout:
+    """What the rollout plan takes of host ``one``: its read, and where it answered, each service's release."""
     found = peer_state(one)
-    if found is None or found.release is None:
-        return False  # the read failed, and with it the host
-    return any(_action(one, found, service) in actions for service in host_services(one))
+    if found is None:
+        return HostRollout(found=None, releases={})  # its read failed: it fails alone, in its own deploy
+    return HostRollout(found=found, releases={service.name: host_release(one, service).release_id
+                                              for service in host_services(one)},
+                       bake_s=host_config(one).gate_bake_s, stack_id=host_stack(one).id)
 
 
-def _action(one, found, service) -> str | None:
-    """What the rollout step of ``service`` of host ``one`` will do (``release.decide``); None where unread."""
-    served = found.services.get(service.name)
-    if served is None:
-        return None
-    return release.decide(served, host_release(one, service).release_id, _rebuilt(found), host_config(one).gate_bake_s)
+def _fleet_plan(batches: tuple[tuple[str, ...], ...]) -> RolloutPlan:
+    """The plan of the hosts of ``batches`` (``sglfleet.plan.rollout_plan``), once a run: the fleet is read once."""
+    known = computed(inventory).plans
+    if batches not in known:
+        known[batches] = plan_rollout(batches, {name: _planned(inventory.get_host(name))
+                                                for batch in batches for name in batch})
+    return known[batches]
+
+
+def _own_plan() -> RolloutPlan:
+    """This host's own plan: what its services' rollout steps will do, and their compile caches' keys."""
+    return plan_rollout((), {host.name: _planned(host)})
 
 
 def _of(services) -> str:
     """`` of sglang-a.service, sglang-b.service`` in an operation's name, for a host of named services."""
-    return "" if not services[0].layout.name and len(services) == 1 else \
+    return "" if all(service.layout.legacy for service in services) else \
         " of " + ", ".join(service.unit for service in services)
 
 
-def _service_steps(step, services, routed: bool):
-    """``(service, step)`` of each of the host's services in a batch: its own worker URL, one after another.
-    Only the host's one service takes and hands on compile caches (named services keep their own)."""
+def _service_steps(step, services, routed: bool, shares: dict):
+    """``(service, step)`` of each of the host's services in a batch: its own worker URL and its own
+    compile caches' share (``_cache_shares``), one after another."""
     for service in services:
         url = worker_url(host.name, host.data.dict(), service.port)
         yield service, replace(
-            step, service=service.name, cache=step.cache if not service.layout.name else None,
+            step, service=service.name, cache=shares.get(service.name),
             worker_url=url if routed else None, worker_spec=tuple(worker_of(url, service.config).spec().items()))
 
 
@@ -82,31 +85,27 @@ def _retired_steps(step, retired: dict, routed: bool) -> tuple:
                  for name, port in retired.items())
 
 
-def _key(one) -> str:
-    found = peer_state(one)
-    if found is None:
-        return f"{one.name}+unread"  # its read failed: it shares with nobody
-    return cache_key(host_stack(one).id, [(gpu.compute_cap, gpu.driver) for gpu in found.gpus])
+def _rollout():
+    """This run's rollout, over the hosts it targets."""
+    return fleet_rollout(inventory, [h.name for h in inventory if state.is_host_in_limit(h)])
 
 
-def _cache_share(config, rollout) -> CacheShare | None:
-    """How this host takes and hands on compile caches in this rollout; None where hosts share none."""
+def _cache_shares(config, rollout) -> dict:
+    """How each of this host's services takes and hands on compile caches in this rollout, by service;
+    {} where hosts share none. Each service shares under its own key (``Layout.compile_key``)."""
     if config.distribution != "peers" or not config.share_compile_caches:
-        return None
-    batches, known = tuple(batch.hosts for batch in rollout.batches), computed(inventory).later
-    if batches not in known:  # per batch plan: the fleet is read once a run
-        hosts = [inventory.get_host(name) for batch in batches for name in batch]
-        known[batches] = later_of(list(batches), {h.name: _key(h) for h in hosts},
-                                  {h.name for h in hosts if _restarts(h)})
-    later = known[batches]
-    return CacheShare(key=_key(host), stack_id=host_stack(host).id, port=config.compile_share_port,
-                      unit=f"sglfleet-compile-share-{RUN_TOKEN}", later=later.get(host.name, False))
+        return {}
+    later = _fleet_plan(tuple(batch.hosts for batch in rollout.batches)).later
+    stack_id = host_stack(host).id
+    return {service: CacheShare(key=key, stack_id=stack_id, port=config.compile_share_port,
+                                unit=f"sglfleet-compile-share-{RUN_TOKEN}", later=later.get((name, service), False),
+                                service=service)
+            for (name, service), key in _own_plan().keys.items()}
 
 
 def _steps(config):
     """This run's batches in order, each with this host's step, or None where the host is not in it."""
-    rollout = fleet_rollout(inventory, [h.name for h in inventory if state.is_host_in_limit(h)])
-    cache = _cache_share(config, rollout)
+    rollout = _rollout()
     if rollout.held:
         summary.held([wave.name for wave in rollout.held], rollout.batches[-1].wave)
     whole_waves = len({batch.wave for batch in rollout.batches}) == len(rollout.batches)
@@ -115,7 +114,7 @@ def _steps(config):
     lock_wait = lock_wait_s(config.gate_warmup_s, config.gate_bake_s)
     routers = _routers(config)
     if rollout.units:
-        yield from _pd_steps(config, rollout, routers, lock_wait, cache)
+        yield from _pd_steps(config, rollout, routers, lock_wait)
         return
     for batch in rollout.batches:
         label = batch.wave if whole_waves else batch.name
@@ -132,12 +131,11 @@ def _steps(config):
             timeout_s=config.gate_answer_timeout_s or lock_wait + 2 * config.gate_warmup_s + 300,
             releases_keep=config.releases_keep,
             textfile_dir=config.textfile_dir,
-            cache=cache,
         )
         earlier.append((label, batch.hosts))
 
 
-def _pd_steps(config, rollout, routers: dict, lock_wait: float, cache):
+def _pd_steps(config, rollout, routers: dict, lock_wait: float):
     """
     A PD fleet's rollout (``sglfleet.plan.pd_units``): each batch's decodes, its prefills, then its settle
     in two turns (the first batch's flip: the old release leaves every gateway, then its units join),
@@ -148,6 +146,7 @@ def _pd_steps(config, rollout, routers: dict, lock_wait: float, cache):
     workers = tuple((h.name, worker_url(h.name, h.data.dict(), service.port))
                     for h in inventory if h.name in roles for service in host_services(h))
     earlier_units: list[tuple[str, tuple[tuple[str, ...], ...]]] = []
+    plan = _fleet_plan(tuple(batch.hosts for batch in rollout.batches))
     for one in unit_steps(rollout.units, roles):
         batch = one.batch
         mine = host.name in batch.hosts and (one.kind == "settle" or roles.get(host.name) == one.role)
@@ -155,7 +154,7 @@ def _pd_steps(config, rollout, routers: dict, lock_wait: float, cache):
             label=one.label(roles), hosts=batch.hosts, earlier_units=tuple(earlier_units),  # the budget counts units
             max_fail_percentage=rollout.max_fail_percentage, bake_s=config.gate_bake_s, **routers,
             lock_wait_s=lock_wait, timeout_s=config.gate_answer_timeout_s or lock_wait + 2 * config.gate_warmup_s + 300,
-            releases_keep=config.releases_keep, textfile_dir=config.textfile_dir, cache=cache,
+            releases_keep=config.releases_keep, textfile_dir=config.textfile_dir,
             pd_unit=batch.unit_of(host.name), hold=one.hold)
         if not mine:
             # Every serving host has an operation at every step, a no-op where it is not in it:
@@ -170,8 +169,8 @@ def _pd_steps(config, rollout, routers: dict, lock_wait: float, cache):
             yield step
             continue
         # the host's worker at the gateways, as its switch's step has it (one service a PD host)
-        step = next(own for _, own in _service_steps(step, host_services(host), bool(routers)))
-        switching = any(_restarts(inventory.get_host(name)) for name in batch.hosts)
+        step = next(own for _, own in _service_steps(step, host_services(host), bool(routers), {}))
+        switching = any(plan.restarts(name) for name in batch.hosts)
         turn = SettleTurn(units=batch.units, flip=one.flip, leader=host.name == batch.hosts[0], workers=workers)
         yield ("settle", step, turn, switching)
         yield ("flip", step, turn, switching)
@@ -208,6 +207,7 @@ def roll_out():
     services = host_services(host)
     routed = bool(_routers(config))
     retired = _retired(found, services)
+    shares = _cache_shares(config, _rollout())
     for step in host.loop(steps):
         if not step:
             continue
@@ -215,22 +215,25 @@ def roll_out():
             operation, arguments = _pd_turn(step, "serve the staged release")
         else:  # a host's services one after another in its batch, each behind its own gate: one operation
             turns = [(host_release(host, service).release_id, own, found.services.get(service.name))
-                     for service, own in _service_steps(step, services, routed)]
+                     for service, own in _service_steps(step, services, routed, shares)]
             operation, arguments = release.activated, dict(
                 name=f"{step.label}: serve the staged release{_of(services)}", release_id=turns[0][0],
-                step=turns[0][1], found=turns[0][2], rebuilt=_rebuilt(found), then=tuple(turns[1:]),
+                step=turns[0][1], found=turns[0][2], rebuilt=rebuilt(found), then=tuple(turns[1:]),
                 retired=_retired_steps(step, retired, routed))
         operation(**arguments)  # one call site: pyinfra orders the steps by loop position (_pd_steps)
     # After every batch: no later host fetches this host's compile caches any more.
-    cache = next((step.cache for step in steps if step and not isinstance(step, tuple)), None)
-    serving = cache.unit if cache and cache.later and _restarts(host) else None
+    own = _own_plan()
+    batched = any(step and not isinstance(step, tuple) for step in steps)
+    later = next((share for share in shares.values() if share.later), None) if batched else None
+    serving = later.unit if later and own.restarts(host.name) else None
     sharing.serving_stopped(name="Compile caches no longer served to peers", unit=serving, what="compile caches")
     # A switch moves previous on, and a retired service takes its releases along: the stack of
     # one may be kept by none now. Not after a wait for another run's lock: that run most likely
     # did the switch (and its collection).
     stack_ops.collected_after_rollout(name="Stacks no release keeps since the switch, collected",
                                       stack=host_stack(host), keep=config.stacks_keep,
-                                      switched=_restarts(host, ("switch", "restart")) or bool(retired and any(steps)))
+                                      switched=own.restarts(host.name, ("switch", "restart"))
+                                      or bool(retired and any(steps)))
 
 
 @deploy("Roll back")
@@ -239,6 +242,7 @@ def roll_back():
         return  # a gateway has no release to go back to
     config = host_config(host)
     routed = bool(_routers(config))
+    shares = _cache_shares(config, _rollout())  # as roll_out's steps have them; a rollback takes none
     for step in host.loop(_steps(config)):
         if not step:
             continue
@@ -246,7 +250,7 @@ def roll_back():
             operation, arguments = _pd_turn(step[:3] + (True,), "back to the previous release")
         else:
             services = host_services(host)
-            owns = [own for _, own in _service_steps(step, services, routed)]
+            owns = [own for _, own in _service_steps(step, services, routed, shares)]
             operation, arguments = release.rolled_back, dict(
                 name=f"{step.label}: back to the previous release{_of(services)}", step=owns[0], then=tuple(owns[1:]))
         operation(**arguments)  # one call site, as in roll_out

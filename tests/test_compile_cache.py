@@ -149,3 +149,26 @@ def test_a_truncated_archive_is_refused(hosts, tmp_path):
         cut.write_bytes(handle.read()[:20_000])
     with pytest.raises(Refused):
         unpack(str(cut), STACK, packed["key"], compile_cache.sha256_of(str(cut)), later)
+
+
+def test_each_named_service_packs_its_own_caches_under_its_own_key_beside_the_hosts(hosts):
+    """A host's services compile into their own folders: each one's archive is its own, and a later
+    host's same service takes it; another service's archive is refused (``Layout.compile_key``)."""
+    canary, later = hosts
+    small, big = canary.for_service("small"), canary.for_service("big")
+    _write(canary, "triton/ONE/k.cubin", b"the legacy service's")
+    _write(small, "triton/SMALL/k.cubin", b"small's")
+    legacy_packed, small_packed = pack(STACK, canary, gpus=H200), pack(STACK, small, gpus=H200)
+    assert legacy_packed["key"] == cache_key(STACK, H200)  # as before services: hosts already deployed share it
+    assert small_packed["key"] == f"{cache_key(STACK, H200)}+small" and small_packed["files"] == 1
+    assert pack(STACK, big, gpus=H200)["packed"] is False  # big compiled nothing yet
+    archive = small.compile_archive(small_packed["key"])
+    assert archive != canary.compile_archive(legacy_packed["key"]) and os.path.isfile(archive)
+    os.makedirs(later.for_service("small").cache_dir)  # its unit's CacheDirectory=
+    taken = unpack(archive, STACK, small_packed["key"], small_packed["sha256"], later.for_service("small"))
+    assert taken["imported"] == 1
+    assert os.path.isfile(os.path.join(later.for_service("small").compile_cache(STACK), "triton/SMALL/k.cubin"))
+    assert not os.path.exists(os.path.join(later.compile_cache(STACK), "triton/SMALL/k.cubin"))
+    with pytest.raises(Refused, match="holds caches for"):
+        unpack(archive, STACK, later.for_service("big").compile_key(cache_key(STACK, H200)),
+               small_packed["sha256"], later.for_service("big"))

@@ -161,8 +161,11 @@ def test_each_hosts_operations_follow_the_units_in_step_with_the_others(monkeypa
     inventory = Inventory((hosts + [("gw", {**base, "ssh_hostname": "10.0.0.9"})], {}),
                           canary=(["node1", "node2"], {}), wave1=(["node3", "node4"], {}), gateways=(["gw"], {}))
     state = State(inventory)
-    monkeypatch.setattr(rollout, "_restarts", lambda one: True)
-    monkeypatch.setattr(rollout, "_cache_share", lambda config, plan: None)
+    from sglfleet.plan.rollout_plan import RolloutPlan
+
+    # Every host restarts (sglfleet.plan.rollout_plan); the steps share no compile caches (roll_out adds them).
+    monkeypatch.setattr(rollout, "_fleet_plan", lambda batches: RolloutPlan(
+        actions={name: {"sglang": "switch"} for name in roles}))
 
     # The inventory keeps what the run computed (context.computed): a new one starts afresh.
     seen = {}

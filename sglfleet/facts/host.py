@@ -46,7 +46,7 @@ from sglfleet.facts.release import Installed, InstalledServices, ReleaseHostStat
 from sglfleet.facts.stack import StackHostState, StackState
 from sglfleet.facts.sudo import SudoAccess
 from sglfleet.facts.users import PasswdEntry
-from sglfleet.host.layout import DEFAULT_SERVICE, LAYOUT
+from sglfleet.host.layout import LAYOUT
 from sglfleet.host.stacks import PATCHED
 
 MARK = "#sglfleet-read "
@@ -216,9 +216,9 @@ class HostRead(FactBase[HostState]):
         found.patches = {name[len(PATCH_PART):]: FileBytesUnlessKnown().process(lines) if lines else None
                          for name, lines in sections.items() if name.startswith(PATCH_PART)}
         if "user" in sections and not found.users:
-            found.users = {DEFAULT_SERVICE: found.user}
+            found.users = {LAYOUT.service_name: found.user}
         if "release" in sections:
-            found.services = {DEFAULT_SERVICE: found.release}
+            found.services = {LAYOUT.service_name: found.release}
         elif found.services:  # "the release" of a host of services: its first, for checks that a read answered
             found.release = next(iter(found.services.values()))
         return found

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pyinfra.api import FactBase
 
 from sglfleet.host.drift import FILE as DRIFT_FILE
-from sglfleet.host.layout import DEFAULT_SERVICE, GATEWAY, LAYOUT
+from sglfleet.host.layout import GATEWAY, LAYOUT
 
 
 @dataclass
@@ -69,7 +69,7 @@ class ReleaseState(FactBase["ReleaseHostState | None"]):
         """None when the fact failed (the host is failed with it, unless errors are ignored)."""
         return None
 
-    def command(self, release_id: str | None = None, wait_lock_s: float = 0, service: str = DEFAULT_SERVICE) -> str:
+    def command(self, release_id: str | None = None, wait_lock_s: float = 0, service: str = LAYOUT.service_name) -> str:
         """+ service: which of the host's services (``Layout.for_service``); ``sglang`` for its one service"""
         layout = LAYOUT.for_service(service)
         lock = shlex.quote(layout.lock)
@@ -183,7 +183,7 @@ class InstalledServices(FactBase[Installed]):
             f"[ -f \"$f\" ] && head -n 1 \"$f\" | grep -q '^# Managed by sglfleet' || continue; "
             f"u=${{f##*/}}; u=${{u%.service}}; "
             f"case $u in {shlex.quote(GATEWAY.service)}) echo gateway; continue;; "
-            f"{shlex.quote(LAYOUT.service)}) n={shlex.quote(DEFAULT_SERVICE)}; r={shlex.quote(LAYOUT.current)};; "
+            f"{shlex.quote(LAYOUT.service)}) n={shlex.quote(LAYOUT.service_name)}; r={shlex.quote(LAYOUT.current)};; "
             f"*) n=${{u#{prefix}}}; r={shlex.quote(LAYOUT.services)}/$n/current;; esac; "
             "echo \"service $n $(sed -n 's/^--port //p' \"$r/launch.args\" 2>/dev/null | head -n 1)\"; done; true"
         )

@@ -247,7 +247,7 @@ def retire(layout: Layout, textfile_dir: str) -> int:
     for path in (layout.unit_file, layout.env_file, layout.current, layout.previous):
         if os.path.lexists(path):
             os.unlink(path)
-    shutil.rmtree(layout.service_root if layout.name else layout.releases, ignore_errors=True)
+    shutil.rmtree(layout.own_root, ignore_errors=True)
     service.systemctl("daemon-reload")
     service.systemctl("reset-failed", layout.unit, check=False)
     textfile.retired(layout, textfile_dir)

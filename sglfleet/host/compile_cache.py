@@ -9,8 +9,11 @@ that folder into ``/opt/sglfleet/compile-caches/<key>.tar``; a later host
 whose key is the same fetches it from the hosts that hold it (aria2c, checked
 by sha256 on arrival) and adds its files to its own folder before its restart.
 The key is the stack, the GPUs' architecture and the driver, so kernels never
-cross any of them; an archive under another key is refused here too, whatever
-the controller asked.
+cross any of them, and a named service's name (``Layout.compile_key``): each of
+a host's services compiles for its own launch, into its own folder
+(``/var/cache/sglang-<name>/compile/<stack-id>/``, with ``--service <name>``),
+and hands on its own archive. An archive under another key is refused here
+too, whatever the controller asked.
 
 An archive is a tar of plain files only; its first member, ``MANIFEST``, names
 its key and each file's size, sha256 and mtime (in nanoseconds: ninja judges by it). Unpacking takes nothing that is not
@@ -23,6 +26,7 @@ failed: the host then compiles cold, as if nothing had been shared.
     sglfleet-release cache pack STACK_ID
     sglfleet-release cache fetch STACK_ID --key KEY --sha256 SHA --peer http://node1:30091 [--peer ...]
     sglfleet-release cache drop STACK_ID
+    sglfleet-release --service NAME cache pack STACK_ID   # one of a host's named services
 
 Standard library only, run as root by the host tool. Each prints one
 ``sglfleet-result`` line; exit 0 done, 2 refused (nothing changed).
@@ -106,7 +110,7 @@ def pack(stack_id: str, layout: Layout = LAYOUT, gpus=None) -> dict:
     Pack the service's compile caches for ``stack_id`` into its archive, written
     beside it and renamed; the result record (no archive when the folder is empty).
     """
-    key = cache_key(stack_id, local_gpus() if gpus is None else gpus)
+    key = layout.compile_key(cache_key(stack_id, local_gpus() if gpus is None else gpus))
     folder = layout.compile_cache(stack_id)
     names = _files(folder) if os.path.isdir(folder) else []
     if not names:
@@ -279,7 +283,7 @@ def fetch(stack_id: str, key: str, sha256: str, peers: list[str], layout: Layout
     Fetch the archive ``key`` from ``peers`` (unless the host holds it), check it, and
     unpack it; the result record. Raises ``Refused`` for another key, a failed fetch or check.
     """
-    local = cache_key(stack_id, local_gpus())
+    local = layout.compile_key(cache_key(stack_id, local_gpus()))
     if key != local:  # the controller pairs hosts by their facts; the host checks for itself
         raise Refused(f"it holds caches for {key}, and this host is {local}")
     final = layout.compile_archive(key)

@@ -79,7 +79,26 @@ class Layout:
     @property
     def service_name(self) -> str:
         """The service's name as the inventory and ``sglfleet status`` say it: ``sglang`` or its own."""
-        return self.name or DEFAULT_SERVICE
+        return DEFAULT_SERVICE if self.legacy else self.name
+
+    @property
+    def legacy(self) -> bool:
+        """
+        Whether this is the host's one service from before ``services`` (``sglang``): its releases
+        sit at the root, what the run says of it names no unit, and the host tool takes no
+        ``--service`` for it. The one place that tells it from a named service.
+        """
+        return not self.name
+
+    @property
+    def tool_args(self) -> tuple[str, ...]:
+        """What picks this service on the host tool's command line: ``--service <name>``; nothing for
+        the legacy one, as the tools of hosts from before ``services`` take it."""
+        return () if self.legacy else ("--service", self.name)
+
+    def labelled(self, label: str) -> str:
+        """``label`` as this service's messages say it: ``"wave1 sglang-a.service"``; ``"wave1"`` for the legacy one."""
+        return label if self.legacy else f"{label} {self.unit}"
 
     @property
     def services(self) -> str:
@@ -89,7 +108,13 @@ class Layout:
     @property
     def service_root(self) -> str:
         """The folder of this service's releases, links and lock: the root for the host's one service."""
-        return posixpath.join(self.services, self.name) if self.name else self.root
+        return self.root if self.legacy else posixpath.join(self.services, self.name)
+
+    @property
+    def own_root(self) -> str:
+        """The folder of this service's releases and links and nothing of another's, removed when it
+        retires: ``services/<name>``; the legacy one's ``releases`` (the root holds the host's stacks)."""
+        return self.releases if self.legacy else self.service_root
 
     # The service
 
@@ -201,6 +226,14 @@ class Layout:
     def compile_archives(self) -> str:
         """Packed compile caches, root's, served read-only to later hosts of the same stack, GPU and driver."""
         return posixpath.join(self.root, "compile-caches")
+
+    def compile_key(self, key: str) -> str:
+        """
+        The key this service's compile caches are shared under: the host's ``key`` (its stack, GPUs
+        and driver, ``compile_cache.cache_key``), and a named service's name after it: each service
+        compiles for its own model and launch, and one archive a key fits on a host.
+        """
+        return key if self.legacy else f"{key}+{self.name}"
 
     def compile_archive(self, key: str) -> str:
         return posixpath.join(self.compile_archives, f"{key}.tar")

@@ -144,7 +144,7 @@ def retired(layout: Layout = LAYOUT, directory: str = DEFAULT_DIR) -> None:
     Take a retired service's series out of ``directory``: a named service's file goes; the
     host's one service leaves ``sglfleet.prom`` with the host's series only.
     """
-    if layout.name:
+    if not layout.legacy:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(os.path.join(directory, file_name(layout)))
     else:

@@ -92,7 +92,7 @@ def sglang_retired(installed=READ, textfile_dir: str = TEXTFILE_DIR):
     for layout in layouts:
         yield f"systemctl disable --now {shlex.quote(layout.unit)} 2>/dev/null || true"
         yield shlex.join(["rm", "-rf", "--", layout.unit_file, layout.env_file, layout.current, layout.previous,
-                          layout.service_root if layout.name else layout.releases,
+                          layout.own_root,
                           posixpath.join(textfile_dir, textfile_name(layout))])
     yield shlex.join(["rm", "-f", "--", posixpath.join(textfile_dir, TEXTFILE)])  # and the host's series
     yield "systemctl daemon-reload"

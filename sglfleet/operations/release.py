@@ -25,11 +25,12 @@ from sglfleet.artifacts.temporaries import RUN_TOKEN, temporary_beside
 from sglfleet.facts.files import FileBytes
 from sglfleet.facts.host import READ
 from sglfleet.facts.release import ReleaseHostState, ReleaseState
-from sglfleet.host.layout import DEFAULT_SERVICE, LAYOUT, STALE_MINUTES, Layout
+from sglfleet.host.layout import LAYOUT, STALE_MINUTES, Layout
 from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR
 from sglfleet.operations.drift import marked
 from sglfleet.operations.remote import HostFunctionCommand
 from sglfleet.plan.release import Release
+from sglfleet.plan.rollout_plan import ACTIONS, decide  # noqa: F401 (ACTIONS: decide's answers, as before)
 from sglfleet.run.diffs import first_pass, report_drift, show_diff, wants_diff
 from sglfleet.run.rollout import BatchStep, bake, fail, relink, retire, roll_back, switch
 
@@ -67,7 +68,7 @@ def staged(release: Release, diff_against: str = "launch.args", found=READ, layo
         if current:
             old = host.get_fact(FileBytes, path=layout.release(current, diff_against)) or b""
             stack = _stack_change(current, release.stack_id, layout)
-        of = f" of {layout.unit}" if layout.name else ""
+        of = "" if layout.legacy else f" of {layout.unit}"
         show_diff(f"Release {release.release_id}{of} differs from the serving {current or 'none'}{stack}:",
                   old.decode(errors="replace"), release.files[diff_against][0])
 
@@ -124,10 +125,6 @@ def _stage(release: Release, final: str, layout: Layout):
            f"{{ rm -rf {shlex.quote(temporary)} && test -f {shlex.quote(f'{final}/release.json')}; }}")
 
 
-def _baked(verdict: dict) -> bool:
-    return bool((verdict.get("bake") or {}).get("passed"))
-
-
 @operation(is_idempotent=False)
 def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = False, then: tuple = (),
               retired: tuple = ()):
@@ -175,7 +172,7 @@ def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = Fals
 def _activate(release_id: str, step: BatchStep, found, rebuilt: bool):
     """``activated``'s decision for one service, as commands."""
     layout = LAYOUT.for_service(step.service)
-    label = f"{step.label} {layout.unit}" if layout.name else step.label  # in messages only
+    label = layout.labelled(step.label)  # in messages only
     if found is READ:
         found = host.get_fact(ReleaseState, service=step.service)
     if found is None:
@@ -222,7 +219,7 @@ def _activate(release_id: str, step: BatchStep, found, rebuilt: bool):
                  f"its gate{baking}", logger.warning)
     else:
         if found.current == release_id and found.serving != release_id:
-            report_drift("service", f"{layout.unit}" if layout.name else "the service",
+            report_drift("service", "the service" if layout.legacy else layout.unit,
                          [f"current is {release_id}, the process serves {found.serving or 'nothing'}"],
                          "will switch it behind the gate")
         host.log(f"{label}: will switch {found.serving or found.current or 'nothing'} -> {release_id}, "
@@ -235,39 +232,6 @@ def _activate(release_id: str, step: BatchStep, found, rebuilt: bool):
 def _held_by(found: ReleaseHostState) -> str:
     """`` (held by pid 4242: sglfleet-release activate 3f2a...)``, where the read saw who holds the lock."""
     return f" (held by pid {'; pid '.join(found.holders)})" if found.holders else ""
-
-
-ACTIONS = ("relink", "wait", "restart", "noop", "bake", "switch")
-
-
-def decide(found: ReleaseHostState, release_id: str, rebuilt: bool, bake_s: float) -> str:
-    """
-    What a host's rollout step does, one of ``ACTIONS``, from what the host holds and serves.
-
-    + found: the host's ``ReleaseState``
-    + release_id: the release it should serve
-    + rebuilt: its stack was built again this run (it drifted): the process loaded the old files
-    + bake_s: the batch's bake (0: none)
-
-    **Example:**
-
-    .. code:: python
-
-        decide(ReleaseHostState(current="3f2a", serving="3f2a", active_state="active"), "3f2a", False, 0)  # "noop"
-    """
-    active = found.active_state == "active"
-    serves = found.current == release_id and found.serving == release_id and active
-    if found.serving == release_id and active and found.current != release_id and not found.busy and not rebuilt:
-        return "relink"  # a hand moved current; the process serves what was declared
-    if found.busy:
-        return "wait"  # another run holds the lock: the host tool waits, then switches if still needed
-    if serves and rebuilt:
-        return "restart"
-    if serves and (not bake_s or _baked(found.verdict)):
-        return "noop"
-    if serves:
-        return "bake"  # an earlier run ended between the gate and the end of the bake
-    return "switch"
 
 
 @operation(is_idempotent=False)
@@ -291,11 +255,11 @@ def rolled_back(step: BatchStep, then: tuple = ()):
 
 def _roll_back(step: BatchStep):
     """``rolled_back`` for one service, as commands."""
-    label = f"{step.label} {step.unit}" if step.service != DEFAULT_SERVICE else step.label
+    label = step.layout.labelled(step.label)
     found = host.get_fact(ReleaseState, service=step.service)
     if found is None:
         return  # the fact failed, and with it the host
-    if not found.previous and step.service != DEFAULT_SERVICE and found.current:
+    if not found.previous and not step.layout.legacy and found.current:
         # One of several services that never changed: the others roll back; it serves on as it is.
         host.noop(f"{label}: no previous release; serves {found.current} as it is")
         return

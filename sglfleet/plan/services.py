@@ -26,7 +26,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from sglfleet.host.layout import DEFAULT_SERVICE, GATEWAY, LAYOUT, Layout
+from sglfleet.host.layout import GATEWAY, LAYOUT, Layout
 from sglfleet.plan.settings import LaunchSettings, ServiceSettings, pydantic_problems
 
 # A unit's name part: lower case, digits and inner dashes; short enough for a user name (32 chars with "sglang-").
@@ -220,7 +220,7 @@ def host_services(config, layout: Layout = LAYOUT) -> list[Service]:
     + layout: the host's layout
     """
     if not config.services:
-        return [Service(name=DEFAULT_SERVICE, layout=layout, config=config)]
+        return [Service(name=layout.service_name, layout=layout, config=config)]
     return [Service(name=one.name, layout=layout.for_service(one.name), config=_config_of(config, one),
                     gpus=tuple(one.gpus))
             for one in config.services]

@@ -33,6 +33,7 @@ from pyinfra.api import StringCommand
 from sglfleet.artifacts.fanout import Share, human, serve
 from sglfleet.host.layout import LAYOUT
 from sglfleet.host.protocol import PASSED, results as tool_results
+from sglfleet.plan.rollout_plan import later_of  # noqa: F401 (planned in sglfleet.plan.rollout_plan)
 from sglfleet.run import recording
 from sglfleet.run.record import record
 
@@ -51,6 +52,8 @@ class CacheShare:
     + later: a host of a later batch with the same key restarts in this run, so this
       host packs or serves the caches once it passed
     + serve_s: how long the file server may live at most
+    + service: which of the host's services takes and hands on its own caches (``--service``
+      for the host tool); each service of a host has its own share, under its own key
     """
 
     key: str
@@ -59,6 +62,7 @@ class CacheShare:
     unit: str
     later: bool = False
     serve_s: int = 4 * 3600
+    service: str = LAYOUT.service_name
 
 
 @dataclass
@@ -70,38 +74,14 @@ class Offer:
     sources: list[str] = field(default_factory=list)
 
 
-def later_of(batches: list[tuple[str, ...]], keys: dict[str, str], restarting: set[str]) -> dict[str, bool]:
-    """
-    For each host of the rollout, whether a host of a later batch with the same key
-    restarts in this run: only then are its caches worth packing or serving. Pure.
-
-    + batches: the hosts of each batch, in order
-    + keys: each host's ``compile_cache.cache_key``
-    + restarting: the hosts this run restarts
-
-    **Example:**
-
-    .. code:: python
-
-        later_of([("n1",), ("n2", "n3")], {"n1": "a", "n2": "a", "n3": "b"}, {"n1", "n2", "n3"})
-        # {"n1": True, "n2": False, "n3": False}
-    """
-    later: dict[str, bool] = {}
-    waiting: set[str] = set()  # the keys of the hosts after the batch at hand that restart
-    for hosts in reversed(batches):
-        for name in hosts:
-            later[name] = keys[name] in waiting
-        waiting |= {keys[name] for name in hosts if name in restarting}
-    return later
-
-
-def _cache_tool(host, connector_arguments, timeout_s: float | None,
+def _cache_tool(host, connector_arguments, share: CacheShare, timeout_s: float | None,
                 *args: str) -> tuple[int | None, dict, list[str]]:
     """
-    Run ``sglfleet-release cache ARGS``: its exit status (None: no answer within
-    ``timeout_s``, the step's bound on a host's answer), its result record, its errors.
+    Run ``sglfleet-release [--service NAME] cache ARGS`` for the share's service: its exit status
+    (None: no answer within ``timeout_s``, the step's bound on a host's answer), its result record, its errors.
     """
-    command = StringCommand(shlex.join([LAYOUT.tool, "cache", *args]) + "; echo sglfleet-exit=$? >&2")
+    command = StringCommand(shlex.join([LAYOUT.tool, *LAYOUT.for_service(share.service).tool_args, "cache", *args])
+                            + "; echo sglfleet-exit=$? >&2")
     try:
         with gevent.Timeout(timeout_s or CACHE_TOOL_TIMEOUT_S, TimeoutError):
             _, output = host.run_shell_command(command, **connector_arguments)
@@ -126,7 +106,7 @@ def take(host, connector_arguments, label: str, share: CacheShare | None,
     offer = record().offers.get(share.key) if share else None
     if offer is None or not offer.sources:
         return False
-    status, result, errors = _cache_tool(host, connector_arguments, timeout_s, "fetch", share.stack_id,
+    status, result, errors = _cache_tool(host, connector_arguments, share, timeout_s, "fetch", share.stack_id,
                                          "--key", share.key, "--sha256", offer.sha256,
                                          *[f"--peer={url}" for url in offer.sources])
     if status != PASSED:
@@ -154,7 +134,7 @@ def hand_on(host, connector_arguments, label: str, share: CacheShare | None, too
     offers = record().offers
     offer = offers.get(share.key)
     if offer is None:
-        status, result, errors = _cache_tool(host, connector_arguments, timeout_s, "pack", share.stack_id)
+        status, result, errors = _cache_tool(host, connector_arguments, share, timeout_s, "pack", share.stack_id)
         if status != PASSED or not result.get("packed"):
             if errors:
                 host.log(f"{label}: compile caches not packed for later hosts: {' '.join(errors)[-300:]}",
@@ -189,7 +169,7 @@ def hand_on(host, connector_arguments, label: str, share: CacheShare | None, too
 
 def drop(host, connector_arguments, label: str, share: CacheShare, timeout_s: float | None = None) -> None:
     """Take out the caches the host took from peers: its next start compiles cold."""
-    status, result, errors = _cache_tool(host, connector_arguments, timeout_s, "drop", share.stack_id)
+    status, result, errors = _cache_tool(host, connector_arguments, share, timeout_s, "drop", share.stack_id)
     host.log(f"{label}: gate failed with the compile caches from peers: {result.get('dropped', 0)} files "
              f"dropped, once more cold" if status == PASSED else
              f"{label}: the compile caches from peers could not be dropped: {' '.join(errors)[-300:]}",

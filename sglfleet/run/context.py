@@ -37,6 +37,7 @@ from sglfleet.plan.pd import Worker, role_of, worker_of
 from sglfleet.plan.pd_units import UnitBatch, plan_units
 from sglfleet.plan.gateway import gateway_args, gateway_url, is_gateway, serving_groups, worker_url
 from sglfleet.plan.release import Release, render_release
+from sglfleet.plan.rollout_plan import RolloutPlan
 from sglfleet.plan.schema import validate_host_data
 from sglfleet.plan.settings import HostConfig
 from sglfleet.plan.secrets import gateway_secrets, load_secrets, render_env
@@ -57,7 +58,7 @@ class Computed:
     + gateway_files: gateway host -> its files (``host_gateway_files``)
     + rollouts: targets -> the rollout (``fleet_rollout``)
     + reads: host -> the greenlet of its one read (``host_state``)
-    + later: a rollout's batches -> which hosts hand compile caches on (``tasks/rollout.py``)
+    + plans: a rollout's batches -> its plan (``sglfleet.plan.rollout_plan``, ``tasks/rollout.py``)
     """
 
     configs: dict[str, HostConfig] = field(default_factory=dict)
@@ -67,7 +68,7 @@ class Computed:
     gateway_files: dict[str, GatewayFiles] = field(default_factory=dict)
     rollouts: dict[tuple[str, ...], Rollout] = field(default_factory=dict)
     reads: dict[str, gevent.Greenlet] = field(default_factory=dict)
-    later: dict[tuple, dict[str, bool]] = field(default_factory=dict)
+    plans: dict[tuple, RolloutPlan] = field(default_factory=dict)
 
 
 def computed(inventory: Inventory) -> Computed:

@@ -25,7 +25,7 @@ from pyinfra import logger
 from pyinfra.api import StringCommand
 
 from sglfleet.host.bake import describe
-from sglfleet.host.layout import DEFAULT_SERVICE, LAYOUT
+from sglfleet.host.layout import LAYOUT, Layout
 from sglfleet.host.protocol import BAKE_FAILED, DOWN, PASSED, ROLLED_BACK, lock_wait_s as held_lock_s, results as tool_results
 from sglfleet.plan.pd_units import rejoins
 from sglfleet.plan.schema import defaults
@@ -78,7 +78,7 @@ class BatchStep:
     releases_keep: int = defaults()["releases_keep"]
     textfile_dir: str = defaults()["textfile_dir"]
     cache: CacheShare | None = None
-    service: str = DEFAULT_SERVICE
+    service: str = LAYOUT.service_name
     worker_spec: tuple[tuple[str, object], ...] = ()  # a PD worker's role at the gateways (Worker.spec())
     # A PD fleet's rollout unit (sglfleet.plan.pd_units): the host's unit, whether it stays out of the
     # gateways after its gate until its batch flips them, and each earlier batch's units.
@@ -87,14 +87,19 @@ class BatchStep:
     earlier_units: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = ()
 
     @property
+    def layout(self) -> Layout:
+        """The service's layout (``Layout.for_service``): its unit, and how the host tool picks it."""
+        return LAYOUT.for_service(self.service)
+
+    @property
     def unit(self) -> str:
         """The service's unit, for messages: ``sglang-<name>.service``, or ``sglang.service``."""
-        return LAYOUT.for_service(self.service).unit
+        return self.layout.unit
 
 
 def _who(step: BatchStep) -> str:
     """``"sglang-<name>.service "`` for one of a host's services, in what the run says; "" for its one service."""
-    return f"{step.unit} " if step.service != DEFAULT_SERVICE else ""
+    return "" if step.layout.legacy else f"{step.unit} "
 
 
 class Lost(Exception):
@@ -107,8 +112,7 @@ def call_tool(host, connector_arguments, step: BatchStep, *args: str, extra_time
     (``sglfleet.host.protocol``; None when unknown), its result records and its error lines.
     """
     # The tool's exit status tells a rolled-back host (1, serving) from a down one.
-    service = ["--service", step.service] if step.service != DEFAULT_SERVICE else []
-    command = StringCommand(shlex.join([LAYOUT.tool, *service, "--wait-lock", f"{step.lock_wait_s:g}",
+    command = StringCommand(shlex.join([LAYOUT.tool, *step.layout.tool_args, "--wait-lock", f"{step.lock_wait_s:g}",
                                         "--keep", str(step.releases_keep), "--textfile-dir", step.textfile_dir,
                                         *args]) + "; echo sglfleet-exit=$? >&2")
     timeout = step.timeout_s + extra_timeout_s if step.timeout_s else None

@@ -128,7 +128,7 @@ def _host_state(state: State, host, services) -> tuple[OsInfo, dict[str, dict]]:
         if access["status"] != "ok":
             return OsInfo(), {service.name: {"error": f"sudo: {access['message']}"} for service in services}
     asks = " && ".join(f"echo {shlex.quote(STATE_MARK + service.name)} && "
-                       + shlex.join([LAYOUT.tool, *(["--service", service.name] if service.layout.name else []),
+                       + shlex.join([LAYOUT.tool, *service.layout.tool_args,
                                      "state"]) for service in services)
     ok, output = host.run_shell_command(f"{HostOs().command()}; {asks}", **connector)
     lines = output.stdout_lines
