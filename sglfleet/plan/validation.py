@@ -24,6 +24,7 @@ from pathlib import Path
 
 from sglfleet.artifacts.patchsets import SHIPPED as SHIPPED_SETS
 from sglfleet.errors import ConfigError
+from sglfleet.plan.fleet import FleetConfig
 from sglfleet.plan.gateway import gateway_problems, is_gateway, serving_groups
 from sglfleet.plan.measured import measured_caps, measured_os
 from sglfleet.plan.pd import backend_wheel_problem, pd_problems, role_of
@@ -32,7 +33,7 @@ from sglfleet.plan.services import host_services
 from sglfleet.plan.schema import STACKS_DIR, stack_problems, validate_host_data
 from sglfleet.plan.settings import HostConfig
 from sglfleet.plan.templates import TEMPLATES
-from sglfleet.plan.waves import FLEET_SETTINGS, default_waves, fleet_setting, plan_waves, until
+from sglfleet.plan.waves import default_waves, plan_waves, until
 
 
 def load_inventory(inventory_file: str, data: dict | None = None):
@@ -101,7 +102,8 @@ def collapse(lines: list[str], host_names) -> list[str]:
 
 def validate_inventory(inventory, stacks_dir: Path = STACKS_DIR) -> dict[str, HostConfig]:
     """
-    Validate every host of a pyinfra inventory and its wave plan, collecting all problems.
+    Validate every host of a pyinfra inventory, the keys the fleet shares (``FleetConfig``: every
+    host must agree on each) and its wave plan, collecting all problems.
 
     + inventory: a ``pyinfra.api.Inventory`` (nothing is connected)
     + stacks_dir: where stack files live
@@ -130,18 +132,17 @@ def validate_inventory(inventory, stacks_dir: Path = STACKS_DIR) -> dict[str, Ho
             problems += stack_problems(host.name, configs[host.name].gateway_stack, stacks_dir, key="gateway_stack")
     if not problems:
         try:
-            for key in FLEET_SETTINGS:
-                fleet_setting(configs, key)
-            named = fleet_setting(configs, "rollout_waves")
+            fleet = FleetConfig.agreed(configs)
+            named = fleet.rollout_waves
             wave_names = named if named is not None else default_waves({g for gs in groups.values() for g in gs})
             problems += gateway_problems(groups, data, configs, wave_names)
             problems += pd_problems(groups, configs, [host for host, names in groups.items() if is_gateway(names)])
             # The gateways are in no wave: the plan orders the serving hosts.
             waves = plan_waves(serving_groups(groups), named)
-            until(waves, fleet_setting(configs, "rollout_until"))
+            until(waves, fleet.rollout_until)
             roles = {name: role_of(host_services(configs[name])[0].config) for name in serving_groups(groups)}
             if any(roles.values()) and not problems:
-                problems += unit_problems(plan_units(waves, fleet_setting(configs, "rollout_serial"), roles), roles)
+                problems += unit_problems(plan_units(waves, fleet.rollout_serial, roles), roles)
         except ConfigError as error:
             problems += error.problems
     if problems:

@@ -35,6 +35,7 @@ from sglfleet.host.layout import GATEWAY, LAYOUT
 from sglfleet.host.stacks import PATCHED, patched
 from sglfleet.plan.pd import Worker, role_of, worker_of
 from sglfleet.plan.pd_units import UnitBatch, plan_units
+from sglfleet.plan.fleet import FleetConfig
 from sglfleet.plan.gateway import gateway_args, gateway_url, is_gateway, serving_groups, worker_url
 from sglfleet.plan.release import Release, render_release
 from sglfleet.plan.schema import validate_host_data
@@ -42,7 +43,7 @@ from sglfleet.plan.settings import HostConfig
 from sglfleet.plan.secrets import gateway_secrets, load_secrets, render_env
 from sglfleet.plan.services import Service, host_services as _host_services
 from sglfleet.plan.templates import render, render_gateway_unit, render_unit
-from sglfleet.plan.waves import Batch, Wave, fleet_setting, limit_waves, plan_batches, plan_waves, until
+from sglfleet.plan.waves import Batch, Wave, limit_waves, plan_batches, plan_waves, until
 
 
 @dataclass
@@ -58,6 +59,7 @@ class Computed:
     + rollouts: targets -> the rollout (``fleet_rollout``)
     + reads: host -> the greenlet of its one read (``host_state``)
     + later: a rollout's batches -> which hosts hand compile caches on (``tasks/rollout.py``)
+    + fleet: the keys every host shares (``fleet_config``)
     """
 
     configs: dict[str, HostConfig] = field(default_factory=dict)
@@ -68,6 +70,7 @@ class Computed:
     rollouts: dict[tuple[str, ...], Rollout] = field(default_factory=dict)
     reads: dict[str, gevent.Greenlet] = field(default_factory=dict)
     later: dict[tuple, dict[str, bool]] = field(default_factory=dict)
+    fleet: FleetConfig | None = None
 
 
 def computed(inventory: Inventory) -> Computed:
@@ -120,6 +123,19 @@ def host_models(host: Host) -> list:
 
 def _service(host: Host, service: Service | None) -> Service:
     return service or host_services(host)[0]
+
+
+def fleet_config(inventory: Inventory) -> FleetConfig:
+    """
+    The keys the whole fleet shares (``sglfleet.plan.fleet.FleetConfig``), once per run
+    (config.py already checked that every host agrees).
+
+    + inventory: ``pyinfra.inventory``, or ``host.inventory``
+    """
+    found = computed(inventory)
+    if found.fleet is None:
+        found.fleet = FleetConfig.agreed({one.name: host_config(one) for one in inventory})
+    return found.fleet
 
 
 @cache
@@ -413,10 +429,9 @@ def fleet_waves(inventory: Inventory, targets: list[str]) -> list[Wave]:
     + inventory: ``pyinfra.inventory``
     + targets: names of the hosts this run acts on (after ``--limit``)
     """
-    configs = {host.name: host_config(host) for host in inventory}
     groups = {host.name: list(host.groups) for host in inventory}
     # The gateways are in no wave: they restart one at a time, after the serving hosts.
-    return limit_waves(plan_waves(serving_groups(groups), fleet_setting(configs, "rollout_waves")), targets)
+    return limit_waves(plan_waves(serving_groups(groups), fleet_config(inventory).rollout_waves), targets)
 
 
 @dataclass(frozen=True)
@@ -447,21 +462,21 @@ def fleet_rollout(inventory: Inventory, targets: list[str]) -> Rollout:
     """
     key, rollouts = tuple(targets), computed(inventory).rollouts
     if key not in rollouts:
-        configs = {host.name: host_config(host) for host in inventory}
+        fleet = fleet_config(inventory)
         waves = fleet_waves(inventory, targets)
-        now = until(waves, fleet_setting(configs, "rollout_until"))
+        now = until(waves, fleet.rollout_until)
         # Percentages count every targeted host, as Ansible's serial counts the play's: a pause
         # holds batches back but sizes none differently.
-        planned = plan_batches(waves, fleet_setting(configs, "rollout_serial"))
+        planned = plan_batches(waves, fleet.rollout_serial)
         started = {wave.name for wave in now}
         roles = fleet_roles(inventory)
         # A PD fleet's rollout_serial counts units (sglfleet.plan.pd_units), and its batches are whole units.
-        units = tuple(one for one in plan_units(waves, fleet_setting(configs, "rollout_serial"), roles)
+        units = tuple(one for one in plan_units(waves, fleet.rollout_serial, roles)
                       if one.wave in started) if roles else ()
         if units:
             planned = [Batch(one.wave, one.number, one.hosts) for one in units]
         rollouts[key] = Rollout(batches=tuple(batch for batch in planned if batch.wave in started),
-                                max_fail_percentage=fleet_setting(configs, "max_fail_percentage"),
+                                max_fail_percentage=fleet.max_fail_percentage,
                                 held=tuple(waves[len(now):]), units=units, roles=tuple(roles.items()))
     return rollouts[key]
 
