@@ -164,8 +164,12 @@ def _compute_caps(name: str, config: HostConfig) -> tuple[list[str] | None, str]
     return [config.gpu_compute_cap] * count, f"declared: gpu_compute_cap {config.gpu_compute_cap}"
 
 
-def _interpreter_findings(name: str, config: HostConfig, stack, severity: str) -> list:
-    """What preflight will say of the host's ``python3`` and glibc, as it last measured them."""
+def _interpreter_findings(name: str, config: HostConfig, stack, severity: str, candidates=None) -> list:
+    """
+    What preflight will say of the host's ``python3`` and glibc, as it last measured them.
+
+    + candidates: returns every stack whose lock loads; by default ``sglfleet.artifacts.stacks.loadable``
+    """
     from sglfleet.artifacts.stacks import loadable
     from sglfleet.plan.lint import Finding
     from sglfleet.plan.preflight import fitting, interpreter_problems
@@ -174,7 +178,7 @@ def _interpreter_findings(name: str, config: HostConfig, stack, severity: str) -
     if measured is None:
         return []
     found, source = measured
-    others = [other for other in fitting(list(loadable()), found, config.gpu_less) if other != stack.name]
+    others = [other for other in fitting(list((candidates or loadable)()), found, config.gpu_less) if other != stack.name]
     return [Finding(severity, name, "stack", f"{problem.removeprefix(f'{name}: ')} ({source})")
             for problem in interpreter_problems(name, stack, found, others)]
 
@@ -214,10 +218,11 @@ def check_inventory(inventory, templates: Path = TEMPLATES, measured_os_severity
     from sglfleet.plan.release import render_release
     from sglfleet.plan.secrets import SecretsError, load_secrets, render_env
     from sglfleet.plan.services import host_services
-    from sglfleet.artifacts.stacks import StackError, load_stack
+    from sglfleet.artifacts.stacks import StackError, load_stack, loadable
     from sglfleet.plan.templates import TemplateRenderError, render_unit
 
     configs = validate_inventory(inventory)
+    candidates = cache(loadable)  # read once for this inventory's hosts, when one was measured
     findings: list[Finding] = []
     for name, config in configs.items():
         if is_gateway(inventory.get_host(name).groups):
@@ -253,7 +258,7 @@ def check_inventory(inventory, templates: Path = TEMPLATES, measured_os_severity
         if version is None:
             findings.append(Finding("warning", name, "stack", f"{stack.name} names no sglang version; "
                                     f"flags were not checked"))
-        findings += _interpreter_findings(name, config, stack, measured_os_severity)
+        findings += _interpreter_findings(name, config, stack, measured_os_severity, candidates)
         caps, source = _compute_caps(name, config)
         sets = _patch_sets(config, version)
         applied = tuple(s.name for s in sets)

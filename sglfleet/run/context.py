@@ -29,7 +29,7 @@ from sglfleet.artifacts.patcher import PatchRefused
 from sglfleet.artifacts.patchsets import (PatchSet, PatchSetError, apply_sets, files as patch_set_files,
                                           digest as patch_sets_digest, for_file, for_version, load_sets,
                                           resolve_sets_dir)
-from sglfleet.artifacts.stacks import Stack, StackError, load_stack
+from sglfleet.artifacts.stacks import Stack, StackError, load_stack, loadable
 from sglfleet.facts.host import HostRead, HostState
 from sglfleet.host.layout import GATEWAY, LAYOUT
 from sglfleet.host.stacks import PATCHED, patched
@@ -60,6 +60,10 @@ class Computed:
     + reads: host -> the greenlet of its one read (``host_state``)
     + later: a rollout's batches -> which hosts hand compile caches on (``tasks/rollout.py``)
     + fleet: the keys every host shares (``fleet_config``)
+    + stacks: (name, allow_unhashed) -> the stack as its files read (``defined_stack``)
+    + loadable: every stack whose lock loads, as this run found them (``loadable_stacks``)
+    + patch_sets: a ``patch_sets_dir`` -> its sets after the shipped ones (``host_patch_sets``)
+    + tool_files: a ``server`` -> the host tool's files (``host_tool_files``)
     """
 
     configs: dict[str, HostConfig] = field(default_factory=dict)
@@ -71,6 +75,10 @@ class Computed:
     reads: dict[str, gevent.Greenlet] = field(default_factory=dict)
     later: dict[tuple, dict[str, bool]] = field(default_factory=dict)
     fleet: FleetConfig | None = None
+    stacks: dict[tuple[str, bool], Stack] = field(default_factory=dict)
+    loadable: tuple[Stack, ...] | None = None
+    patch_sets: dict[str | None, tuple[PatchSet, ...]] = field(default_factory=dict)
+    tool_files: dict[str, dict[str, tuple[bytes, str]]] = field(default_factory=dict)
 
 
 def computed(inventory: Inventory) -> Computed:
@@ -138,10 +146,16 @@ def fleet_config(inventory: Inventory) -> FleetConfig:
     return found.fleet
 
 
-@cache
-def stack_named(name: str, allow_unhashed: bool) -> Stack:
-    """The stack called ``name``, loaded once per run."""
-    return load_stack(name, allow_unhashed=allow_unhashed)
+def loadable_stacks(inventory: Inventory) -> tuple[Stack, ...]:
+    """
+    Every stack defined here whose lock loads (``sglfleet.artifacts.stacks.loadable``), read once per run.
+
+    + inventory: ``pyinfra.inventory``, or ``host.inventory``
+    """
+    found = computed(inventory)
+    if found.loadable is None:
+        found.loadable = loadable()
+    return found.loadable
 
 
 def host_is_gateway(host: Host) -> bool:
@@ -162,9 +176,12 @@ def defined_stack(host: Host) -> Stack:
     + host: ``pyinfra.host``
     """
     config = host_config(host)
+    key = (config.gateway_stack if host_is_gateway(host) else config.stack, config.allow_unhashed_lock)
+    stacks = computed(host.inventory).stacks
     try:
-        stack = stack_named(config.gateway_stack if host_is_gateway(host) else config.stack,
-                            config.allow_unhashed_lock)
+        if key not in stacks:  # read once per run
+            stacks[key] = load_stack(key[0], allow_unhashed=key[1])
+        stack = stacks[key]
         stack.require_complete()
     except StackError as e:
         # A lock problem is the whole inventory's.
@@ -203,13 +220,16 @@ def complete_stack(host: Host) -> Stack:
     return stack
 
 
-@cache
-def _sets(patch_sets_dir: str | None) -> tuple[PatchSet, ...]:
-    # config.py validated every set before connecting: a problem here is the whole run's.
-    try:
-        return tuple(load_sets(resolve_sets_dir(patch_sets_dir)))
-    except PatchSetError as e:
-        raise PyinfraError(str(e)) from None
+def _sets(host: Host) -> tuple[PatchSet, ...]:
+    """Every patch set the host's ``patch_sets_dir`` gives (after the shipped ones), read once per run."""
+    patch_sets_dir, known = host_config(host).patch_sets_dir, computed(host.inventory).patch_sets
+    if patch_sets_dir not in known:
+        # config.py validated every set before connecting: a problem here is the whole run's.
+        try:
+            known[patch_sets_dir] = tuple(load_sets(resolve_sets_dir(patch_sets_dir)))
+        except PatchSetError as e:
+            raise PyinfraError(str(e)) from None
+    return known[patch_sets_dir]
 
 
 def host_patch_sets(host: Host, stack: Stack | None = None) -> list[PatchSet]:
@@ -222,7 +242,7 @@ def host_patch_sets(host: Host, stack: Stack | None = None) -> list[PatchSet]:
     """
     stack = stack or defined_stack(host)
     config = host_config(host)
-    return [s for s in for_version(list(_sets(config.patch_sets_dir)), stack.sglang_version)
+    return [s for s in for_version(list(_sets(host)), stack.sglang_version)
             if s.name not in config.patch_sets_skip]
 
 
@@ -236,11 +256,13 @@ def host_patch_files(host: Host) -> list[str]:
 
     + host: ``pyinfra.host``
     """
-    return list(dict.fromkeys([PATCHED, *patch_set_files(list(_sets(host_config(host).patch_sets_dir)))]))
+    return list(dict.fromkeys([PATCHED, *patch_set_files(list(_sets(host)))]))
 
 
 @cache
-def _patched_digests(wheel: str, member: str, sets: tuple[PatchSet, ...]) -> tuple[str, ...]:
+def _patched_digests(wheel: str, sha256: str, member: str, sets: tuple[PatchSet, ...]) -> tuple[str, ...]:
+    # A pure function of its arguments: ``sha256`` names the wheel's bytes (an unhashed lock's too,
+    # hashed as the wheelhouse keeps it), and a PatchSet compares by what it changes.
     try:
         with zipfile.ZipFile(wheel) as archive:
             return (hashlib.sha256(apply_sets(archive.read(member), list(sets))[0]).hexdigest(),)
@@ -259,8 +281,8 @@ def patched_digests(stack: Stack, member: str = PATCHED, sets: list[PatchSet] | 
     + sets: its patch sets, in order (``for_file``)
     """
     # The sglang wheel alone: the read asks this of every Python the stack serves.
-    wheels = [local.path for local in wheelhouse.ensure(stack, names=frozenset({"sglang"})).values()]
-    return _patched_digests(str(wheels[0]), member, tuple(sets)) if wheels else ()
+    wheels = list(wheelhouse.ensure(stack, names=frozenset({"sglang"})).values())
+    return _patched_digests(str(wheels[0].path), wheels[0].sha256, member, tuple(sets)) if wheels else ()
 
 
 @dataclass(frozen=True)
@@ -374,15 +396,21 @@ HOST_PACKAGE = PROJECT_ROOT / "sglfleet" / "host"
 STANDIN_FILES = {path.name: path for folder in ("standin", "shipped") for path in sorted((FILES / folder).glob("*.py"))}
 
 
-@cache
-def host_tool_files(server: str) -> dict[str, tuple[bytes, str]]:
+def host_tool_files(host: Host) -> dict[str, tuple[bytes, str]]:
     """
     What the host tool is made of on a host (its entry script and the
     ``sglfleet.host`` package as ``lib/sglfleet_host``), and the stand-in where
-    the host runs it: remote path -> (content, mode).
+    the host runs it (its ``server``): remote path -> (content, mode), read once per run.
 
-    + server: the host's ``server`` ("sglang" or "standin")
+    + host: ``pyinfra.host``
     """
+    server, known = host_config(host).server, computed(host.inventory).tool_files
+    if server not in known:
+        known[server] = _tool_files(server)
+    return known[server]
+
+
+def _tool_files(server: str) -> dict[str, tuple[bytes, str]]:
     tools = {LAYOUT.tool: (render("sglfleet-release.j2", FILES / "host", layout=LAYOUT).encode(), "755")}
     tools.update({f"{LAYOUT.lib}/sglfleet_host/{path.name}": (path.read_bytes(), "644")
                   for path in sorted(HOST_PACKAGE.glob("*.py"))})
@@ -551,7 +579,7 @@ def _read_arguments(host: Host) -> dict:
             variants[python]["service_releases"] = {
                 service.name: release_for(host, built, service).release_id for service in host_services(host)}
     paths = [*(path for service in host_services(host) for path in (service.layout.env_file, service.layout.unit_file)),
-             *host_tool_files(config.server)]
+             *host_tool_files(host)]
     try:
         spec = [{"dir": model.dir, "digest": load_manifest(model.repo, model.revision).digest}
                 for model in host_models(host)]
