@@ -5,7 +5,7 @@ from pyinfra.api import deploy
 
 from sglfleet.facts.files import narrowed
 from sglfleet.operations import files, secrets as secret_files, users
-from sglfleet.run.context import (host_config, host_is_gateway, host_service_files, host_services, host_state,
+from sglfleet.run.context import (host_is_gateway, host_service_files, host_services, host_state,
                                   host_tool_files)
 
 
@@ -13,9 +13,8 @@ from sglfleet.run.context import (host_config, host_is_gateway, host_service_fil
 def install_service():
     if host_is_gateway(host):
         return  # no sglang unit: the gateway step installs the host's one service
-    config = host_config(host)
     found = host_state(host)
-    in_place = dict(host_tool_files(config.server))
+    in_place = dict(host_tool_files(host))
     for service in host_services(host):
         layout = service.layout
         users.system_user(

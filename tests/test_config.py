@@ -1,6 +1,7 @@
 """The inventory schema: defaults from group_data/all.py, --data coercion, one line per problem."""
 
 import re
+from dataclasses import FrozenInstanceError
 
 import pytest
 from pyinfra.api import State
@@ -9,6 +10,7 @@ from pyinfra_cli.inventory import make_inventory_from_files
 from pyinfra_cli.util import parse_cli_arg
 
 from sglfleet.errors import ConfigError
+from sglfleet.plan.fleet import FleetConfig
 from sglfleet.plan.schema import DEFAULTS_FILE, defaults, validate_host_data
 from sglfleet.plan.settings import LAUNCH_KEYS, SCHEMA_KEYS, LaunchSettings
 from sglfleet.plan.validation import validate_inventory
@@ -138,3 +140,22 @@ wave1 = [("node2", _d)]
     with pytest.raises(ConfigError) as caught:
         validate_inventory(inventory)
     assert caught.value.problems[0].startswith("node2: rollout_waves = None differs from node1's ['wave1']")
+
+
+def test_fleet_config_is_what_every_host_agrees_on_and_each_host_that_differs_is_one_line():
+    hook = {"url": "https://hooks.example.internal/x/{token}", "reasons": ["RunFinished"]}
+    agreed = {name: validate_host_data(name, {**BASE, "events_file": "~/events.jsonl", "notify_webhooks": [hook],
+                                              "rollout_serial": [1, "50%"]}) for name in ("node1", "node2")}
+    fleet = FleetConfig.agreed(agreed)
+    assert fleet.events_file == "~/events.jsonl" and fleet.rollout_serial == (1, "50%")
+    assert [entry.url for entry in fleet.notify_webhooks] == [hook["url"]]
+    with pytest.raises(FrozenInstanceError):
+        fleet.events_file = "elsewhere"  # one value for the whole run
+    differing = {**agreed, "node3": validate_host_data("node3", {**BASE, "rollout_serial": [1, "50%"]})}
+    with pytest.raises(ConfigError) as caught:
+        FleetConfig.agreed(differing)
+    assert caught.value.problems == [
+        "node3: events_file = None differs from node1's '~/events.jsonl'; "
+        "set it once for the fleet (group_data/all.py, the inventory's all group, or --data)",
+        f"node3: notify_webhooks = [] differs from node1's {agreed['node1'].notify_webhooks!r}; "
+        "set it once for the fleet (group_data/all.py, the inventory's all group, or --data)"]

@@ -26,7 +26,6 @@ from the lock (``Stack.requirements()``), offline, from their wheelhouse.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import tomllib
@@ -176,9 +175,11 @@ def available() -> list[str]:
     return sorted(p.stem for p in STACKS_DIR.glob("*.toml"))
 
 
-@functools.cache
 def loadable() -> tuple[Stack, ...]:
-    """Every stack defined here whose lock loads (hashed or not), once a process: what would fit a host."""
+    """
+    Every stack defined here whose lock loads (hashed or not): what would fit a host. About 0.1 s:
+    a run reads it once (``sglfleet.run.context.loadable_stacks``), the lint once an inventory.
+    """
     stacks = []
     for name in available():
         try:

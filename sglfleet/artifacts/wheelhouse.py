@@ -114,9 +114,11 @@ def ensure(stack: Stack, names: frozenset[str] | None = None) -> dict[str, Local
 
 
 @cache
-def _unpacked(paths: tuple[Path, ...]) -> int:
+def _unpacked(files: tuple[Local, ...]) -> int:
+    # A pure function of its arguments: each file's sha256 names its bytes (an unhashed lock's
+    # file too, hashed as ``ensure`` keeps it).
     total = 0
-    for path in paths:
+    for path, _, _ in files:
         with zipfile.ZipFile(path) as wheel:
             total += sum(member.file_size for member in wheel.infolist())
     return total
@@ -130,7 +132,7 @@ def unpacked_size(stack: Stack) -> int:
     + stack: a loaded stack; its files are fetched first if the wheelhouse lacks them
     """
     local = ensure(stack)
-    return _unpacked(tuple(local[f.filename].path for f in stack.venv_files))
+    return _unpacked(tuple(local[f.filename] for f in stack.venv_files))
 
 
 def fetched_bytes() -> int:

@@ -26,6 +26,7 @@ import re
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from pydantic import ValidationError
@@ -38,7 +39,7 @@ from sglfleet.plan.settings import SCHEMA_KEYS, HostConfig, LaunchSettings, pyda
 
 DEFAULTS_FILE = PROJECT_ROOT / "inventory" / "group_data" / "all.py"
 
-# Host data that belongs to pyinfra (connectors, global arguments), not to us.
+# Host data that belongs to pyinfra (connectors, its own operation arguments), not to us.
 PYINFRA_PREFIXES = ("_", "ssh_", "winrm_", "docker_", "dockerssh_", "chroot_", "podman_", "local_")
 
 # Key names that carry secrets; secrets come from the environment or the
@@ -54,12 +55,17 @@ SECRET_SOURCES = "SGLFLEET_HF_TOKEN / SGLFLEET_API_KEY in the controller's envir
 RENAMED = {"host": "listen_host", "port": "listen_port", "gate_generate_prompt": "gate_prompts"}
 
 
+def defaults() -> Mapping[str, Any]:
+    """The defaults of ``inventory/group_data/all.py``, the single place they live, as the file reads now."""
+    return _defaults_of(DEFAULTS_FILE.read_text())
+
+
 @cache
-def defaults() -> dict[str, Any]:
-    """The defaults of ``inventory/group_data/all.py``, the single place they live."""
+def _defaults_of(text: str) -> Mapping[str, Any]:
+    # A pure function of the file's text: run once for each text it has, read-only for every caller.
     namespace: dict[str, Any] = {}
-    exec(compile(DEFAULTS_FILE.read_text(), str(DEFAULTS_FILE), "exec"), namespace)
-    return {key: value for key, value in namespace.items() if not key.startswith("_")}
+    exec(compile(text, str(DEFAULTS_FILE), "exec"), namespace)
+    return MappingProxyType({key: value for key, value in namespace.items() if not key.startswith("_")})
 
 
 def _secret_problems(name: str, key: str, value: Any) -> list[str]:

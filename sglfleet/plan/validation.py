@@ -23,6 +23,7 @@ from pathlib import Path
 
 from sglfleet.artifacts.patchsets import SHIPPED as SHIPPED_SETS
 from sglfleet.errors import ConfigError
+from sglfleet.plan.fleet import FleetConfig
 from sglfleet.plan.gateway import gateway_problems, is_gateway, serving_groups
 from sglfleet.plan.measured import measured_caps, measured_os
 from sglfleet.plan.pd import backend_wheel_problem, pd_problems, role_of
@@ -31,7 +32,7 @@ from sglfleet.plan.services import host_services
 from sglfleet.plan.schema import STACKS_DIR, stack_problems, validate_host_data
 from sglfleet.plan.settings import HostConfig
 from sglfleet.plan.templates import TEMPLATES
-from sglfleet.plan.waves import FLEET_SETTINGS, default_waves, fleet_setting, plan_waves, until
+from sglfleet.plan.waves import default_waves, plan_waves, until
 
 
 def load_inventory(inventory_file: str, data: dict | None = None):
@@ -100,7 +101,8 @@ def collapse(lines: list[str], host_names) -> list[str]:
 
 def validate_inventory(inventory, stacks_dir: Path = STACKS_DIR) -> dict[str, HostConfig]:
     """
-    Validate every host of a pyinfra inventory and its wave plan, collecting all problems.
+    Validate every host of a pyinfra inventory, the keys the fleet shares (``FleetConfig``: every
+    host must agree on each) and its wave plan, collecting all problems.
 
     + inventory: a ``pyinfra.api.Inventory`` (nothing is connected)
     + stacks_dir: where stack files live
@@ -129,18 +131,17 @@ def validate_inventory(inventory, stacks_dir: Path = STACKS_DIR) -> dict[str, Ho
             problems += stack_problems(host.name, configs[host.name].gateway_stack, stacks_dir, key="gateway_stack")
     if not problems:
         try:
-            for key in FLEET_SETTINGS:
-                fleet_setting(configs, key)
-            named = fleet_setting(configs, "rollout_waves")
+            fleet = FleetConfig.agreed(configs)
+            named = fleet.rollout_waves
             wave_names = named if named is not None else default_waves({g for gs in groups.values() for g in gs})
             problems += gateway_problems(groups, data, configs, wave_names)
             problems += pd_problems(groups, configs, [host for host, names in groups.items() if is_gateway(names)])
             # The gateways are in no wave: the plan orders the serving hosts.
             waves = plan_waves(serving_groups(groups), named)
-            until(waves, fleet_setting(configs, "rollout_until"))
+            until(waves, fleet.rollout_until)
             roles = {name: role_of(host_services(configs[name])[0].config) for name in serving_groups(groups)}
             if any(roles.values()) and not problems:
-                problems += unit_problems(plan_units(waves, fleet_setting(configs, "rollout_serial"), roles), roles)
+                problems += unit_problems(plan_units(waves, fleet.rollout_serial, roles), roles)
         except ConfigError as error:
             problems += error.problems
     if problems:
@@ -162,8 +163,12 @@ def _compute_caps(name: str, config: HostConfig) -> tuple[list[str] | None, str]
     return [config.gpu_compute_cap] * count, f"declared: gpu_compute_cap {config.gpu_compute_cap}"
 
 
-def _interpreter_findings(name: str, config: HostConfig, stack, severity: str) -> list:
-    """What preflight will say of the host's ``python3`` and glibc, as it last measured them."""
+def _interpreter_findings(name: str, config: HostConfig, stack, severity: str, candidates=None) -> list:
+    """
+    What preflight will say of the host's ``python3`` and glibc, as it last measured them.
+
+    + candidates: returns every stack whose lock loads; by default ``sglfleet.artifacts.stacks.loadable``
+    """
     from sglfleet.artifacts.stacks import loadable
     from sglfleet.plan.lint import Finding
     from sglfleet.plan.preflight import fitting, interpreter_problems
@@ -172,7 +177,7 @@ def _interpreter_findings(name: str, config: HostConfig, stack, severity: str) -
     if measured is None:
         return []
     found, source = measured
-    others = [other for other in fitting(list(loadable()), found, config.gpu_less) if other != stack.name]
+    others = [other for other in fitting(list((candidates or loadable)()), found, config.gpu_less) if other != stack.name]
     return [Finding(severity, name, "stack", f"{problem.removeprefix(f'{name}: ')} ({source})")
             for problem in interpreter_problems(name, stack, found, others)]
 
@@ -203,10 +208,11 @@ def check_inventory(inventory, templates: Path = TEMPLATES, measured_os_severity
     from sglfleet.plan.release import render_release
     from sglfleet.plan.secrets import SecretsError, load_secrets, render_env
     from sglfleet.plan.services import host_services
-    from sglfleet.artifacts.stacks import StackError, load_stack
+    from sglfleet.artifacts.stacks import StackError, load_stack, loadable
     from sglfleet.plan.templates import TemplateRenderError, render_unit
 
     configs = validate_inventory(inventory)
+    candidates = cache(loadable)  # read once for this inventory's hosts, when one was measured
     findings: list[Finding] = []
     for name, config in configs.items():
         if is_gateway(inventory.get_host(name).groups):
@@ -242,7 +248,7 @@ def check_inventory(inventory, templates: Path = TEMPLATES, measured_os_severity
         if version is None:
             findings.append(Finding("warning", name, "stack", f"{stack.name} names no sglang version; "
                                     f"flags were not checked"))
-        findings += _interpreter_findings(name, config, stack, measured_os_severity)
+        findings += _interpreter_findings(name, config, stack, measured_os_severity, candidates)
         caps, source = _compute_caps(name, config)
         sets = _patch_sets(config, version)
         applied = tuple(s.name for s in sets)

@@ -29,12 +29,13 @@ from sglfleet.artifacts.patcher import PatchRefused
 from sglfleet.artifacts.patchsets import (PatchSet, PatchSetError, apply_sets, files as patch_set_files,
                                           digest as patch_sets_digest, for_file, for_version, load_sets,
                                           resolve_sets_dir)
-from sglfleet.artifacts.stacks import Stack, StackError, load_stack
+from sglfleet.artifacts.stacks import Stack, StackError, load_stack, loadable
 from sglfleet.facts.host import HostRead, HostState
 from sglfleet.host.layout import GATEWAY, LAYOUT
 from sglfleet.host.stacks import PATCHED, patched
 from sglfleet.plan.pd import Worker, role_of, worker_of
 from sglfleet.plan.pd_units import UnitBatch, plan_units
+from sglfleet.plan.fleet import FleetConfig
 from sglfleet.plan.gateway import gateway_args, gateway_url, is_gateway, serving_groups, worker_url
 from sglfleet.plan.release import Release, render_release
 from sglfleet.plan.rollout_plan import RolloutPlan
@@ -43,7 +44,7 @@ from sglfleet.plan.settings import HostConfig
 from sglfleet.plan.secrets import gateway_secrets, load_secrets, render_env
 from sglfleet.plan.services import Service, host_services as _host_services
 from sglfleet.plan.templates import render, render_gateway_unit, render_unit
-from sglfleet.plan.waves import Batch, Wave, fleet_setting, limit_waves, plan_batches, plan_waves, until
+from sglfleet.plan.waves import Batch, Wave, limit_waves, plan_batches, plan_waves, until
 
 
 @dataclass
@@ -59,6 +60,11 @@ class Computed:
     + rollouts: targets -> the rollout (``fleet_rollout``)
     + reads: host -> the greenlet of its one read (``host_state``)
     + plans: a rollout's batches -> its plan (``sglfleet.plan.rollout_plan``, ``tasks/rollout.py``)
+    + fleet: the keys every host shares (``fleet_config``)
+    + stacks: (name, allow_unhashed) -> the stack as its files read (``defined_stack``)
+    + loadable: every stack whose lock loads, as this run found them (``loadable_stacks``)
+    + patch_sets: a ``patch_sets_dir`` -> its sets after the shipped ones (``host_patch_sets``)
+    + tool_files: a ``server`` -> the host tool's files (``host_tool_files``)
     """
 
     configs: dict[str, HostConfig] = field(default_factory=dict)
@@ -69,6 +75,11 @@ class Computed:
     rollouts: dict[tuple[str, ...], Rollout] = field(default_factory=dict)
     reads: dict[str, gevent.Greenlet] = field(default_factory=dict)
     plans: dict[tuple, RolloutPlan] = field(default_factory=dict)
+    fleet: FleetConfig | None = None
+    stacks: dict[tuple[str, bool], Stack] = field(default_factory=dict)
+    loadable: tuple[Stack, ...] | None = None
+    patch_sets: dict[str | None, tuple[PatchSet, ...]] = field(default_factory=dict)
+    tool_files: dict[str, dict[str, tuple[bytes, str]]] = field(default_factory=dict)
 
 
 def computed(inventory: Inventory) -> Computed:
@@ -123,10 +134,29 @@ def _service(host: Host, service: Service | None) -> Service:
     return service or host_services(host)[0]
 
 
-@cache
-def stack_named(name: str, allow_unhashed: bool) -> Stack:
-    """The stack called ``name``, loaded once per run."""
-    return load_stack(name, allow_unhashed=allow_unhashed)
+def fleet_config(inventory: Inventory) -> FleetConfig:
+    """
+    The keys the whole fleet shares (``sglfleet.plan.fleet.FleetConfig``), once per run
+    (config.py already checked that every host agrees).
+
+    + inventory: ``pyinfra.inventory``, or ``host.inventory``
+    """
+    found = computed(inventory)
+    if found.fleet is None:
+        found.fleet = FleetConfig.agreed({one.name: host_config(one) for one in inventory})
+    return found.fleet
+
+
+def loadable_stacks(inventory: Inventory) -> tuple[Stack, ...]:
+    """
+    Every stack defined here whose lock loads (``sglfleet.artifacts.stacks.loadable``), read once per run.
+
+    + inventory: ``pyinfra.inventory``, or ``host.inventory``
+    """
+    found = computed(inventory)
+    if found.loadable is None:
+        found.loadable = loadable()
+    return found.loadable
 
 
 def host_is_gateway(host: Host) -> bool:
@@ -147,9 +177,12 @@ def defined_stack(host: Host) -> Stack:
     + host: ``pyinfra.host``
     """
     config = host_config(host)
+    key = (config.gateway_stack if host_is_gateway(host) else config.stack, config.allow_unhashed_lock)
+    stacks = computed(host.inventory).stacks
     try:
-        stack = stack_named(config.gateway_stack if host_is_gateway(host) else config.stack,
-                            config.allow_unhashed_lock)
+        if key not in stacks:  # read once per run
+            stacks[key] = load_stack(key[0], allow_unhashed=key[1])
+        stack = stacks[key]
         stack.require_complete()
     except StackError as e:
         # A lock problem is the whole inventory's.
@@ -188,13 +221,16 @@ def complete_stack(host: Host) -> Stack:
     return stack
 
 
-@cache
-def _sets(patch_sets_dir: str | None) -> tuple[PatchSet, ...]:
-    # config.py validated every set before connecting: a problem here is the whole run's.
-    try:
-        return tuple(load_sets(resolve_sets_dir(patch_sets_dir)))
-    except PatchSetError as e:
-        raise PyinfraError(str(e)) from None
+def _sets(host: Host) -> tuple[PatchSet, ...]:
+    """Every patch set the host's ``patch_sets_dir`` gives (after the shipped ones), read once per run."""
+    patch_sets_dir, known = host_config(host).patch_sets_dir, computed(host.inventory).patch_sets
+    if patch_sets_dir not in known:
+        # config.py validated every set before connecting: a problem here is the whole run's.
+        try:
+            known[patch_sets_dir] = tuple(load_sets(resolve_sets_dir(patch_sets_dir)))
+        except PatchSetError as e:
+            raise PyinfraError(str(e)) from None
+    return known[patch_sets_dir]
 
 
 def host_patch_sets(host: Host, stack: Stack | None = None) -> list[PatchSet]:
@@ -207,7 +243,7 @@ def host_patch_sets(host: Host, stack: Stack | None = None) -> list[PatchSet]:
     """
     stack = stack or defined_stack(host)
     config = host_config(host)
-    return [s for s in for_version(list(_sets(config.patch_sets_dir)), stack.sglang_version)
+    return [s for s in for_version(list(_sets(host)), stack.sglang_version)
             if s.name not in config.patch_sets_skip]
 
 
@@ -221,11 +257,13 @@ def host_patch_files(host: Host) -> list[str]:
 
     + host: ``pyinfra.host``
     """
-    return list(dict.fromkeys([PATCHED, *patch_set_files(list(_sets(host_config(host).patch_sets_dir)))]))
+    return list(dict.fromkeys([PATCHED, *patch_set_files(list(_sets(host)))]))
 
 
 @cache
-def _patched_digests(wheel: str, member: str, sets: tuple[PatchSet, ...]) -> tuple[str, ...]:
+def _patched_digests(wheel: str, sha256: str, member: str, sets: tuple[PatchSet, ...]) -> tuple[str, ...]:
+    # A pure function of its arguments: ``sha256`` names the wheel's bytes (an unhashed lock's too,
+    # hashed as the wheelhouse keeps it), and a PatchSet compares by what it changes.
     try:
         with zipfile.ZipFile(wheel) as archive:
             return (hashlib.sha256(apply_sets(archive.read(member), list(sets))[0]).hexdigest(),)
@@ -244,8 +282,8 @@ def patched_digests(stack: Stack, member: str = PATCHED, sets: list[PatchSet] | 
     + sets: its patch sets, in order (``for_file``)
     """
     # The sglang wheel alone: the read asks this of every Python the stack serves.
-    wheels = [local.path for local in wheelhouse.ensure(stack, names=frozenset({"sglang"})).values()]
-    return _patched_digests(str(wheels[0]), member, tuple(sets)) if wheels else ()
+    wheels = list(wheelhouse.ensure(stack, names=frozenset({"sglang"})).values())
+    return _patched_digests(str(wheels[0].path), wheels[0].sha256, member, tuple(sets)) if wheels else ()
 
 
 @dataclass(frozen=True)
@@ -359,15 +397,21 @@ HOST_PACKAGE = PROJECT_ROOT / "sglfleet" / "host"
 STANDIN_FILES = {path.name: path for folder in ("standin", "shipped") for path in sorted((FILES / folder).glob("*.py"))}
 
 
-@cache
-def host_tool_files(server: str) -> dict[str, tuple[bytes, str]]:
+def host_tool_files(host: Host) -> dict[str, tuple[bytes, str]]:
     """
     What the host tool is made of on a host (its entry script and the
     ``sglfleet.host`` package as ``lib/sglfleet_host``), and the stand-in where
-    the host runs it: remote path -> (content, mode).
+    the host runs it (its ``server``): remote path -> (content, mode), read once per run.
 
-    + server: the host's ``server`` ("sglang" or "standin")
+    + host: ``pyinfra.host``
     """
+    server, known = host_config(host).server, computed(host.inventory).tool_files
+    if server not in known:
+        known[server] = _tool_files(server)
+    return known[server]
+
+
+def _tool_files(server: str) -> dict[str, tuple[bytes, str]]:
     tools = {LAYOUT.tool: (render("sglfleet-release.j2", FILES / "host", layout=LAYOUT).encode(), "755")}
     tools.update({f"{LAYOUT.lib}/sglfleet_host/{path.name}": (path.read_bytes(), "644")
                   for path in sorted(HOST_PACKAGE.glob("*.py"))})
@@ -414,10 +458,9 @@ def fleet_waves(inventory: Inventory, targets: list[str]) -> list[Wave]:
     + inventory: ``pyinfra.inventory``
     + targets: names of the hosts this run acts on (after ``--limit``)
     """
-    configs = {host.name: host_config(host) for host in inventory}
     groups = {host.name: list(host.groups) for host in inventory}
     # The gateways are in no wave: they restart one at a time, after the serving hosts.
-    return limit_waves(plan_waves(serving_groups(groups), fleet_setting(configs, "rollout_waves")), targets)
+    return limit_waves(plan_waves(serving_groups(groups), fleet_config(inventory).rollout_waves), targets)
 
 
 @dataclass(frozen=True)
@@ -448,21 +491,21 @@ def fleet_rollout(inventory: Inventory, targets: list[str]) -> Rollout:
     """
     key, rollouts = tuple(targets), computed(inventory).rollouts
     if key not in rollouts:
-        configs = {host.name: host_config(host) for host in inventory}
+        fleet = fleet_config(inventory)
         waves = fleet_waves(inventory, targets)
-        now = until(waves, fleet_setting(configs, "rollout_until"))
+        now = until(waves, fleet.rollout_until)
         # Percentages count every targeted host, as Ansible's serial counts the play's: a pause
         # holds batches back but sizes none differently.
-        planned = plan_batches(waves, fleet_setting(configs, "rollout_serial"))
+        planned = plan_batches(waves, fleet.rollout_serial)
         started = {wave.name for wave in now}
         roles = fleet_roles(inventory)
         # A PD fleet's rollout_serial counts units (sglfleet.plan.pd_units), and its batches are whole units.
-        units = tuple(one for one in plan_units(waves, fleet_setting(configs, "rollout_serial"), roles)
+        units = tuple(one for one in plan_units(waves, fleet.rollout_serial, roles)
                       if one.wave in started) if roles else ()
         if units:
             planned = [Batch(one.wave, one.number, one.hosts) for one in units]
         rollouts[key] = Rollout(batches=tuple(batch for batch in planned if batch.wave in started),
-                                max_fail_percentage=fleet_setting(configs, "max_fail_percentage"),
+                                max_fail_percentage=fleet.max_fail_percentage,
                                 held=tuple(waves[len(now):]), units=units, roles=tuple(roles.items()))
     return rollouts[key]
 
@@ -537,7 +580,7 @@ def _read_arguments(host: Host) -> dict:
             variants[python]["service_releases"] = {
                 service.name: release_for(host, built, service).release_id for service in host_services(host)}
     paths = [*(path for service in host_services(host) for path in (service.layout.env_file, service.layout.unit_file)),
-             *host_tool_files(config.server)]
+             *host_tool_files(host)]
     try:
         spec = [{"dir": model.dir, "digest": load_manifest(model.repo, model.revision).digest}
                 for model in host_models(host)]

@@ -202,22 +202,24 @@ def record_events(state) -> None:
 
 
 def _open(state, inventory, inventory_file: str, playbooks: list[str]) -> None:
-    from sglfleet.run.context import host_config  # validated data: config.py's check ran first
+    from sglfleet.run.context import fleet_config, host_config  # validated data: config.py's check ran first
 
     targets = list(inventory)
     if not targets:
         return
-    # Fleet-wide keys (where the log goes, whom to notify): the first targeted host's data names them.
-    config = host_config(targets[0])
+    # Where the log goes and whom to notify: keys every host agrees on (config.py checked it).
+    fleet = fleet_config(inventory)
+    # A host's own key: the first targeted host's secrets_file holds the webhook token.
+    secrets_file = host_config(targets[0]).secrets_file
     try:
-        secrets = tuple(v for v in load_secrets(config.secrets_file).values.values() if v)
-        webhooks = [Webhook.from_config(entry.model_dump(), config.secrets_file) for entry in config.notify_webhooks]
+        secrets = tuple(v for v in load_secrets(secrets_file).values.values() if v)
+        webhooks = [Webhook.from_config(entry.model_dump(), secrets_file) for entry in fleet.notify_webhooks]
     except SecretsError:  # the service step reports it; a webhook needing its token says so when it sends
-        secrets, webhooks = (), [Webhook(entry.url, tuple(entry.reasons)) for entry in config.notify_webhooks]
+        secrets, webhooks = (), [Webhook(entry.url, tuple(entry.reasons)) for entry in fleet.notify_webhooks]
     secrets += tuple(hook.secret for hook in webhooks if hook.secret)
     run = record(state)
     run.outboxes[:] = [_Outbox(hook, run) for hook in webhooks]
-    run.log = EventLog(Path(config.events_file).expanduser() if config.events_file else default_path(),
+    run.log = EventLog(Path(fleet.events_file).expanduser() if fleet.events_file else default_path(),
                        inventory=inventory_file, secrets=secrets, listeners=[box.listener for box in run.outboxes])
     _emit(run, "RunStarted", figures={"hosts": len(targets)},
           message=f"{' '.join(playbooks)} on {', '.join(host.name for host in targets)}")
