@@ -19,6 +19,7 @@ connects, so bad input gets one line per problem and touches no host.
 from __future__ import annotations
 
 import sys
+from functools import cache
 from pathlib import Path
 
 from sglfleet.artifacts.patchsets import SHIPPED as SHIPPED_SETS
