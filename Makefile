@@ -38,7 +38,9 @@ test: deps
 down: deps
 	$(BIN)/sglfleet devfleet down
 
+# The project's own bytecode, as the venv's (scripts/install-deps): pyinfra never writes it.
 deps: $(VENV)/.installed
+	@$(BIN)/python -m compileall -q sglfleet tasks >/dev/null
 
 $(VENV)/.installed: pyproject.toml scripts/install-deps
 	scripts/install-deps

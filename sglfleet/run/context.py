@@ -24,6 +24,7 @@ from sglfleet import FILES, PROJECT_ROOT
 
 from sglfleet.artifacts import wheelhouse
 from sglfleet.artifacts.fanout import Share, rounds
+from sglfleet.artifacts.kept import kept, patch_engine
 from sglfleet.artifacts.models import ModelError, load_manifest, staged_models
 from sglfleet.artifacts.patcher import PatchRefused
 from sglfleet.artifacts.patchsets import (PatchSet, PatchSetError, apply_sets, files as patch_set_files,
@@ -263,12 +264,17 @@ def host_patch_files(host: Host) -> list[str]:
 @cache
 def _patched_digests(wheel: str, sha256: str, member: str, sets: tuple[PatchSet, ...]) -> tuple[str, ...]:
     # A pure function of its arguments: ``sha256`` names the wheel's bytes (an unhashed lock's too,
-    # hashed as the wheelhouse keeps it), and a PatchSet compares by what it changes.
-    try:
-        with zipfile.ZipFile(wheel) as archive:
-            return (hashlib.sha256(apply_sets(archive.read(member), list(sets))[0]).hexdigest(),)
-    except (KeyError, PatchRefused):
-        return ()  # no such file, or one the engine refuses: each host reads and reports its own
+    # hashed as the wheelhouse keeps it), and a PatchSet compares by what it changes. Kept across
+    # runs (``sglfleet.artifacts.kept``): placing the sets parses each file, most of a second a run.
+    def digests() -> list[str]:
+        try:
+            with zipfile.ZipFile(wheel) as archive:
+                return [hashlib.sha256(apply_sets(archive.read(member), list(sets))[0]).hexdigest()]
+        except (KeyError, PatchRefused):
+            return []  # no such file, or one the engine refuses: each host reads and reports its own
+
+    inputs = (patch_engine(), sha256.encode(), member.encode(), repr(sets).encode())
+    return tuple(kept("patched-digests", inputs, digests))
 
 
 def patched_digests(stack: Stack, member: str = PATCHED, sets: list[PatchSet] | tuple = ()) -> tuple[str, ...]:
