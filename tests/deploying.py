@@ -108,14 +108,17 @@ def fleet_state(fleet) -> dict[str, dict]:
 
 
 def tree_digest(fleet, host: str, *paths: str) -> str:
-    """One digest of every file's path, mode and content under ``paths`` on ``host`` (read
-    through nsenter: the check logs in nowhere)."""
+    """
+    Every file, folder and link under ``paths`` on ``host``, each with its type, size,
+    inode, mode, owners, link target, and the times of its last write and last change
+    (read through nsenter: the check logs in nowhere).
+
+    Stricter than hashing the contents, and costs a listing, not a read of every byte
+    (152 MB of venvs a host): no write leaves the change time (``ctime``) as it was, and
+    a file written again with the same bytes, or one made and removed, shows too.
+    """
     quoted = " ".join(paths)
-    return fleet.inside(
-        host,
-        f"find {quoted} -xdev \\( -type f -o -type l \\) -printf '%p %m %l\\n' 2>/dev/null | sort; "
-        f"find {quoted} -xdev -type f -print0 2>/dev/null | sort -z | xargs -0 sha256sum",
-    ).stdout
+    return fleet.inside(host, f"find {quoted} -xdev -printf '%p %y %s %i %m %U:%G %l %T@ %C@\\n' 2>/dev/null | sort").stdout
 
 
 def sshd_connections(fleet, host: str, since: float, logins: bool = False, until: float | None = None) -> int:

@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from deploying import converged, deploy, pyinfra, ssh_logins
+from deploying import converged, deploy, pyinfra, ssh_logins, tree_digest
 from paths import LAYOUT, UNIT
 
 pytestmark = pytest.mark.fleet
@@ -34,10 +34,6 @@ def started(fleet, host: str) -> str:
 @pytest.fixture(scope="module")
 def as_deploy(fleet):
     yield from converged(fleet, *AS_DEPLOY)
-
-
-def tree_digest_inside(fleet, host: str) -> str:
-    return fleet.inside(host, f"find {LAYOUT.root} /etc -xdev -type f -print0 | sort -z | xargs -0 sha256sum").stdout
 
 
 def test_root_login_without_sudo_still_converges(as_deploy):
@@ -97,14 +93,14 @@ def test_secrets_never_sit_in_a_file_others_can_read_during_a_converge(as_deploy
 ])
 def test_user_without_passwordless_sudo_is_refused_before_anything_changes(as_deploy, user, why):
     fleet = as_deploy
-    before = {host: tree_digest_inside(fleet, host) for host in fleet.hosts}
+    before = {host: tree_digest(fleet, host, LAYOUT.root, "/etc") for host in fleet.hosts}
     done = deploy("--ssh-user", user, "--sudo", *CHANGE, timeout=120)
     assert done.returncode != 0
     assert re.search(rf"node\d: the inventory asks for sudo, but {why} \(.*\); give {user} passwordless "
                      rf"sudo on the host, e\.g\. the line '{user} ALL=\(ALL:ALL\) NOPASSWD: ALL'", done.stdout), \
         done.stdout[-3000:]
     assert "Nothing was changed." in done.stdout
-    assert {host: tree_digest_inside(fleet, host) for host in fleet.hosts} == before
+    assert {host: tree_digest(fleet, host, LAYOUT.root, "/etc") for host in fleet.hosts} == before
 
 
 def test_hosts_behind_a_jump_host(as_deploy):
