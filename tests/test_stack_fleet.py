@@ -18,7 +18,7 @@ import pytest
 
 from paths import LAYOUT
 from sglfleet import FILES, PROJECT_ROOT
-from deploying import stack_on
+from deploying import stack_on, tree_digest
 from sglfleet.artifacts.stacks import load_stack, lock_path
 
 pytestmark = pytest.mark.fleet
@@ -86,8 +86,8 @@ def marker(fleet, host, stack):
     return json.loads(fleet.exec(host, f"cat {stack.marker}").stdout)
 
 
-def digest(fleet, host, path):
-    return fleet.exec(host, f"find {path} -type f -print0 | sort -z | xargs -0 sha256sum | sha256sum").stdout
+def digest(fleet, host, paths):
+    return tree_digest(fleet, host, *paths.split())  # every entry's metadata and change time, not its bytes
 
 
 def test_fresh_build_fetches_once_then_converges_to_no_change(fleet, env, built):
