@@ -143,8 +143,9 @@ def _pd_steps(config, rollout, routers: dict, lock_wait: float):
     ``("idle", label, kind, None)`` where the host is not in it (``_pd_turn``).
     """
     roles = dict(rollout.roles)
-    workers = tuple((h.name, worker_url(h.name, h.data.dict(), service.port))
-                    for h in inventory if h.name in roles for service in host_services(h))
+    workers = tuple((h.name, url, tuple(worker_of(url, service.config).spec().items()))
+                    for h in inventory if h.name in roles for service in host_services(h)
+                    for url in [worker_url(h.name, h.data.dict(), service.port)])
     earlier_units: list[tuple[str, tuple[tuple[str, ...], ...]]] = []
     plan = _fleet_plan(tuple(batch.hosts for batch in rollout.batches))
     for one in unit_steps(rollout.units, roles):

@@ -11,7 +11,8 @@ The suite's fleet has three hosts: one prefill, one decode, the gateway. With on
 batch is the whole fleet, so while it switches no pair is routable, and the gateway answers 503
 ("No available servers"): the rollout test then asserts that only such requests failed. With five
 hosts (``sglfleet devfleet up --hosts 5``: two prefills, two decodes, a gateway) the canary unit
-switches while the other serves, and the test asserts that no request failed at all.
+switches while the other serves, and at the flip the new units join beside the old release under a
+``pairing_protocol`` of their own before it leaves: the test asserts that no request failed at all.
 """
 
 import json
@@ -148,6 +149,9 @@ def test_a_rollout_under_traffic_never_pairs_two_releases(fleet, topology):
         assert {request.outcome for request in load.failed()} <= {503}, load.summary()
     assert {w.get("worker_type") for w in listed(url).values()} == {"prefill", "decode"}
     assert all(w["is_healthy"] for w in listed(url).values())
+    # smg pairs only within one pairing_protocol: every worker now carries the new release's own.
+    pairings = {w.get("pd_pairing") for w in listed(url).values()}
+    assert len(pairings) == 1 and pairings.pop().startswith("sglfleet-"), listed(url)
 
 
 def test_a_decode_canary_that_fails_its_gate_rolls_its_unit_back(fleet, topology):

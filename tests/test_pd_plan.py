@@ -15,7 +15,7 @@ import pytest
 from sglfleet.artifacts import wheelhouse
 from sglfleet.artifacts.stacks import load_stack
 from sglfleet.plan.gateway import gateway_args
-from sglfleet.plan.pd import Worker, fingerprint, kv_shape, pd_problems, worker_of
+from sglfleet.plan.pd import Worker, fingerprint, kv_shape, pairing_generation, pd_problems, worker_of
 from sglfleet.plan.release import launch_args
 from sglfleet.plan.schema import validate_host_data
 from sglfleet.plan.templates import render_gateway_unit
@@ -84,11 +84,24 @@ def test_a_prefills_bootstrap_port_is_a_port_of_its_host():
         validate_host_data("n", {**BASE, "disaggregation_mode": "prefill", "disaggregation_bootstrap_port": 30089})
 
 
-def test_each_worker_joins_with_its_role():
+def test_each_worker_joins_with_its_role_and_its_release_generation():
     all_configs = configs()
-    assert worker_of("http://n1:30000", all_configs["node1"]).spec() == {"worker_type": "prefill", "bootstrap_port": 8998}
-    assert worker_of("http://n2:30000", all_configs["node2"]).spec() == {"worker_type": "decode"}
+    prefill = worker_of("http://n1:30000", all_configs["node1"]).spec()
+    decode = worker_of("http://n2:30000", all_configs["node2"]).spec()
+    generation = prefill.pop("pairing_protocol")
+    assert prefill == {"worker_type": "prefill", "bootstrap_port": 8998}
+    assert decode == {"worker_type": "decode", "pairing_protocol": generation}  # one release: they pair
     assert worker_of("http://n3:30000", validate_host_data("n", BASE)).spec() == {}
+
+
+def test_a_shared_flag_or_the_model_changes_the_generation_and_a_role_flag_does_not():
+    node1 = configs()["node1"]
+    generation = pairing_generation(node1)
+    steps = node1.model_copy(update={"launch": node1.launch.model_copy(update={"speculative_num_steps": 4})})
+    fraction = node1.model_copy(update={"launch": node1.launch.model_copy(update={"mem_fraction_static": 0.5})})
+    assert pairing_generation(steps) != generation
+    assert pairing_generation(node1.model_copy(update={"model_revision": "b" * 40})) != generation
+    assert pairing_generation(fraction) == generation  # a server's own flag: the pair stays one release
 
 
 def test_the_fingerprint_follows_the_kv_shape():

@@ -10,6 +10,7 @@ import pytest
 from sglfleet.plan.pd_units import (capacity, over_budget, plan_units, rejoins, settle, unit_problems, unit_steps,
                                     units_of)
 from sglfleet.plan.waves import Wave
+from sglfleet.plan.pd import pairing_generation
 
 P, D = "prefill", "decode"
 ROLES = {"n1": P, "n2": D, "n3": P, "n4": D, "n5": P, "n6": D, "n7": D}
@@ -176,12 +177,13 @@ def test_each_hosts_operations_follow_the_units_in_step_with_the_others(monkeypa
                            dict(step[1].worker_spec)) if isinstance(step, tuple) else
                           ("switch", step.label, step.hold, step.pd_unit, len(step.earlier_units))
                           for step in rollout._steps(context.host_config(inventory.get_host(name)))]
+    generation = {"pairing_protocol": pairing_generation(context.host_config(inventory.get_host("node2")))}
     assert seen["node2"][:4] == [("switch", "canary batch 1 decodes", True, ("node1", "node2"), 0),
                                  ("idle", "canary batch 1 prefills", "switch"),
                                  ("settle", "canary batch 1 settle", True, False, "http://10.0.0.2:30000",
-                                  {"worker_type": "decode"}),
+                                  {"worker_type": "decode", **generation}),
                                  ("flip", "canary batch 1 settle", True, False, "http://10.0.0.2:30000",
-                                  {"worker_type": "decode"})]
+                                  {"worker_type": "decode", **generation})]
     assert seen["node1"][1] == ("switch", "canary batch 1 prefills", True, ("node1", "node2"), 0)
     assert seen["node1"][2][3] is True  # the batch's leader takes the old release out at the flip
     assert seen["node3"][5] == ("switch", "wave1 batch 2 prefills", False, ("node3", "node4"), 1)
@@ -204,7 +206,8 @@ class _Host:
 
 
 @pytest.mark.parametrize("failed, passed, flips, rolled", [
-    (set(), {"n1", "n2"}, ["http://n3:30000", "http://n4:30000"], []),     # within budget: the old release leaves
+    (set(), {"n1", "n2"}, [(["http://n3:30000", "http://n4:30000"],   # within budget: the old release leaves
+                            ["http://n1:30000", "http://n2:30000"])], []),  # once the unit joined beside it
     ({"n2"}, {"n1"}, [], ["n1"]),                                          # the decode failed: back, no flip
     ({"n1"}, {"n2"}, [], ["n2"]),                                          # the prefill failed: the unit rolls back
 ])
@@ -214,20 +217,20 @@ def test_the_first_batch_settles_by_flipping_or_rolling_back(monkeypatch, failed
     from sglfleet.run import pd, router, summary
     from sglfleet.run.rollout import BatchStep
 
-    calls = {"stop": [], "rolled": []}
-    monkeypatch.setattr(router, "stop_routing", lambda url, urls, **kw: calls["stop"].extend(urls))
+    calls = {"flip": [], "rolled": []}
+    monkeypatch.setattr(router, "flip", lambda url, old, new, **kw: calls["flip"].append((list(old), sorted(new))))
     monkeypatch.setattr(pd, "roll_back", lambda state, host, args, step: calls["rolled"].append(host.name) or True)
     monkeypatch.setattr(pd.recording, "emit", lambda *a, **kw: None)
     monkeypatch.setattr(summary, "passed_hosts", lambda: sorted(passed))
     state = SimpleNamespace(failed_hosts=[SimpleNamespace(name=name) for name in failed])
     turn = pd.SettleTurn(units=(("n1", "n2"),), flip=True, leader=True,
-                         workers=tuple((f"n{i}", f"http://n{i}:30000") for i in range(1, 5)))
+                         workers=tuple((f"n{i}", f"http://n{i}:30000", (("worker_type", "decode"),)) for i in range(1, 5)))
     for name in ("n1", "n2"):
         if name in failed:
             continue  # pyinfra runs nothing more on a failed host
         step = BatchStep("canary batch 1 settle", gateways=("http://gw:30080",), pd_unit=("n1", "n2"), hold=True)
         assert pd.settled(state, _Host(name), {}, step, replace_leader(turn, name == "n1"))
-    assert sorted(calls["stop"]) == flips
+    assert calls["flip"] == flips
     assert calls["rolled"] == rolled
 
 

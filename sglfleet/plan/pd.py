@@ -56,26 +56,42 @@ BACKEND_MODULES = {"mooncake": "mooncake.engine", "nixl": "nixl._api"}
 @dataclass(frozen=True)
 class Worker:
     """
-    One worker of the gateways: its URL, its role (None: a whole server) and, for a prefill, its
-    bootstrap port, as smg takes them (``--prefill URL PORT``, ``--decode URL``; ``POST /workers``
-    with ``worker_type`` and ``bootstrap_port``, smg ``crates/protocols/src/worker.rs`` ``WorkerSpec``).
+    One worker of the gateways: its URL, its role (None: a whole server), for a prefill its
+    bootstrap port, and its release's pairing generation, as smg takes them (``--prefill URL PORT``,
+    ``--decode URL``; ``POST /workers`` with ``worker_type``, ``bootstrap_port`` and
+    ``pairing_protocol``, smg 1.13.0 ``crates/protocols/src/worker.rs:751-761`` ``WorkerSpec``).
     """
 
     url: str
     role: str | None = None
     bootstrap_port: int | None = None
+    pairing: str | None = None
 
     def spec(self) -> dict:
         """The ``POST /workers`` body's role fields (empty for a whole server)."""
         if self.role is None:
             return {}
-        return {"worker_type": self.role, **({"bootstrap_port": self.bootstrap_port} if self.role == PREFILL else {})}
+        return {"worker_type": self.role, **({"bootstrap_port": self.bootstrap_port} if self.role == PREFILL else {}),
+                **({"pairing_protocol": self.pairing} if self.pairing else {})}
 
 
 def worker_of(url: str, config) -> Worker:
-    """A service's ``Worker``: its URL, its role and its bootstrap port where it is a prefill."""
+    """A service's ``Worker``: its URL, its role, its bootstrap port where it is a prefill, and its generation."""
     role = role_of(config)
-    return Worker(url, role, config.launch.disaggregation_bootstrap_port if role == PREFILL else None)
+    return Worker(url, role, config.launch.disaggregation_bootstrap_port if role == PREFILL else None,
+                  pairing_generation(config) if role else None)
+
+
+def pairing_generation(config) -> str:
+    """
+    The release a prefill and a decode share, as smg's ``pairing_protocol``: smg pairs two workers that
+    both carry one only where the values are equal (smg 1.13.0 ``worker/pd_pairing.rs:262-273``), so the
+    old and the new release can both be listed at a flip and never be paired together.
+
+    + config: a PD service's ``HostConfig``
+    """
+    shared = {"kv_shape": kv_shape(config), "args": shared_args(config)}
+    return "sglfleet-" + hashlib.sha256(json.dumps(shared, sort_keys=True).encode()).hexdigest()[:12]
 
 
 def role_of(config) -> str | None:

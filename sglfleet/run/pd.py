@@ -29,13 +29,14 @@ class SettleTurn:
     + units: the batch's units
     + flip: the batch is the first, which flips the gateways to the new release
     + leader: this host takes the old release out of the gateways (one host a batch)
-    + workers: ``(host, worker URL)`` of every serving host's services, the fleet's workers
+    + workers: ``(host, worker URL, Worker.spec() items)`` of every serving host's services, the fleet's
+      workers, each as it joins the gateways with the release this run serves
     """
 
     units: tuple[tuple[str, ...], ...]
     flip: bool
     leader: bool
-    workers: tuple[tuple[str, str], ...]
+    workers: tuple[tuple[str, str, tuple], ...]
 
 
 def _action(state, host, step: BatchStep, turn: SettleTurn) -> tuple[str, list, bool]:
@@ -48,7 +49,8 @@ def _action(state, host, step: BatchStep, turn: SettleTurn) -> tuple[str, list, 
 
 
 def settled(state, host, connector_arguments, step: BatchStep, turn: SettleTurn):
-    """Roll this host back where its unit (or the whole first batch) failed; the leader stops routing the old release."""
+    """Roll this host back where its unit (or the whole first batch) failed; the leader flips the gateways
+    (``router.flip``: the batch's passed units join beside the old release, which then leaves)."""
     action, failed, over = _action(state, host, step, turn)
     if action in ("rollback", "rollback-out"):
         why = "the batch is over its failure budget" if over else "its unit failed"
@@ -61,16 +63,17 @@ def settled(state, host, connector_arguments, step: BatchStep, turn: SettleTurn)
                        message=f"{step.label}: its unit rolled back ({why})")
         return True
     if turn.flip and turn.leader and not over and any(summary.passed_hosts()):
-        new = {h for unit in turn.units if unit not in failed for h in unit}
-        old = sorted(url for name, url in turn.workers if name not in new)
-        host.log(f"{step.label}: the gateways flip to the new release: {len(old)} workers of the old release "
-                 f"leave them", logger.info)
+        passed = {h for unit in turn.units if unit not in failed for h in unit}
+        old = sorted(url for name, url, _ in turn.workers if name not in passed)
+        new = {url: dict(spec) for name, url, spec in turn.workers if name in passed}
+        host.log(f"{step.label}: the gateways flip to the new release: {len(new)} workers join, then "
+                 f"{len(old)} of the old release leave", logger.info)
         try:
-            if step.router_url:
+            if step.router_url:  # sglang-router pairs by no generation: the old release leaves first
                 router.stop_routing(step.router_url, old)
             for gateway in step.gateways:
-                router.stop_routing(gateway, old, timeout=step.gateway_timeout_s, api_key=step.gateway_api_key,
-                                    down_ok=True)
+                router.flip(gateway, old, new, timeout=step.gateway_timeout_s, api_key=step.gateway_api_key,
+                            down_ok=True)
         except router.RouterError as error:
             return fail(state, host, f"{step.label}: the flip failed: {error}")
     return True

@@ -172,3 +172,51 @@ def stop_routing(router_url: str, worker_urls, timeout: float = 60.0, api_key: s
     except RouterDown:
         if not down_ok:
             raise
+
+
+def _explicit_pairing(listed: dict) -> str | None:
+    """The ``pairing_protocol`` a worker was given (its spec's or its label), None where smg derives one."""
+    return listed.get("pairing_protocol") or (listed.get("labels") or {}).get("pairing_protocol")
+
+
+def flip(router_url: str, old_urls, new: dict[str, dict], timeout: float = 60.0, api_key: str | None = None,
+         down_ok: bool = False) -> None:
+    """
+    Move a PD gateway from one release to the next with no instant at which it has no pair to pick
+    and none at which it could pair the two releases: the new release's workers join beside the old
+    ones, each under its own ``pairing_protocol``, then the old prefills leave, then the old decodes.
+
+    smg 1.13.0 refuses a request it has no pair for with a 503 its retries skip (``placement.rs:401-434``),
+    and picks a prefill and a decode from one snapshot only where their ``pairing_protocol`` is equal
+    (``worker/pd_pairing.rs:262-273``; one side without one falls back to comparing what it derived of
+    the engines). So the old workers are first given one of their own where they lack it (the gateway's
+    command line gives none), and the old prefills leave before their decodes: a prefill picked just
+    before has its decode still there (``placement.rs:1021-1033``).
+
+    + router_url: the gateway's base URL
+    + old_urls: the old release's workers
+    + new: the new release's workers, URL -> ``Worker.spec()`` (each with its ``pairing_protocol``)
+    + timeout: seconds to wait for each change
+    + api_key: the gateway's API key
+    + down_ok: a gateway that is not running routes nothing: done
+    """
+    generations = {spec.get("pairing_protocol") for spec in new.values()}
+    try:
+        listing = workers(router_url, api_key)
+        old = {url: listing[url] for url in old_urls if url in listing and listing[url].get("status") != "draining"}
+        labels = [_explicit_pairing(w) for w in old.values() if _explicit_pairing(w) not in (None, *generations)]
+        label = max(set(labels), key=labels.count) if labels else f"before-{min(g or '' for g in generations)}"
+        unlabelled = {url: w for url, w in old.items() if _explicit_pairing(w) != label}
+        for listed in unlabelled.values():
+            _call("PATCH", f"{router_url}/workers/{listed['id']}", {"labels": {"pairing_protocol": label}},
+                  api_key=api_key)
+        _wait(router_url, lambda now: all(now.get(url, {}).get("pd_pairing", label) == label for url in unlabelled),
+              f"the pairing of {len(unlabelled)} workers of the old release", timeout, api_key)
+        for url, spec in new.items():
+            join(router_url, url, timeout=timeout, api_key=api_key, spec=spec)
+        for role in ("prefill", "decode"):
+            leaving = {url for url, w in old.items() if w.get("worker_type", role) == role}
+            stop_routing(router_url, leaving, timeout=timeout, api_key=api_key)
+    except RouterDown:
+        if not down_ok:
+            raise
