@@ -32,7 +32,7 @@ demo-rollout:
 ## Run the whole test suite: two workers, each with a local fleet of its own (the suite
 ## waits on hosts far more than it computes: one stream keeps 2 cores about 40 % busy).
 test: deps
-	$(BIN)/pytest -ra -n 2 --dist loadfile
+	$(BIN)/pytest -ra -n 3 --dist loadfile
 
 ## Stop and remove the local fleet.
 down: deps

@@ -7,8 +7,9 @@ from pyinfra.api import deploy
 from sglfleet.facts.files import narrowed
 from sglfleet.facts.host import READ
 from sglfleet.host.layout import GATEWAY
-from sglfleet.operations import files, gateway, secrets as secret_files
-from sglfleet.run.context import fleet_gateways, host_config, host_gateway_files, host_is_gateway, host_state
+from sglfleet.operations import files, gateway, secrets as secret_files, stack
+from sglfleet.run.context import (fleet_gateways, host_config, host_gateway_files, host_is_gateway, host_stack,
+                                  host_state)
 
 
 @deploy("Gateway")
@@ -21,6 +22,10 @@ def install_gateway():
     wanted = host_gateway_files(host)
     gateway.sglang_retired(name="No sglang service on a gateway host", installed=found.installed.services,
                            textfile_dir=host_config(host).textfile_dir)
+    # The retired services' releases kept their stacks until now: left to the next converge, their
+    # collection would be a change in a run that should make none.
+    stack.collected_after_rollout(name="Stacks the retired sglang services kept, collected", stack=host_stack(host),
+                                  keep=host_config(host).stacks_keep, switched=bool(found.installed.services))
     secret_files.secret_file(
         name=f"Secrets of {GATEWAY.unit}", path=GATEWAY.env_file,
         content=wanted.env, redacted=wanted.env_redacted, found=narrowed(found.files, [GATEWAY.env_file]),
