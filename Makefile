@@ -40,7 +40,7 @@ down: deps
 
 # The project's own bytecode, as the venv's (scripts/install-deps): pyinfra never writes it.
 deps: $(VENV)/.installed
-	@$(BIN)/python -m compileall -q sglfleet tasks >/dev/null
+	@$(BIN)/python -m compileall -q sglfleet tasks files/shipped >/dev/null
 
 $(VENV)/.installed: pyproject.toml scripts/install-deps
 	scripts/install-deps

@@ -7,7 +7,7 @@ from sglfleet.artifacts import wheelhouse
 from sglfleet.operations import stack as stack_ops
 from sglfleet.plan.measured import record
 from sglfleet.plan.pd import role_of
-from sglfleet.plan.preflight import Declared, PdService, check, fitting, rdma_problems
+from sglfleet.plan.preflight import Declared, PdService, check, fitting_instead, rdma_problems
 from sglfleet.plan.services import gpu_problems
 from sglfleet.run.context import (complete_stack, host_config, host_is_gateway, host_services, host_state,
                                   loadable_stacks)
@@ -30,7 +30,7 @@ def preflight():
     problems = check(host.name, stack, found.gpus, found.stack.disk_free, config.gpu_less, found.os,
                      built=found.stack.verified, declared=declared,
                      unpacked=0 if found.stack.verified else wheelhouse.unpacked_size(stack),
-                     others=fitting(list(loadable_stacks(host.inventory)), found.os, config.gpu_less))
+                     others=fitting_instead(stack, found.os, config.gpu_less, lambda: loadable_stacks(host.inventory)))
     if found.gpus:  # a GPU-less host's services were checked against its gpu_count, if any
         problems += gpu_problems(host.name, services, len(found.gpus))
     if not config.gpu_less and config.server == "sglang":  # the stand-in moves its "KV" over HTTP

@@ -30,6 +30,7 @@ import hashlib
 import os
 import tomllib
 from dataclasses import dataclass, field, replace
+from functools import cache
 from pathlib import Path
 
 from packaging.markers import InvalidMarker, Marker
@@ -208,8 +209,13 @@ def lock_path(name: str, stacks_dir: Path | None = None) -> Path:
 def read_definition(name: str, stacks_dir: Path | None = None) -> tuple[dict, bytes]:
     """The parsed definition and its raw bytes (the lock records their hash)."""
     raw = definition_path(name, stacks_dir).read_bytes()
+    return _parsed_definition(name, raw), raw
+
+
+def _parsed_definition(name: str, raw: bytes) -> dict:
+    """A stack definition's TOML, or a ``StackError`` that says to fix the file."""
     try:
-        return tomllib.loads(raw.decode()), raw
+        return tomllib.loads(raw.decode())
     except tomllib.TOMLDecodeError as e:
         raise StackError(f"stack {name}: {name}.toml is not valid TOML ({e}): fix the file") from None
 
@@ -279,11 +285,17 @@ def load_stack(name: str, allow_unhashed: bool = False, stacks_dir: Path | None 
 
         stack = load_stack(host.data.stack)
     """
-    definition, raw_definition = read_definition(name, stacks_dir)
+    raw_definition = definition_path(name, stacks_dir).read_bytes()
     path = lock_path(name, stacks_dir)
     if not path.is_file():
         raise StackError(f"stack {name} has no lock ({path}): run `sglfleet lock {name}`")
-    lock_bytes = path.read_bytes()
+    return _parsed_stack(name, raw_definition, path.read_bytes(), path, allow_unhashed)
+
+
+@cache
+def _parsed_stack(name: str, raw_definition: bytes, lock_bytes: bytes, path: Path, allow_unhashed: bool) -> Stack:
+    """The stack these bytes define: parsed once a run however many hosts take it (a lock is ~1 MB of TOML)."""
+    definition = _parsed_definition(name, raw_definition)
     try:
         lock = tomllib.loads(lock_bytes.decode())
     except tomllib.TOMLDecodeError as e:

@@ -14,6 +14,7 @@ Each problem is one line naming the host, the thing and the fix, e.g.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from sglfleet.artifacts.stacks import Stack
@@ -71,6 +72,24 @@ def fitting(stacks: list[Stack], os: OsInfo, gpu_less: bool) -> list[str]:
     + gpu_less: the inventory says the host has no GPU
     """
     return [stack.name for stack in stacks if serves(stack, os) and bool(stack.cuda) != gpu_less]
+
+
+def fitting_instead(stack: Stack, os: OsInfo, gpu_less: bool, candidates: Callable[[], Iterable[Stack]]) -> list[str]:
+    """
+    The other stacks that would serve a host ``stack`` does not serve (``fitting``), for the fix;
+    [] where it serves it, without calling ``candidates`` (every lock parsed: about 0.1 s).
+
+    + candidates: returns every stack defined here whose lock loads
+
+    **Example:**
+
+    .. code:: python
+
+        fitting_instead(stack, found.os, False, loadable)  # [] on a host whose python3 the stack serves
+    """
+    if not interpreter_problems("", stack, os, []):
+        return []
+    return [name for name in fitting(list(candidates()), os, gpu_less) if name != stack.name]
 
 
 def interpreter_problems(host: str, stack: Stack, os: OsInfo, others: list[str]) -> list[str]:

@@ -172,13 +172,13 @@ def _interpreter_findings(name: str, config: HostConfig, stack, severity: str, c
     """
     from sglfleet.artifacts.stacks import loadable
     from sglfleet.plan.lint import Finding
-    from sglfleet.plan.preflight import fitting, interpreter_problems
+    from sglfleet.plan.preflight import fitting_instead, interpreter_problems
 
     measured = measured_os(name)
     if measured is None:
         return []
     found, source = measured
-    others = [other for other in fitting(list((candidates or loadable)()), found, config.gpu_less) if other != stack.name]
+    others = fitting_instead(stack, found, config.gpu_less, candidates or loadable)
     return [Finding(severity, name, "stack", f"{problem.removeprefix(f'{name}: ')} ({source})")
             for problem in interpreter_problems(name, stack, found, others)]
 
