@@ -17,15 +17,17 @@ def install_gateway():
     found = host_state(host)
     if not host_is_gateway(host):
         # Last in the run: the host's clients had it until then.
-        gateway.gateway_retired(name=f"No {GATEWAY.unit} outside group gateways", installed=found.installed.gateway)
+        if found.installed.gateway:
+            gateway.gateway_retired(name=f"No {GATEWAY.unit} outside group gateways", installed=True)
         return
     wanted = host_gateway_files(host)
     gateway.sglang_retired(name="No sglang service on a gateway host", installed=found.installed.services,
                            textfile_dir=host_config(host).textfile_dir)
     # The retired services' releases kept their stacks until now: left to the next converge, their
     # collection would be a change in a run that should make none.
-    stack.collected_after_rollout(name="Stacks the retired sglang services kept, collected", stack=host_stack(host),
-                                  keep=host_config(host).stacks_keep, switched=bool(found.installed.services))
+    if found.installed.services:
+        stack.collected_after_rollout(name="Stacks the retired sglang services kept, collected", stack=host_stack(host),
+                                      keep=host_config(host).stacks_keep, switched=True)
     secret_files.secret_file(
         name=f"Secrets of {GATEWAY.unit}", path=GATEWAY.env_file,
         content=wanted.env, redacted=wanted.env_redacted, found=narrowed(found.files, [GATEWAY.env_file]),

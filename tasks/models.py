@@ -48,7 +48,8 @@ def stage_models():
     stages = answers is None or any(models.wanted_paths(manifest, answer)
                                     for (_, manifest), answer in zip(pairs, answers or []))
     serving = next((s.unit for s in shares if s and s.serves), None) if stages else None
-    sharing.serving_stopped(name="Model files no longer served to peers", unit=serving, what="model files")
+    if serving:
+        sharing.serving_stopped(name="Model files no longer served to peers", unit=serving, what="model files")
 
 
 @deploy("Models")

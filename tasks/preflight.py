@@ -21,7 +21,8 @@ def preflight():
     if host_is_gateway(host):  # no GPU preflight: the gateway's python and disk for its stack
         problems = check(host.name, stack, [], found.stack.disk_free, True, found.os, built=found.stack.verified,
                          unpacked=0 if found.stack.verified else wheelhouse.unpacked_size(stack))
-        stack_ops.fits(name=f"Preflight for stack {stack.name}", problems=problems)
+        if problems:
+            stack_ops.fits(name=f"Preflight for stack {stack.name}", problems=problems)
         return
     record(host.name, found.gpus, found.os)  # the lint judges the next run's flags and stack by what was measured
     services = host_services(host)
@@ -37,4 +38,5 @@ def preflight():
         pd = [PdService(s.name, role_of(s.config), s.config.launch.disaggregation_transfer_backend,
                         s.config.launch.disaggregation_ib_device) for s in services if role_of(s.config)]
         problems += rdma_problems(host.name, pd, found.rdma, config.disaggregation_allow_tcp)
-    stack_ops.fits(name=f"Preflight for stack {stack.name}", problems=problems)
+    if problems:  # a host that fits has no preflight operation: nothing to say, nothing to run
+        stack_ops.fits(name=f"Preflight for stack {stack.name}", problems=problems)

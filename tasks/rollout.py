@@ -227,14 +227,14 @@ def roll_out():
     batched = any(step and not isinstance(step, tuple) for step in steps)
     later = next((share for share in shares.values() if share.later), None) if batched else None
     serving = later.unit if later and own.restarts(host.name) else None
-    sharing.serving_stopped(name="Compile caches no longer served to peers", unit=serving, what="compile caches")
+    if serving:
+        sharing.serving_stopped(name="Compile caches no longer served to peers", unit=serving, what="compile caches")
     # A switch moves previous on, and a retired service takes its releases along: the stack of
     # one may be kept by none now. Not after a wait for another run's lock: that run most likely
     # did the switch (and its collection).
-    stack_ops.collected_after_rollout(name="Stacks no release keeps since the switch, collected",
-                                      stack=host_stack(host), keep=config.stacks_keep,
-                                      switched=own.restarts(host.name, ("switch", "restart"))
-                                      or bool(retired and any(steps)))
+    if own.restarts(host.name, ("switch", "restart")) or (retired and any(steps)):
+        stack_ops.collected_after_rollout(name="Stacks no release keeps since the switch, collected",
+                                          stack=host_stack(host), keep=config.stacks_keep, switched=True)
 
 
 @deploy("Roll back")

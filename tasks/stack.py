@@ -25,7 +25,7 @@ def install_stack():
     shares = list(fleet_shares(host, targets, config.distribution, config.share_port,
                                f"sglfleet-share-{RUN_TOKEN}"))
     for share in host.loop(shares):
-        if share:
+        if share and known is READ:  # a stack built and unchanged needs no wheel
             stack_ops.wheels_fanned_out(name=f"Stack {stack.id}: wheels, round {share.round}", stack=stack,
                                         share=share, full_check=config.verify_stacks == "full", found=known,
                                         peers_hold=peer_files(targets, share.round) if share.sources else None)
