@@ -16,7 +16,7 @@ import pytest
 
 from deploying import SECRETS, converged, deploy, eagle_change, sglfleet
 from sglfleet.events import REASONS, EventLog, parse_since, read_events
-from sglfleet.plan.secrets import SecretsError, load_secrets
+from sglfleet.plan.secrets import SecretsError, load_secrets, secret_values
 from sglfleet.run.webhooks import Webhook, WebhookError
 
 TOKEN = "whk-tokenV8q2Lr6"  # the webhook's secret: never in a line, a log or an event
@@ -113,7 +113,7 @@ def test_a_failing_listener_is_an_event_and_never_an_exception(tmp_path):
 
 def test_a_webhook_gets_the_reasons_it_subscribes_to_with_its_secret_in_the_url(receiver, monkeypatch):
     monkeypatch.setenv("SGLFLEET_WEBHOOK_TOKEN", TOKEN)
-    hook = Webhook.from_config({"url": receiver.url + "/hook/{token}", "reasons": ["RolloutAborted"]}, None)
+    hook = Webhook.from_config({"url": receiver.url + "/hook/{token}", "reasons": ["RolloutAborted"]}, ())
     hook.send({"reason": "RunStarted"})
     hook.send({"reason": "RolloutAborted", "host": None, "message": "node1: gate failed"})
     assert receiver.received == [(f"/hook/{TOKEN}", {"reason": "RolloutAborted", "host": None,
@@ -124,7 +124,7 @@ def test_a_webhook_that_keeps_failing_is_tried_three_times_then_named_without_it
     monkeypatch.setenv("SGLFLEET_WEBHOOK_TOKEN", TOKEN)
     receiver.status = 503
     waits = []
-    hook = Webhook.from_config({"url": receiver.url + "/{token}", "reasons": ["RunFinished"]}, None)
+    hook = Webhook.from_config({"url": receiver.url + "/{token}", "reasons": ["RunFinished"]}, ())
     with pytest.raises(WebhookError) as error:
         hook.send({"reason": "RunFinished"}, sleep=waits.append)
     assert len(receiver.received) == 3 and waits == [1.0, 2.0]
@@ -134,7 +134,7 @@ def test_a_webhook_that_keeps_failing_is_tried_three_times_then_named_without_it
         hook.send({"reason": "RunFinished"}, sleep=waits.append)
     monkeypatch.delenv("SGLFLEET_WEBHOOK_TOKEN")
     with pytest.raises(WebhookError, match="needs SGLFLEET_WEBHOOK_TOKEN"):
-        Webhook.from_config({"url": receiver.url + "/{token}", "reasons": ["RunFinished"]}, None).send(
+        Webhook.from_config({"url": receiver.url + "/{token}", "reasons": ["RunFinished"]}, ()).send(
             {"reason": "RunFinished"})
 
 
@@ -172,11 +172,32 @@ def test_the_webhook_token_may_sit_in_the_secrets_file_and_never_reaches_the_hos
     path.write_text(f"SGLFLEET_API_KEY=k3y\nSGLFLEET_WEBHOOK_TOKEN={TOKEN}\n")
     path.chmod(0o600)
     assert load_secrets(str(path), {}).values == {"SGLANG_API_KEY": "k3y"}  # what sglang.env gets
-    hook = Webhook.from_config({"url": "http://127.0.0.1:9/{token}", "reasons": ["RunFinished"]}, str(path))
+    hook = Webhook.from_config({"url": "http://127.0.0.1:9/{token}", "reasons": ["RunFinished"]}, (str(path),))
     assert hook.secret == TOKEN
     path.chmod(0o644)  # checked as the other secrets are: a file others can read is refused
     with pytest.raises(SecretsError, match="chmod 600"):
-        Webhook.from_config({"url": "http://127.0.0.1:9/{token}", "reasons": ["RunFinished"]}, str(path))
+        Webhook.from_config({"url": "http://127.0.0.1:9/{token}", "reasons": ["RunFinished"]}, (str(path),))
+
+
+def test_hosts_with_their_own_secrets_files_have_every_value_kept_out_of_the_log(tmp_path, monkeypatch):
+    for name in ("SGLFLEET_API_KEY", "SGLFLEET_HF_TOKEN", "SGLFLEET_WEBHOOK_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    canary, rest, loose = tmp_path / "canary.env", tmp_path / "rest.env", tmp_path / "loose.env"
+    canary.write_text("SGLFLEET_API_KEY=canary-k3y\n")
+    rest.write_text(f"SGLFLEET_API_KEY=rest-k3y\nSGLFLEET_HF_TOKEN=hf_rest\nSGLFLEET_WEBHOOK_TOKEN={TOKEN}\n")
+    loose.write_text("SGLFLEET_API_KEY=loose-k3y\n")
+    for path in (canary, rest, loose):
+        path.chmod(0o600)
+    loose.chmod(0o644)  # refused: the service step of its hosts says so; it adds nothing here
+    files = (str(canary), str(rest), str(canary), str(loose))  # in inventory order, one per host
+    assert set(secret_values(files)) == {"canary-k3y", "rest-k3y", "hf_rest"}
+    # the token sits in the second host's file only: found there, not missed for the first's
+    hook = Webhook.from_config({"url": "http://127.0.0.1:9/{token}", "reasons": ["RunFinished"]}, files[:3])
+    assert hook.secret == TOKEN
+    log = EventLog(tmp_path / "events.jsonl", inventory="inv.py", secrets=secret_values(files) + (hook.secret,))
+    log.emit("RunStarted", message=f"keys canary-k3y rest-k3y hf_rest {TOKEN}")
+    (event,) = read_events(tmp_path / "events.jsonl")
+    assert not {"canary-k3y", "rest-k3y", "hf_rest", TOKEN} & set(event["message"].split()), event["message"]
 
 
 # -- on the local fleet -------------------------------------------------------------------

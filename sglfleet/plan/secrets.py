@@ -23,7 +23,7 @@ import hashlib
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,6 +104,28 @@ def load_secrets(secrets_file: str | os.PathLike | None, environ: Mapping[str, s
     found, sources = _collect(NAMES, secrets_file, environ)
     return Secrets(values={NAMES[name]: value for name, value in found.items()},
                    source=" and ".join(sources) or "none")
+
+
+def secret_values(secrets_files: Iterable[str | os.PathLike | None]) -> tuple[str, ...]:
+    """
+    Every secret the controller holds for these secrets files (and in its environment): what no
+    line of a log may show. A file that does not load adds nothing here; the service step says why.
+
+    + secrets_files: each targeted host's ``secrets_file``; hosts may each have their own
+
+    **Example:**
+
+    .. code:: python
+
+        secret_values(["~/.config/sglfleet/prod.env", "~/.config/sglfleet/canary.env"])
+    """
+    values: list[str] = []
+    for path in dict.fromkeys(secrets_files):
+        try:
+            values += [value for value in load_secrets(path).values.values() if value]
+        except SecretsError:
+            continue
+    return tuple(dict.fromkeys(values))
 
 
 def controller_secret(name: str, secrets_file: str | os.PathLike | None,

@@ -30,7 +30,7 @@ import gevent.queue
 from pyinfra import logger
 
 from sglfleet.events import EventLog, default_path
-from sglfleet.plan.secrets import SecretsError, load_secrets
+from sglfleet.plan.secrets import SecretsError, secret_values
 from sglfleet.run import summary
 from sglfleet.run.record import RunRecord, record, under_way
 from sglfleet.run.webhooks import ATTEMPTS, BACKOFF_S, TIMEOUT_S, Webhook, WebhookError
@@ -209,13 +209,13 @@ def _open(state, inventory, inventory_file: str, playbooks: list[str]) -> None:
         return
     # Where the log goes and whom to notify: keys every host agrees on (config.py checked it).
     fleet = fleet_config(inventory)
-    # A host's own key: the first targeted host's secrets_file holds the webhook token.
-    secrets_file = host_config(targets[0]).secrets_file
+    # Hosts may each have their own secrets_file: no value of any of them reaches the log.
+    secrets_files = tuple(dict.fromkeys(host_config(one).secrets_file for one in targets))
+    secrets = secret_values(secrets_files)
     try:
-        secrets = tuple(v for v in load_secrets(secrets_file).values.values() if v)
-        webhooks = [Webhook.from_config(entry.model_dump(), secrets_file) for entry in fleet.notify_webhooks]
+        webhooks = [Webhook.from_config(entry.model_dump(), secrets_files) for entry in fleet.notify_webhooks]
     except SecretsError:  # the service step reports it; a webhook needing its token says so when it sends
-        secrets, webhooks = (), [Webhook(entry.url, tuple(entry.reasons)) for entry in fleet.notify_webhooks]
+        webhooks = [Webhook(entry.url, tuple(entry.reasons)) for entry in fleet.notify_webhooks]
     secrets += tuple(hook.secret for hook in webhooks if hook.secret)
     run = record(state)
     run.outboxes[:] = [_Outbox(hook, run) for hook in webhooks]

@@ -5,7 +5,7 @@ notifications map triggers (``on-rollout-completed``, ``-aborted``, ...) to webh
 An inventory's ``notify_webhooks`` lists ``{"url": ..., "reasons": [...]}``. A URL
 that needs a secret (a token in its path, as Slack's have) holds the placeholder
 ``{token}``; the value comes from ``SGLFLEET_WEBHOOK_TOKEN`` in the controller's
-environment or its ``secrets_file``, found and checked as the other secrets are
+environment or the first targeted host's ``secrets_file`` that holds it, found and checked as the other secrets are
 (``sglfleet.plan.secrets``: a file only its owner reads, outside the repository), so it is never in
 an inventory, a diff, a log or an event. A POST has a timeout and a bounded retry;
 a webhook that fails raises, and the event log records ``WebhookFailed``.
@@ -15,7 +15,7 @@ a webhook that fails raises, and the event log records ``WebhookFailed``.
 .. code:: python
 
     hook = Webhook.from_config({"url": "https://hooks.example/T/{token}", "reasons": ["RunFinished"]},
-                               "~/.config/sglfleet/secrets.env")
+                               ["~/.config/sglfleet/secrets.env"])
     hook.send({"reason": "RunFinished", ...})
 """
 
@@ -25,6 +25,7 @@ import json
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sglfleet.plan.secrets import controller_secret
@@ -55,9 +56,17 @@ class Webhook:
     secret: str | None = None
 
     @classmethod
-    def from_config(cls, entry: dict, secrets_file: str | None) -> "Webhook":
-        secret = controller_secret(TOKEN, secrets_file) if PLACEHOLDER in entry["url"] else None
-        return cls(entry["url"], tuple(entry["reasons"]), secret)
+    def from_config(cls, entry: dict, secrets_files: Sequence[str | None]) -> "Webhook":
+        """
+        The webhook of an inventory's ``notify_webhooks`` entry, with its token where its URL needs one.
+
+        + secrets_files: the targeted hosts' ``secrets_file``s, in inventory order: the token is the
+          environment's, else the first file's that holds it. A file others can read raises ``SecretsError``
+        """
+        if PLACEHOLDER not in entry["url"]:
+            return cls(entry["url"], tuple(entry["reasons"]))
+        found = (controller_secret(TOKEN, path) for path in dict.fromkeys(secrets_files or (None,)))
+        return cls(entry["url"], tuple(entry["reasons"]), next((secret for secret in found if secret), None))
 
     def send(self, event: dict, sleep=time.sleep) -> None:
         """POST ``event`` if this webhook subscribes to its reason; raise ``WebhookError`` after the last try."""
