@@ -1,5 +1,6 @@
 """Stacks: definitions and locks, `sglfleet lock`, the controller's wheelhouse, and the plans of the stack operation."""
 
+import dataclasses
 import hashlib
 import http.server
 import shutil
@@ -260,7 +261,7 @@ def local_stack(stacks_copy, served, url, sha_of=None):
         (served / f.filename).write_bytes(data)
         sha = (sha_of or (lambda d: hashlib.sha256(d).hexdigest()))(data)
         files.append(f.__class__(f.name, f.version, f.filename, f"{url}/{f.filename}", sha, len(data)))
-    return stack.__class__(**{**stack.__dict__, "files": tuple(files)})
+    return dataclasses.replace(stack, files=tuple(files))
 
 
 def test_wheelhouse_fetches_each_file_once_and_verifies(tmp_path, monkeypatch, stacks_copy, index):

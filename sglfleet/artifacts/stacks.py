@@ -87,6 +87,8 @@ class Stack:
     lock_id: str = ""  # name + short hash of the lock, before any interpreter is chosen
     glibc: str | None = None  # the newest glibc one of this interpreter's wheels needs ("2.34")
     every_file: tuple[StackFile, ...] = field(default=(), compare=False)  # all Pythons' files
+    # for_python's answers: a run asks for a host's stack some twenty times
+    _for_python: dict[str, Stack] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def serves(self, python: str | None) -> bool:
         """Whether the lock holds wheels for ``python`` (``"3.13"`` or ``"3.13.5"``)."""
@@ -105,6 +107,11 @@ class Stack:
             load_stack("dev").for_python("3.13").id   # "dev-3f2a9c1b7d4e-cp313"
         """
         python = ".".join(python.split(".")[:2])
+        if python not in self._for_python:
+            self._for_python[python] = self._built_for(python)
+        return self._for_python[python]
+
+    def _built_for(self, python: str) -> Stack:
         if python not in self.pythons:
             raise StackError(f"stack {self.name} serves python {', '.join(self.pythons)}, not {python}: "
                              f"add it to the stack's pythons and run `sglfleet lock {self.name}`")
