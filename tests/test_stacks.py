@@ -16,7 +16,7 @@ from sglfleet.artifacts import wheelhouse
 from sglfleet.artifacts.locking import best_wheel, merge, reachable, resolve, target_tags
 from sglfleet.artifacts.stacks import StackError, load_stack, lock_path, newest_glibc, stack_id
 from sglfleet.facts.stack import StackHostState
-from sglfleet.operations.stack import build_commands, collect_commands
+from sglfleet.plan.stack_commands import build_commands, collect_commands
 
 STACKS = FILES / "stacks"
 

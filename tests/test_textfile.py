@@ -137,7 +137,7 @@ def test_drift_is_marked_when_found_and_cleared_once_repaired(tmp_path):
 def test_a_stack_build_shows_its_duration_and_when_it_finished(tmp_path):
     layout = host(tmp_path)
     os.makedirs(layout.stack("dev-a"))
-    # The build script's own record (sglfleet.operations.stack.build_commands), run by a real shell.
+    # The build script's own record (sglfleet.plan.stack_commands.build_commands), run by a real shell.
     subprocess.run(["sh", "-c", "started=1796136100.25; " + stacks.build_record_command(layout.stack("dev-a"))],
                    check=True)
     os.makedirs(layout.stack("dev-old"))  # built before builds were recorded: no series
