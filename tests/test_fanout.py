@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from sglfleet.artifacts.fanout import Progress, aria2_input, human, rounds
 from sglfleet.artifacts.wheelhouse import Local
 from sglfleet.host.layout import Layout
-from sglfleet.operations import stack as stack_ops
+from sglfleet.run import wheel_transfer
 
 
 def test_rounds_double_so_a_fleet_of_n_takes_about_log2_n_rounds():
@@ -58,7 +58,7 @@ def test_progress_says_bytes_rate_and_time_left_at_most_every_interval():
 def test_wheels_are_checked_on_arrival_by_one_short_command_however_many(tmp_path, monkeypatch):
     # sudo sh -c takes the script as one argument, which Linux caps at 128 KiB (MAX_ARG_STRLEN):
     # a command per wheel failed cu130-sglang-0.5.23's 207 wheels. Run as a host runs it, with 400.
-    monkeypatch.setattr(stack_ops, "LAYOUT", Layout(root=str(tmp_path)))
+    monkeypatch.setattr(wheel_transfer, "LAYOUT", Layout(root=str(tmp_path)))
     incoming = tmp_path / "wheelhouse" / ".incoming-x"
     incoming.mkdir(parents=True)
     local = {}
@@ -76,7 +76,7 @@ def test_wheels_are_checked_on_arrival_by_one_short_command_however_many(tmp_pat
         return done.returncode == 0, SimpleNamespace(stdout_lines=done.stdout.splitlines(),
                                                      stderr_lines=done.stderr.splitlines())
 
-    assert stack_ops._checked_into_place(None, run, sorted(local), str(incoming), local) == [corrupted]
+    assert wheel_transfer._checked_into_place(None, run, sorted(local), str(incoming), local) == [corrupted]
     assert len(seen[0]) < 1000
     assert sorted(p.name for p in (tmp_path / "wheelhouse").glob("*.whl")) == sorted(set(local) - {corrupted})
     assert not list(incoming.iterdir())  # the corrupted part is removed, the others moved
