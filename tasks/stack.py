@@ -8,13 +8,15 @@ from sglfleet.facts.host import READ
 from sglfleet.operations import stack as stack_ops
 from sglfleet.plan.pd import role_of
 from sglfleet.run.context import (complete_stack, fleet_shares, host_config, host_is_gateway, host_patch_files,
-                                  host_services, host_state, peer_files)
+                                  host_services, host_state, host_wheels, peer_files)
 
 
 @deploy("Stack")
 def install_stack():
     config = host_config(host)
     stack = complete_stack(host)
+    # The controller's copies, fetched and checked against the lock once this run: the operations fetch none.
+    wheels = host_wheels(host)
     # Built and unchanged when the host was read: that answer holds. Else the stack
     # is read again once its wheels have come.
     found = host_state(host).stack
@@ -27,11 +29,13 @@ def install_stack():
     for share in host.loop(shares):
         if share and known is READ:  # a stack built and unchanged needs no wheel
             stack_ops.wheels_fanned_out(name=f"Stack {stack.id}: wheels, round {share.round}", stack=stack,
-                                        share=share, full_check=config.verify_stacks == "full", found=known,
+                                        share=share, wheels=wheels, full_check=config.verify_stacks == "full",
+                                        found=known,
                                         peers_hold=peer_files(targets, share.round) if share.sources else None)
     stack_ops.installed(
         name=f"Stack {stack.id} built, verified, old stacks collected",
         stack=stack,
+        wheels=wheels,
         gpu_less=config.gpu_less,
         keep=config.stacks_keep,
         full_check=config.verify_stacks == "full",

@@ -1,15 +1,21 @@
 """Stack operations: fan the wheels out, build the venv offline with uv, verify, collect.
 
-The planning is split into pure functions of the stack and the host's
-``StackState`` (``sglfleet.plan.stack_commands``); the operations ask
-the fact once each and yield what they return. Wheels cross the controller's
-uplink about once: hosts fetch them from each other in rounds (``sglfleet.artifacts.fanout``).
+Each operation takes the host's ``StackState`` (read once, or the host read's answer),
+compares it with the stack, and yields commands or ``host.noop``. Pure functions plan
+the commands (``sglfleet.plan.stack_commands``); what the controller runs during the
+run is yielded as a ``HostFunctionCommand``: the wheels' transfer
+(``sglfleet.run.wheel_transfer``) and the collection once a rollout is over
+(``sglfleet.run.stack_collection``). No operation fetches a wheel: the task passes
+the stack's files in the controller's wheelhouse (``sglfleet.run.context.host_wheels``),
+fetched and checked against the lock while the deploy is planned, so bytes that differ
+stop the run before any host changes. Wheels cross the controller's uplink about once:
+hosts fetch them from each other in rounds (``sglfleet.artifacts.fanout``).
 
 **Example:**
 
 .. code:: python
 
-    stack.installed(name="Install stack", stack=load_stack("dev"), gpu_less=True, keep=1)
+    stack.installed(name="Install stack", stack=stack, wheels=host_wheels(host), gpu_less=True, keep=1)
 """
 
 from __future__ import annotations
@@ -17,11 +23,11 @@ from __future__ import annotations
 import shlex
 
 from pyinfra import host, logger
-from pyinfra.api import OperationError, operation
+from pyinfra.api import operation
 
-from sglfleet.artifacts import wheelhouse
 from sglfleet.artifacts.fanout import Share, human
-from sglfleet.artifacts.stacks import Stack, StackError
+from sglfleet.artifacts.stacks import Stack
+from sglfleet.artifacts.wheelhouse import Local
 from sglfleet.facts.host import READ
 from sglfleet.facts.stack import StackState, WheelhouseFiles
 from sglfleet.host.stacks import PATCHED
@@ -35,7 +41,7 @@ from sglfleet.run.wheel_transfer import fetch_and_serve
 
 
 @operation()
-def wheels_fanned_out(stack: Stack, share: Share, full_check: bool = False, found=READ,
+def wheels_fanned_out(stack: Stack, share: Share, wheels: dict[str, Local], full_check: bool = False, found=READ,
                       peers_hold: frozenset[str] | None = None):
     """
     Give the host every wheel of ``stack`` it lacks, from the hosts of earlier
@@ -45,6 +51,8 @@ def wheels_fanned_out(stack: Stack, share: Share, full_check: bool = False, foun
 
     + stack: a loaded, complete stack
     + share: the host's turn in the fan-out (``sglfleet.artifacts.fanout``)
+    + wheels: the stack's files in the controller's wheelhouse, ``{filename: Local}``, checked
+      against the lock while the deploy was planned (``sglfleet.run.context.host_wheels``)
     + full_check: as ``installed``'s
     + found: ``StackState``'s answer, already read; by default the operation reads it
     + peers_hold: the wheels the share's peers hold (their own Pythons'); the others come
@@ -54,7 +62,8 @@ def wheels_fanned_out(stack: Stack, share: Share, full_check: bool = False, foun
 
     .. code:: python
 
-        wheels_fanned_out(name="Wheels, round 1", stack=stack, share=Share(1, ("http://node1:30089",), 30089, "u"))
+        wheels_fanned_out(name="Wheels, round 1", stack=stack, share=Share(1, ("http://node1:30089",), 30089, "u"),
+                          wheels=host_wheels(host))
     """
     state = found if found is not READ else host.get_fact(
         StackState, stack_id=stack.id, python=stack.python, uv_version=stack.uv.version, full=full_check)
@@ -62,11 +71,7 @@ def wheels_fanned_out(stack: Stack, share: Share, full_check: bool = False, foun
         host.noop(f"stack {stack.id} is built: no wheel needed")
         return
     present = state.wheels if state.wheels is not None else host.get_fact(WheelhouseFiles)
-    try:
-        local = wheelhouse.ensure(stack)
-    except StackError as e:
-        raise OperationError(str(e)) from None
-    missing = [f.filename for f in stack.files if present.get(f.filename) != local[f.filename].sha256]
+    missing = [f.filename for f in stack.files if present.get(f.filename) != wheels[f.filename].sha256]
     if not missing:
         host.noop(f"the wheelhouse has every wheel of stack {stack.id}")
         return
@@ -77,18 +82,18 @@ def wheels_fanned_out(stack: Stack, share: Share, full_check: bool = False, foun
         host.log("aria2c is missing, so the wheels come from the controller: apt install aria2 to fetch "
                  "them from peer hosts", logger.warning)
     if first_pass():
-        size = sum(local[name].size for name in missing)
+        size = sum(wheels[name].size for name in missing)
         origin = f"{len(sources)} peer hosts" if sources else "the controller"
         if sources and own:
             origin += f" ({len(own)} only its Python takes from the controller)"
         host.log(f"Stack {stack.id}: {len(missing)} wheels ({human(size)}) from {origin}", logger.info)
-    yield HostFunctionCommand(fetch_and_serve, ([(name, local[name]) for name in missing], sources, share, own), {})
+    yield HostFunctionCommand(fetch_and_serve, ([(name, wheels[name]) for name in missing], sources, share, own), {})
 
 
 @operation()
-def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: bool = False, found=READ,
-              sharing: str | None = None, textfile_dir: str = TEXTFILE_DIR, patched: list[str] | tuple = (PATCHED,),
-              backends: list[str] | tuple = ()):
+def installed(stack: Stack, wheels: dict[str, Local], gpu_less: bool = False, keep: int = 1, full_check: bool = False,
+              found=READ, sharing: str | None = None, textfile_dir: str = TEXTFILE_DIR,
+              patched: list[str] | tuple = (PATCHED,), backends: list[str] | tuple = ()):
     """
     Ensure ``stack`` is built, verified, unchanged since, and in place on the host,
     and old stacks are collected. A stack that changed on the host (its venv
@@ -96,6 +101,9 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: b
     against its wheel's RECORD) is built again from its lock.
 
     + stack: a loaded, complete stack (``load_stack``)
+    + wheels: the stack's files in the controller's wheelhouse, ``{filename: Local}``, checked
+      against the lock while the deploy was planned (``sglfleet.run.context.host_wheels``): a build's
+      requirements take their sha256 where an allowed unhashed lock has none
     + gpu_less: the host has no GPU; the probe skips the GPU checks and records it
     + keep: stacks kept besides this one and those of the current and previous releases
     + full_check: also read every installed file against its RECORD hash (slow: on request)
@@ -110,7 +118,7 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: b
 
     .. code:: python
 
-        stack.installed(name="Stack dev", stack=load_stack("dev"), gpu_less=True)
+        stack.installed(name="Stack dev", stack=stack, wheels=host_wheels(host), gpu_less=True)
     """
     # The wheels are in place by now (wheels_fanned_out): hashing them again would cost
     # seconds a GB on every build and decide nothing here.
@@ -118,19 +126,12 @@ def installed(stack: Stack, gpu_less: bool = False, keep: int = 1, full_check: b
         StackState, stack_id=stack.id, python=stack.python, uv_version=stack.uv.version,
         hash_wheels=False, full=full_check, patched=tuple(patched))
     commands = []
-    hashes = None
     if state.built and state.drift:
         report_drift("stack", f"stack {stack.id}", state.drift, "will build it again from its lock, then restart "
                      "the release that serves from it behind its gate")
         commands.append(marked("stack", textfile_dir))
     if not state.verified:
-        try:
-            # Fetched once for all hosts; bytes that differ from the lock stop the
-            # run here, while planning, before any host is changed.
-            local = wheelhouse.ensure(stack)
-        except StackError as e:
-            raise OperationError(str(e)) from None
-        hashes = {name: entry.sha256 for name, entry in local.items()}
+        hashes = {name: entry.sha256 for name, entry in wheels.items()}
         commands += build_commands(stack, state, gpu_less, hashes, patched, backends)
         summary = [f"  + build and verify {stack.path}"]
     else:

@@ -63,6 +63,7 @@ class Computed:
     + plans: a rollout's batches -> its plan (``sglfleet.plan.rollout_plan``, ``tasks/rollout.py``)
     + fleet: the keys every host shares (``fleet_config``)
     + stacks: (name, allow_unhashed) -> the stack as its files read (``defined_stack``)
+    + wheels: a host's stack's id -> its files in the controller's wheelhouse (``host_wheels``)
     + loadable: every stack whose lock loads, as this run found them (``loadable_stacks``)
     + patch_sets: a ``patch_sets_dir`` -> its sets after the shipped ones (``host_patch_sets``)
     + tool_files: a ``server`` -> the host tool's files (``host_tool_files``)
@@ -78,6 +79,7 @@ class Computed:
     plans: dict[tuple, RolloutPlan] = field(default_factory=dict)
     fleet: FleetConfig | None = None
     stacks: dict[tuple[str, bool], Stack] = field(default_factory=dict)
+    wheels: dict[str, dict[str, wheelhouse.Local]] = field(default_factory=dict)
     loadable: tuple[Stack, ...] | None = None
     patch_sets: dict[str | None, tuple[PatchSet, ...]] = field(default_factory=dict)
     tool_files: dict[str, dict[str, tuple[bytes, str]]] = field(default_factory=dict)
@@ -204,22 +206,42 @@ def host_stack(host: Host) -> Stack:
     return stack.for_python(python if stack.serves(python) else stack.pythons[0])
 
 
+def host_wheels(host: Host) -> dict[str, wheelhouse.Local]:
+    """
+    The files of the host's stack (``host_stack``) in the controller's wheelhouse,
+    ``{filename: Local}``, fetched and checked against the lock once per run however
+    many hosts take the stack; else a ``PyinfraError`` that stops the run before any host changes.
+
+    + host: ``pyinfra.host``
+
+    **Example:**
+
+    .. code:: python
+
+        host_wheels(host)[stack.uv.filename].sha256   # what the host's copy must hash to
+    """
+    stack = host_stack(host)
+    known = computed(host.inventory).wheels
+    if stack.id not in known:
+        try:
+            # Every file fetched once and checked against the lock while the deploy is
+            # planned: a wrong hash stops the run before any operation runs. Only the
+            # Pythons the fleet has: a lock for three fetches no wheel a host will not take.
+            known[stack.id] = wheelhouse.ensure(stack)
+        except StackError as e:
+            raise PyinfraError(str(e)) from None
+    return known[stack.id]
+
+
 def complete_stack(host: Host) -> Stack:
     """
     The host's stack for its Python (``host_stack``), its files in the controller's
-    wheelhouse; else a ``PyinfraError`` that stops the run before any host changes.
+    wheelhouse (``host_wheels``); else a ``PyinfraError`` that stops the run before any host changes.
 
     + host: ``pyinfra.host``
     """
-    stack = host_stack(host)
-    try:
-        # Every file fetched once and checked against the lock while the deploy is
-        # planned: a wrong hash stops the run before any operation runs. Only the
-        # Pythons the fleet has: a lock for three fetches no wheel a host will not take.
-        wheelhouse.ensure(stack)
-    except StackError as e:
-        raise PyinfraError(str(e)) from None
-    return stack
+    host_wheels(host)
+    return host_stack(host)
 
 
 def _sets(host: Host) -> tuple[PatchSet, ...]:
