@@ -10,7 +10,7 @@ import pytest
 from sglfleet.host import compile_cache
 from sglfleet.host.compile_cache import MANIFEST, Refused, cache_key, drop, pack, unpack
 from sglfleet.host.layout import Layout
-from sglfleet.run.compile_share import later_of
+from sglfleet.plan.rollout_plan import later_of
 
 STACK = "cu130-sglang-0.5.9-1a2b3c4d"
 H200 = [("9.0", "580.95.05")] * 8

@@ -7,8 +7,8 @@ from pyinfra.api import State
 from pyinfra.context import ctx_state
 
 from sglfleet.events import EventLog, read_events
-from sglfleet.run import compile_share, recording, summary
-from sglfleet.run.record import record
+from sglfleet.run import recording, summary
+from sglfleet.run.record import Offer, record
 
 
 def test_each_run_keeps_its_own_record_on_its_state():
@@ -17,7 +17,7 @@ def test_each_run_keeps_its_own_record_on_its_state():
         summary.passed("node1", "serves 3f2a9c1d0b7e6a55")
         summary.failed("node2", "gate failed on release 3f2a9c1d0b7e6a55\nits journal: ...")
         summary.failed("node2", "a later line explains it")
-        record().offers["dev+9.0"] = compile_share.Offer("ab" * 32, 10)
+        record().offers["dev+9.0"] = Offer("ab" * 32, 10)
     with ctx_state.use(second):
         assert summary.lines() == [] and record().offers == {}
     assert record(first) is first.sglfleet_record

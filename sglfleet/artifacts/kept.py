@@ -11,6 +11,8 @@ engine asks afresh, and nothing kept is ever stale.
 .. code:: python
 
     digests = kept("patched", (patch_engine(), wheel_sha256.encode(), member.encode()), lambda: [...])
+
+(``patch_engine`` is ``sglfleet.plan.patch_verdicts``'s.)
 """
 
 from __future__ import annotations
@@ -19,21 +21,10 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 from sglfleet import cache_dir
-
-
-@cache
-def patch_engine() -> bytes:
-    """The patch engine's source, hashed: what it computed holds only for the engine that computed it."""
-    from sglfleet.artifacts import patcher, patchsets, replacer
-    from sglfleet.plan import patch_plan
-
-    sources = (patcher, replacer, patchsets, patch_plan)
-    return hashlib.sha256(b"".join(Path(module.__file__).read_bytes() for module in sources)).digest()
 
 
 def kept(kind: str, inputs: Iterable[bytes], compute: Callable[[], Any]) -> Any:

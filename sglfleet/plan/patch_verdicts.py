@@ -12,12 +12,23 @@ Every lint and every pyinfra run asks this of each set its hosts' stacks get
 
 from __future__ import annotations
 
+import hashlib
 from functools import cache
+from pathlib import Path
 
-from sglfleet.artifacts.kept import kept, patch_engine
+from sglfleet.artifacts import patcher, patchsets, replacer
+from sglfleet.artifacts.kept import kept
 from sglfleet.artifacts.patchsets import PatchSet
 from sglfleet.artifacts.upstream import sglang_file
 from sglfleet.plan import patch_plan
+
+
+
+@cache
+def patch_engine() -> bytes:
+    """The patch engine's source, hashed: what it computed holds only for the engine that computed it."""
+    sources = (patcher, replacer, patchsets, patch_plan)
+    return hashlib.sha256(b"".join(Path(module.__file__).read_bytes() for module in sources)).digest()
 
 
 @cache

@@ -24,7 +24,7 @@ in the run's record (``sglfleet.run.record``), as the summary's verdicts are.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import gevent
 from pyinfra import logger
@@ -33,9 +33,8 @@ from pyinfra.api import StringCommand
 from sglfleet.artifacts.fanout import Share, human, serve
 from sglfleet.host.layout import LAYOUT
 from sglfleet.host.protocol import PASSED, results as tool_results
-from sglfleet.plan.rollout_plan import later_of  # noqa: F401 (planned in sglfleet.plan.rollout_plan)
 from sglfleet.run import recording
-from sglfleet.run.record import record
+from sglfleet.run.record import Offer, record
 
 CACHE_TOOL_TIMEOUT_S = 1800  # packing or fetching some GB of caches; past that the link is gone
 
@@ -63,15 +62,6 @@ class CacheShare:
     later: bool = False
     serve_s: int = 4 * 3600
     service: str = LAYOUT.service_name
-
-
-@dataclass
-class Offer:
-    """Compile caches packed in this run: the archive's sha256 and size, and who serves it."""
-
-    sha256: str
-    size: int
-    sources: list[str] = field(default_factory=list)
 
 
 def _cache_tool(host, connector_arguments, share: CacheShare, timeout_s: float | None,

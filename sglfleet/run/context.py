@@ -24,7 +24,7 @@ from sglfleet import FILES, PROJECT_ROOT
 
 from sglfleet.artifacts import wheelhouse
 from sglfleet.artifacts.fanout import Share, rounds
-from sglfleet.artifacts.kept import kept, patch_engine
+from sglfleet.artifacts.kept import kept
 from sglfleet.artifacts.models import ModelError, load_manifest, staged_models
 from sglfleet.artifacts.patcher import PatchRefused
 from sglfleet.artifacts.patchsets import (PatchSet, PatchSetError, apply_sets, files as patch_set_files,
@@ -34,6 +34,7 @@ from sglfleet.artifacts.stacks import Stack, StackError, load_stack, loadable
 from sglfleet.facts.host import HostRead, HostState
 from sglfleet.host.layout import GATEWAY, LAYOUT
 from sglfleet.host.stacks import PATCHED, patched
+from sglfleet.plan.patch_verdicts import patch_engine
 from sglfleet.plan.pd import Worker, role_of, worker_of
 from sglfleet.plan.pd_units import UnitBatch, plan_units
 from sglfleet.plan.fleet import FleetConfig

@@ -25,7 +25,15 @@ if TYPE_CHECKING:
     from pyinfra.api import State
 
     from sglfleet.events import EventLog
-    from sglfleet.run.compile_share import Offer
+
+
+@dataclass
+class Offer:
+    """Compile caches packed in this run: the archive's sha256 and size, and who serves it (``compile_share``)."""
+
+    sha256: str
+    size: int
+    sources: list[str] = field(default_factory=list)
 
 
 @dataclass
