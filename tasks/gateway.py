@@ -27,7 +27,7 @@ def install_gateway():
     # collection would be a change in a run that should make none.
     if found.installed.services:
         stack.collected_after_rollout(name="Stacks the retired sglang services kept, collected", stack=host_stack(host),
-                                      keep=host_config(host).stacks_keep, switched=True)
+                                      keep=host_config(host).stacks_keep)
     secret_files.secret_file(
         name=f"Secrets of {GATEWAY.unit}", path=GATEWAY.env_file,
         content=wanted.env, redacted=wanted.env_redacted, found=narrowed(found.files, [GATEWAY.env_file]),

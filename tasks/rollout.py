@@ -234,7 +234,7 @@ def roll_out():
     # did the switch (and its collection).
     if own.restarts(host.name, ("switch", "restart")) or (retired and any(steps)):
         stack_ops.collected_after_rollout(name="Stacks no release keeps since the switch, collected",
-                                          stack=host_stack(host), keep=config.stacks_keep, switched=True)
+                                          stack=host_stack(host), keep=config.stacks_keep)
 
 
 @deploy("Roll back")

@@ -151,35 +151,31 @@ def installed(stack: Stack, wheels: dict[str, Local], gpu_less: bool = False, ke
 
 
 @operation()
-def collected_after_rollout(stack: Stack, keep: int = 1, switched: bool = False):
+def collected_after_rollout(stack: Stack, keep: int = 1):
     """
     Collect the stacks this run's rollout left unused, read again once it is over:
     a switch makes the release that served ``previous``, so the release that was
     ``previous`` before, and perhaps its stack, is no longer kept. Left to the
     next converge, that collection would be a change in a run that should make
-    none; a retired service's releases go with it too. Nothing (not even a read)
-    where no service of the host switched or was retired.
+    none; a retired service's releases go with it too. For a host whose rollout
+    switches, restarts or retires a service: elsewhere the task calls it not at all.
 
     + stack: the host's stack (``host_stack``)
     + keep: how many unused stacks beside it to keep (``stacks_keep``)
-    + switched: whether this run's rollout switches, restarts or retires a service of the host
 
     **Example:**
 
     .. code:: python
 
-        collected_after_rollout(name="Stacks no release keeps, collected", stack=stack, keep=1, switched=True)
+        collected_after_rollout(name="Stacks no release keeps, collected", stack=stack, keep=1)
     """
-    if not switched:
-        host.noop("no switch this run: the stacks in use are as they were read")
-        return
     yield HostFunctionCommand(collect_unused, (stack, keep), {})
 
 
 @operation()
 def fits(problems: list[str]):
     """
-    Fail the host when preflight found problems, printing each; nothing otherwise.
+    Fail the host when preflight found problems, printing each (a host that fits needs no call).
 
     + problems: one line each, from ``sglfleet.plan.preflight.check``
 
