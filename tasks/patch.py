@@ -18,16 +18,17 @@ def patch_sglang():
     stack = host_stack(host)
     found = host_state(host)
     sets = host_patch_sets(host, stack)
-    # One operation a file, in the same order on every host (host.loop keeps their order apart).
-    for member in host.loop(host_patch_files(host)):
+    files, names = [], []
+    for member in host_patch_files(host):  # in the same order on every host
         these = for_file(sets, stack.sglang_version, member)
+        names += [patch_set.name for patch_set in these]
         path = f"{stack.venv}/{site_packages(stack.python)}/{member}"
-        patch.patch_sets(
-            name=f"Patch sets in {member}: {', '.join(s.name for s in these) or 'none'}",
+        files.append(dict(
             path=path,
             sets=these,
             done_digests=patched_digests(stack, member, these),
             # The one read has every file; a stack built this run is read after its build.
             source=(found.patch if member == PATCHED else found.patches.get(path, READ))
             if found.stack.verified else READ,
-        )
+        ))
+    patch.files_patched(name=f"Patch sets {', '.join(names) or 'none'} in {len(files)} files of sglang", files=files)

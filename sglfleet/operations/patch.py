@@ -141,6 +141,29 @@ def patch_sets(path: str, sets: list[PatchSet] | tuple = (), done_digests: list[
     yield from _replace(path, source, new)
 
 
+@operation()
+def files_patched(files: list[dict]):
+    """
+    Ensure each file of the stack's sglang has its patch sets, in order, as ``patch_sets``
+    one file after another would: one operation a host, not one a file (pyinfra walks the
+    call stack for each). A set the engine refuses fails the host at that file; the files
+    before it are patched, the file and those after it are left as they were.
+
+    + files: each file's ``patch_sets`` arguments (``path``, ``sets``, ``done_digests``, ``source``)
+
+    **Example:**
+
+    .. code:: python
+
+        patch.files_patched(name="Patch sets", files=[
+            dict(path=f"{venv}/lib/python3.11/site-packages/sglang/srt/server_args.py",
+                 sets=for_file(load_sets(), "0.5.9", "sglang/srt/server_args.py")),
+        ])
+    """
+    for one in files:
+        yield from patch_sets._inner(**one)
+
+
 def _replace(path: str, source: bytes, new: bytes):
     """The commands that put ``new`` in place of ``source`` at ``path``, by one rename."""
     # This run's own temporary file: a concurrent run never renames a half-written one.
