@@ -21,7 +21,6 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Iterable
-from pathlib import Path
 from typing import Any
 
 from sglfleet import cache_dir

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import shlex
 
-from pyinfra import host, logger
+from pyinfra import host
 from pyinfra.api import operation
 
 from sglfleet.host.drift import KINDS
 from sglfleet.host.layout import LAYOUT
 from sglfleet.host.textfile import DEFAULT_DIR
-from sglfleet.run.diffs import drift_kinds, first_pass
+from sglfleet.run.diffs import drift_kinds, say
 
 
 def marked(kind: str, textfile_dir: str = DEFAULT_DIR) -> str:
@@ -66,6 +66,5 @@ def cleared(recorded: list[str] | None, textfile_dir: str = DEFAULT_DIR):
     if not kinds:
         host.noop("no drift found, none marked")
         return
-    if first_pass():
-        host.log(f"Will mark {', '.join(sorted(kinds))} as no longer drifted in sglfleet.prom", logger.info)
+    say(f"Will mark {', '.join(sorted(kinds))} as no longer drifted in sglfleet.prom")
     yield _tool("clear", "--textfile-dir", textfile_dir)

@@ -15,13 +15,13 @@ import posixpath
 import shlex
 from io import BytesIO
 
-from pyinfra import host, logger, state
+from pyinfra import host
 from pyinfra.api import FileUploadCommand, operation
 
 from sglfleet.artifacts.temporaries import temporary_beside
 from sglfleet.facts.files import FileBytes, FileDigests
 from sglfleet.facts.host import READ
-from sglfleet.run.diffs import first_pass, show_diff, wants_diff
+from sglfleet.run.diffs import say, show_diff, wants_diff
 
 
 @operation()
@@ -61,11 +61,10 @@ def in_place(files: dict[str, tuple[bytes, str]], owner: str = "root", group: st
     # command an operation yields (it only asks whether there is a change).
     for path in stale:
         content, mode = files[path]
-        if first_pass() and not state.config.DIFF:
-            # Without --diff, still say which file and what differs (--diff shows how).
-            host.log(f"Will {'write' if digests.get(path) else 'create'} {path}"
-                     + (f": its {what_differs(digests[path], content, mode, owner, group)} differs on the host"
-                        if digests.get(path) else ""), logger.info)
+        # Without --diff, still say which file and what differs (--diff shows how).
+        say(f"Will {'write' if digests.get(path) else 'create'} {path}"
+            + (f": its {what_differs(digests[path], content, mode, owner, group)} differs on the host"
+               if digests.get(path) else ""), unless_diff=True)
         if wants_diff():
             old = (host.get_fact(FileBytes, path=path) or b"") if digests.get(path) else b""
             show_diff(f"Will {'update' if digests.get(path) else 'create'} {path}",
@@ -95,7 +94,5 @@ def removed_leftovers(leftovers: list[str]):
     """Commands that remove temporaries killed runs left (``FileDigests``'s ``leftovers``)."""
     if not leftovers:
         return
-    # Bodies run twice unless -y (to plan, then to execute): say it once.
-    if first_pass():
-        host.log(f"Will remove what killed runs left: {', '.join(leftovers)}", logger.info)
+    say(f"Will remove what killed runs left: {', '.join(leftovers)}")
     yield shlex.join(["rm", "-f", "--", *leftovers])

@@ -29,7 +29,7 @@ from sglfleet.host.layout import GATEWAY, LAYOUT
 from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR, FILE as TEXTFILE, file_name as textfile_name
 from sglfleet.operations.remote import HostFunctionCommand
 from sglfleet.run import recording, summary
-from sglfleet.run.diffs import first_pass
+from sglfleet.run.diffs import say
 from sglfleet.run.recording import fail
 
 
@@ -57,8 +57,7 @@ def serving(digest: str, earlier: tuple[str, ...] = (), unit: str = GATEWAY.unit
         return
     why = (f"{found['active']}" if found["active"] != "active"
            else f"runs configuration {found['config'] or 'unknown'}, not {digest}")
-    if first_pass():
-        host.log(f"Will restart {unit} ({why}), one gateway at a time", logger.info)
+    say(f"Will restart {unit} ({why}), one gateway at a time")
     yield HostFunctionCommand(_restart, (unit, digest, earlier), {})
 
 
@@ -85,8 +84,7 @@ def sglang_retired(installed=READ, textfile_dir: str = TEXTFILE_DIR):
         return
     layouts = [LAYOUT.for_service(name) for name in installed]
     units = ", ".join(layout.unit for layout in layouts)
-    if first_pass():
-        host.log(f"Will stop and remove {units}: this host is in group gateways now", logger.info)
+    say(f"Will stop and remove {units}: this host is in group gateways now")
     # Not the host tool's retire: a gateway host's tool is not updated any more (tasks/service.py
     # skips gateways), so one from before retire existed may be all it has.
     for layout in layouts:
@@ -120,8 +118,7 @@ def gateway_retired(installed=READ, unit: str = GATEWAY.unit):
     if not installed:
         host.noop(f"no {unit} on this host")
         return
-    if first_pass():
-        host.log(f"Will stop and remove {unit}: this host is no longer in group gateways", logger.warning)
+    say(f"Will stop and remove {unit}: this host is no longer in group gateways", logger.warning)
     yield f"systemctl disable --now {shlex.quote(unit)} 2>/dev/null || true"
     yield shlex.join(["rm", "-f", "--", GATEWAY.unit_file, GATEWAY.env_file, GATEWAY.gateway_launcher])
     yield "systemctl daemon-reload"

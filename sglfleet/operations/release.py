@@ -31,7 +31,7 @@ from sglfleet.operations.drift import marked
 from sglfleet.operations.remote import HostFunctionCommand
 from sglfleet.plan.release import Release
 from sglfleet.plan.rollout_plan import ACTIONS, decide  # noqa: F401 (ACTIONS: decide's answers, as before)
-from sglfleet.run.diffs import first_pass, report_drift, show_diff, wants_diff
+from sglfleet.run.diffs import report_drift, say, show_diff, wants_diff
 from sglfleet.run.rollout import BatchStep, bake, fail, relink, retire, roll_back, switch
 
 def _sha256(text: str) -> str:
@@ -161,9 +161,7 @@ def activated(release_id: str, step: BatchStep, found=READ, rebuilt: bool = Fals
     # One operation a batch for all of a host's services: pyinfra runs a host's operations in
     # step with the other hosts' by position, so a second one would run beside a later batch.
     for gone in retired:
-        if first_pass():
-            host.log(f"{gone.label}: will stop and remove {gone.unit}: the inventory no longer names it",
-                     logger.warning)
+        say(f"{gone.label}: will stop and remove {gone.unit}: the inventory no longer names it", logger.warning)
         yield HostFunctionCommand(retire, (gone,), {})
     for one_release, one_step, one_found in ((release_id, step, found), *then):
         yield from _activate(one_release, one_step, one_found, rebuilt)

@@ -12,14 +12,14 @@ import hashlib
 import posixpath
 import shlex
 
-from pyinfra import host, logger, state
+from pyinfra import host
 from pyinfra.api import StringCommand, operation
 
 from sglfleet.artifacts.temporaries import temporary_beside
 from sglfleet.facts.files import FileDigests
 from sglfleet.facts.host import READ
 from sglfleet.operations.files import removed_leftovers, what_differs
-from sglfleet.run.diffs import first_pass, show_diff, wants_diff
+from sglfleet.run.diffs import say, show_diff, wants_diff
 
 
 @operation()
@@ -59,9 +59,8 @@ def secret_file(path: str, content: str, redacted: str, found=READ):
     if up_to_date:
         return
 
-    if first_pass() and not state.config.DIFF:
-        host.log(f"Will write {path}" + (f": its {what_differs(digest, content.encode(), '600', 'root', 'root')} "
-                                         f"differs on the host" if digest else ""), logger.info)
+    say(f"Will write {path}" + (f": its {what_differs(digest, content.encode(), '600', 'root', 'root')} "
+                                f"differs on the host" if digest else ""), unless_diff=True)
     if wants_diff():
         # The old text holds secrets: show only the new one, redacted.
         what = "Will create" if digest is None else "Will replace (content or mode changed)"

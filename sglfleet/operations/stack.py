@@ -35,7 +35,7 @@ from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR
 from sglfleet.operations.drift import marked
 from sglfleet.operations.remote import HostFunctionCommand
 from sglfleet.plan.stack_commands import build_commands, collect_commands, collected
-from sglfleet.run.diffs import first_pass, report_drift, wants_diff
+from sglfleet.run.diffs import report_drift, say, wants_diff
 from sglfleet.run.stack_collection import collect_unused
 from sglfleet.run.wheel_transfer import fetch_and_serve
 
@@ -78,15 +78,13 @@ def wheels_fanned_out(stack: Stack, share: Share, wheels: dict[str, Local], full
     sources = share.sources if state.aria2 else ()
     # A wheel of this host's interpreter alone no peer of another Python has: none is asked for it.
     own = [name for name in missing if peers_hold is not None and name not in peers_hold]
-    if share.sources and not state.aria2 and first_pass():
-        host.log("aria2c is missing, so the wheels come from the controller: apt install aria2 to fetch "
-                 "them from peer hosts", logger.warning)
-    if first_pass():
-        size = sum(wheels[name].size for name in missing)
-        origin = f"{len(sources)} peer hosts" if sources else "the controller"
-        if sources and own:
-            origin += f" ({len(own)} only its Python takes from the controller)"
-        host.log(f"Stack {stack.id}: {len(missing)} wheels ({human(size)}) from {origin}", logger.info)
+    if share.sources and not state.aria2:
+        say("aria2c is missing, so the wheels come from the controller: apt install aria2 to fetch "
+            "them from peer hosts", logger.warning)
+    origin = f"{len(sources)} peer hosts" if sources else "the controller"
+    if sources and own:
+        origin += f" ({len(own)} only its Python takes from the controller)"
+    say(f"Stack {stack.id}: {len(missing)} wheels ({human(sum(wheels[name].size for name in missing))}) from {origin}")
     yield HostFunctionCommand(fetch_and_serve, ([(name, wheels[name]) for name in missing], sources, share, own), {})
 
 

@@ -29,6 +29,23 @@ def first_pass() -> bool:
     return not state.is_executing or not state.should_check_for_changes()
 
 
+def say(message: str, level=logger.info, unless_diff: bool = False) -> None:
+    """
+    Log ``message`` for the host at hand, once a run (see ``first_pass``): what an operation will do.
+
+    + level: a ``pyinfra.logger`` method, e.g. ``logger.warning``
+    + unless_diff: not under ``--diff``, whose diff says it
+
+    **Example:**
+
+    .. code:: python
+
+        say(f"Will restart {unit}, one gateway at a time")
+    """
+    if first_pass() and not (unless_diff and state.config.DIFF):
+        host.log(message, level)
+
+
 def wants_diff() -> bool:
     """Under ``--diff``, once (see ``first_pass``)."""
     return bool(state.config.DIFF) and first_pass()
