@@ -202,26 +202,24 @@ def _activate(release_id: str, step: BatchStep, found, rebuilt: bool):
         return
     if action == "bake":
         # A run ended (or was cut) between the gate and the end of the bake.
-        host.log(f"{label}: serves {release_id}, which has not passed its bake yet: will bake it",
-                 logger.info)
+        say(f"{label}: serves {release_id}, which has not passed its bake yet: will bake it")
         yield HostFunctionCommand(bake, (step, release_id), {})
         return
     baking = f" and bake {step.bake_s:g} s" if step.bake_s else ""
     if action == "wait":
         # Only planning, or the lock is still held: the host tool waits for it
         # in turn, then switches only if still needed.
-        host.log(f"{label}: another sglfleet run holds this host's lock; will wait for it{_held_by(found)}, "
-                 f"then serve {release_id}", logger.warning)
+        say(f"{label}: another sglfleet run holds this host's lock; will wait for it{_held_by(found)}, "
+            f"then serve {release_id}", logger.warning)
     elif action == "restart":
-        host.log(f"{label}: serves {release_id} from a stack this run rebuilt: will restart it behind "
-                 f"its gate{baking}", logger.warning)
+        say(f"{label}: serves {release_id} from a stack this run rebuilt: will restart it behind "
+            f"its gate{baking}", logger.warning)
     else:
         if found.current == release_id and found.serving != release_id:
             report_drift("service", "the service" if layout.legacy else layout.unit,
                          [f"current is {release_id}, the process serves {found.serving or 'nothing'}"],
                          "will switch it behind the gate")
-        host.log(f"{label}: will switch {found.serving or found.current or 'nothing'} -> {release_id}, "
-                 f"gate{baking}", logger.info)
+        say(f"{label}: will switch {found.serving or found.current or 'nothing'} -> {release_id}, gate{baking}")
         if found.current == release_id and found.serving != release_id:
             yield marked("service", step.textfile_dir)  # everything said first: planning stops at a command
     yield HostFunctionCommand(switch, (step, release_id, restart, found.serving or found.current), {})
@@ -264,5 +262,5 @@ def _roll_back(step: BatchStep):
     if not found.previous:
         yield FunctionCommand(fail, (f"{label}: no previous release to roll back to",), {})
         return
-    host.log(f"{label}: will switch {found.current} -> {found.previous} and gate", logger.info)
+    say(f"{label}: will switch {found.current} -> {found.previous} and gate")
     yield HostFunctionCommand(roll_back, (step,), {})

@@ -22,7 +22,7 @@ import sys
 from functools import cache
 from pathlib import Path
 
-from sglfleet.artifacts.patchsets import SHIPPED as SHIPPED_SETS
+from sglfleet.artifacts.patchsets import SHIPPED as SHIPPED_SETS, load_sets
 from sglfleet.errors import ConfigError
 from sglfleet.plan.fleet import FleetConfig
 from sglfleet.plan.gateway import gateway_problems, is_gateway, serving_groups
@@ -183,11 +183,15 @@ def _interpreter_findings(name: str, config: HostConfig, stack, severity: str, c
             for problem in interpreter_problems(name, stack, found, others)]
 
 
-def _patch_sets(config: HostConfig, version: str | None) -> list:
-    """The patch sets a host's stack gets: its sglang version's, less ``patch_sets_skip``."""
-    from sglfleet.artifacts.patchsets import for_version, load_sets, resolve_sets_dir
+def _patch_sets(config: HostConfig, version: str | None, loaded) -> list:
+    """
+    The patch sets a host's stack gets: its sglang version's, less ``patch_sets_skip``.
 
-    sets = for_version(load_sets(resolve_sets_dir(config.patch_sets_dir)), version)  # the schema loaded them
+    + loaded: ``sglfleet.artifacts.patchsets.load_sets`` of a folder, or a cache of it (once an inventory)
+    """
+    from sglfleet.artifacts.patchsets import for_version, resolve_sets_dir
+
+    sets = for_version(loaded(resolve_sets_dir(config.patch_sets_dir)), version)  # the schema loaded them
     return [s for s in sets if s.name not in config.patch_sets_skip]
 
 
@@ -214,6 +218,7 @@ def check_inventory(inventory, templates: Path = TEMPLATES, measured_os_severity
 
     configs = validate_inventory(inventory)
     candidates = cache(loadable)  # read once for this inventory's hosts, when one was measured
+    sets_in = cache(load_sets)  # each folder's patch sets, read once for this inventory's hosts
     findings: list[Finding] = []
     for name, config in configs.items():
         if is_gateway(inventory.get_host(name).groups):
@@ -251,7 +256,7 @@ def check_inventory(inventory, templates: Path = TEMPLATES, measured_os_severity
                                     f"flags were not checked"))
         findings += _interpreter_findings(name, config, stack, measured_os_severity, candidates)
         caps, source = _compute_caps(name, config)
-        sets = _patch_sets(config, version)
+        sets = _patch_sets(config, version, sets_in)
         applied = tuple(s.name for s in sets)
         # Each set on the stack's own file, as the patch step will place it: a drifted anchor stops the run here.
         for patch_set in sets if version else ():
