@@ -2,7 +2,8 @@
 pyinfra's configuration for sglfleet deploys (loaded from the working directory).
 
 The inventory is validated as soon as pyinfra has built it, before any SSH
-connection: bad input gets one message per problem and touches no host. A run
+connection: bad input gets one message per problem and touches no host. A valid
+one is planned once, for the whole run (``sglfleet.plan.fleet_plan``). A run
 that executes keeps its events in the controller's event log. A dry run always
 shows its plan. A rollout ends with a summary that names the hosts
 that failed. A Ctrl-C exits 130 and says what it left.
@@ -12,13 +13,13 @@ import atexit
 
 from pyinfra import state
 
-from sglfleet.plan.validation import validate_before_connecting
+from sglfleet.plan.validation import plan_before_connecting
 from sglfleet.run.dryrun import plan_when_dry
 from sglfleet.run.interrupt import exit_130_on_interrupt
 from sglfleet.run.recording import record_events
 from sglfleet.run.summary import print_summary
 
-validate_before_connecting(state)
+plan_before_connecting(state)
 record_events(state)
 plan_when_dry(state)
 exit_130_on_interrupt()

@@ -4,9 +4,13 @@ Converge SGLang + EAGLE-3 hosts, then roll the new release out batch by batch, c
     pyinfra inventory/prod.py deploy.py -y            # converge and roll out
     pyinfra inventory/prod.py deploy.py --dry --diff  # the plan as diffs, changing nothing
 
-config.py validated the inventory before any connection.
+config.py validated the inventory and planned the whole fleet before any connection.
 """
 
+from pyinfra import host, state
+
+from sglfleet.plan.fleet_plan import fleet_plan
+from sglfleet.run.reads import read_host
 from tasks.access import check_access
 from tasks.drift import drift_repaired
 from tasks.gateway import install_gateway
@@ -18,22 +22,26 @@ from tasks.rollout import roll_out
 from tasks.service import install_service
 from tasks.stack import install_stack
 
+fleet = fleet_plan(state)       # every host's services, stack, releases and files; the rollout's batches
+plan = fleet.hosts[host.name]   # this host's part
+found = read_host(host, fleet)  # what it holds and serves: one command (the first reads every host at once)
+
 # Phase A, every host at once: nothing that serves traffic changes.
-check_access()
-preflight()
-install_service()
-install_stack()
-patch_sglang()
-stage_models()
-stage_release()
+check_access(found)
+preflight(plan, found)
+install_service(plan, found)
+install_stack(fleet, plan, found)
+patch_sglang(plan, found)
+stage_models(fleet, plan, found)
+stage_release(plan, found)
 
 # Phase B, batch by batch, canary first: only hosts whose staged release differs restart.
-roll_out()
-collect_models()
+roll_out(fleet, plan, found)
+collect_models(plan)
 # The gateways (group gateways), one at a time: only those whose configuration differs restart;
 # a host that left the group stops its gateway.
 # pyinfra runs a gateway host's operations once its own earlier ones are done, so this may come
 # before the serving hosts switch; the rollout drains and rejoins them through whichever gateway runs.
-install_gateway()
+install_gateway(fleet, plan, found)
 # Last: what this run found changed by hand on a host is repaired there by now.
-drift_repaired()
+drift_repaired(plan, found)

@@ -10,8 +10,16 @@ what is measured.
     pyinfra inventory/dev.py bench/full_stack_deploy.py -y --limit node1 --data stack=cu130-sglang-0.5.23
 """
 
+from pyinfra import host, state
+
+from sglfleet.plan.fleet_plan import fleet_plan
+from sglfleet.run.reads import read_host
 from tasks.service import install_service
 from tasks.stack import install_stack
 
-install_service()
-install_stack()
+fleet = fleet_plan(state)
+plan = fleet.hosts[host.name]
+found = read_host(host, fleet)
+
+install_service(plan, found)
+install_stack(fleet, plan, found)

@@ -291,7 +291,7 @@ def stage(config, layout: Layout, python: str) -> Release:
     host_releases.point(layout.current, release.release_id)
     link_venv(Path(python).parent.parent, Path(layout.venv(stack_id)))
     if config.server == "standin":
-        from sglfleet.run.context import STANDIN_FILES
+        from sglfleet.plan.host_files import STANDIN_FILES
 
         Path(layout.standin).mkdir(parents=True, exist_ok=True)
         for name, source in STANDIN_FILES.items():

@@ -57,7 +57,7 @@ from sglfleet.artifacts.stacks import load_stack
 from sglfleet.devfleet.rootfs import PYTHONS, SUITE  # the benchmarks' hosts run the default OS
 from sglfleet.artifacts.upstream import sglang_file
 from sglfleet.devfleet import Fleet
-from sglfleet.run.context import STANDIN_FILES
+from sglfleet.plan.host_files import STANDIN_FILES
 
 BENCH = PROJECT_ROOT / "bench"
 CACHE = PROJECT_ROOT / ".cache" / "bench"

@@ -1,28 +1,26 @@
 """Access: the SSH user can become root the way the inventory says, before anything is planned."""
 
 from pyinfra import host, state
-from pyinfra.api import deploy
 from pyinfra.api.arguments import pop_global_arguments
 from pyinfra.api.exceptions import PyinfraError
 
 from sglfleet.facts.sudo import SudoAccess
-from sglfleet.run.context import host_state
 
 FIX = ("give {user} passwordless sudo on the host, e.g. the line "
        "'{user} ALL=(ALL:ALL) NOPASSWD: ALL' in /etc/sudoers.d/sglfleet (visudo -f), "
        "or log in as root without --sudo")
 
 
-@deploy("Access")
-def check_access(read_host: bool = True):
+def check_access(found=None):
     """
     Stop the run, before any host changes, when the inventory asks for sudo and sudo -n refuses.
+    No operation: it only reads (a plain step, not a ``@deploy``).
 
-    + read_host: read everything the converge decides from (``sglfleet.run.context.host_state``),
-      sudo's answer with it; else ask sudo alone (a rollback needs no more)
+    + found: the host's read (``sglfleet.run.reads.read_host``), which asked sudo with the rest;
+      None asks sudo alone (a rollback needs no more)
     """
-    if read_host:
-        access = host_state(host).sudo  # None: the read did not ask (no sudo, or a sudo password)
+    if found is not None:
+        access = found.sudo  # None: the read did not ask (no sudo, or a sudo password)
     else:
         arguments, _ = pop_global_arguments(state, host, {})
         # A password pyinfra was given (--sudo-password) makes sudo -n beside the point.

@@ -1,26 +1,26 @@
 """Patch: the stack's patch sets (the KimiK25 EAGLE-3 methods first), each file of its sglang in turn."""
 
-from pyinfra import host
 from pyinfra.api import deploy
 
 from sglfleet.artifacts.patchsets import for_file
 from sglfleet.facts.host import READ
 from sglfleet.host.stacks import PATCHED, site_packages
 from sglfleet.operations import patch
-from sglfleet.run.context import (host_is_gateway, host_patch_files, host_patch_sets, host_stack, host_state,
-                                  patched_digests)
+from sglfleet.run.wheels import patched_digests
 
 
 @deploy("Patch")
-def patch_sglang():
-    if host_is_gateway(host):
+def patch_sglang(plan, found):
+    """
+    + plan: the host's plan (``sglfleet.plan.fleet_plan.HostPlan``)
+    + found: its read (``sglfleet.run.reads.read_host``)
+    """
+    if plan.is_gateway:
         return  # no sglang to patch
-    stack = host_stack(host)
-    found = host_state(host)
-    sets = host_patch_sets(host, stack)
+    stack = plan.build(found.os.python_minor).stack
     files, names = [], []
-    for member in host_patch_files(host):  # in the same order on every host
-        these = for_file(sets, stack.sglang_version, member)
+    for member in plan.patch_files:  # in the same order on every host
+        these = for_file(list(plan.patch_sets), stack.sglang_version, member)
         names += [patch_set.name for patch_set in these]
         path = f"{stack.venv}/{site_packages(stack.python)}/{member}"
         files.append(dict(

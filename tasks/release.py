@@ -1,22 +1,23 @@
 """Release: stage what each running service needs under a content-hash id."""
 
-from pyinfra import host
 from pyinfra.api import deploy
 
 from sglfleet.operations import release
-from sglfleet.run.context import host_config, host_is_gateway, host_release, host_services, host_state
 
 
 @deploy("Release")
-def stage_release():
-    if host_is_gateway(host):
+def stage_release(plan, found):
+    """
+    + plan: the host's plan (``sglfleet.plan.fleet_plan.HostPlan``)
+    + found: its read (``sglfleet.run.reads.read_host``)
+    """
+    if plan.is_gateway:
         return  # a gateway serves no release
-    found = host_state(host)
-    textfile_dir = host_config(host).textfile_dir
+    releases = plan.build(found.os.python_minor).releases
     # A host of named services says each one's unit (the legacy one is alone on its host).
-    several = any(not service.layout.legacy for service in host_services(host))
-    for service in host_services(host):
-        rendered = host_release(host, service)
+    several = any(not service.layout.legacy for service in plan.services)
+    for service in plan.services:
+        rendered = releases[service.name]
         release.staged(name=f"Stage release {rendered.release_id}" + (f" of {service.unit}" if several else ""),
                        release=rendered, found=found.services.get(service.name), layout=service.layout,
-                       textfile_dir=textfile_dir)
+                       textfile_dir=plan.config.textfile_dir)

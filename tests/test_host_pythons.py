@@ -16,7 +16,7 @@ import pytest
 from sglfleet import FILES, PROJECT_ROOT
 from sglfleet.host.layout import Layout
 from sglfleet.plan.templates import render
-from sglfleet.run.context import HOST_PACKAGE, STANDIN_FILES
+from sglfleet.plan.host_files import HOST_PACKAGE, STANDIN_FILES
 
 PYTHONS = ["3.10", "3.11", "3.12", "3.13"]
 

@@ -146,14 +146,14 @@ def test_what_each_batch_costs():
 def test_each_hosts_operations_follow_the_units_in_step_with_the_others(monkeypatch):
     """tasks/rollout.py's steps for a 2 + 2 fleet behind a gateway: the same positions on every host (pyinfra runs
     them in step), each host's turn where its role and batch are, and its settle with its worker and role."""
-    from pyinfra.api import Inventory, State
-    from pyinfra.context import ctx_host, ctx_inventory, ctx_state
+    from pyinfra.api import Inventory
 
     from sglfleet import PROJECT_ROOT
+    from sglfleet.plan.fleet_plan import plan_fleet
+    from sglfleet.plan.rollout_plan import RolloutPlan
 
     monkeypatch.syspath_prepend(str(PROJECT_ROOT))  # tasks/ is pyinfra's deploy folder, not a package installed
     import tasks.rollout as rollout
-    from sglfleet.run import context
 
     base = {"stack": "dev", "server": "standin", "gpu_less": True, "model_path": "m", "listen_host": "0.0.0.0"}
     roles = {"node1": P, "node2": D, "node3": P, "node4": D}
@@ -161,23 +161,17 @@ def test_each_hosts_operations_follow_the_units_in_step_with_the_others(monkeypa
              for i, (name, role) in enumerate(roles.items(), 1)]
     inventory = Inventory((hosts + [("gw", {**base, "ssh_hostname": "10.0.0.9"})], {}),
                           canary=(["node1", "node2"], {}), wave1=(["node3", "node4"], {}), gateways=(["gw"], {}))
-    state = State(inventory)
-    from sglfleet.plan.rollout_plan import RolloutPlan
-
+    fleet = plan_fleet(inventory)
     # Every host restarts (sglfleet.plan.rollout_plan); the steps share no compile caches (roll_out adds them).
-    monkeypatch.setattr(rollout, "_fleet_plan", lambda batches: RolloutPlan(
-        actions={name: {"sglang": "switch"} for name in roles}))
+    restarts = RolloutPlan(actions={name: {"sglang": "switch"} for name in roles})
 
-    # The inventory keeps what the run computed (context.computed): a new one starts afresh.
-    seen = {}
-    for name in roles:
-        with ctx_state.use(state), ctx_inventory.use(inventory), ctx_host.use(inventory.get_host(name)):
-            seen[name] = [step[:3] if isinstance(step, tuple) and step[0] == "idle" else
-                          (step[0], step[1].label, step[2].flip, step[2].leader, step[1].worker_url,
-                           dict(step[1].worker_spec)) if isinstance(step, tuple) else
-                          ("switch", step.label, step.hold, step.pd_unit, len(step.earlier_units))
-                          for step in rollout._steps(context.host_config(inventory.get_host(name)))]
-    generation = {"pairing_protocol": pairing_generation(context.host_config(inventory.get_host("node2")))}
+    seen = {name: [step[:3] if isinstance(step, tuple) and step[0] == "idle" else
+                   (step[0], step[1].label, step[2].flip, step[2].leader, step[1].worker_url,
+                    dict(step[1].worker_spec)) if isinstance(step, tuple) else
+                   ("switch", step.label, step.hold, step.pd_unit, len(step.earlier_units))
+                   for step in rollout._steps(fleet, fleet.hosts[name], restarts)]
+            for name in roles}
+    generation = {"pairing_protocol": pairing_generation(fleet.hosts["node2"].config)}
     assert seen["node2"][:4] == [("switch", "canary batch 1 decodes", True, ("node1", "node2"), 0),
                                  ("idle", "canary batch 1 prefills", "switch"),
                                  ("settle", "canary batch 1 settle", True, False, "http://10.0.0.2:30000",

@@ -56,15 +56,21 @@ def test_fail_records_the_first_reason_and_one_host_failed_event(tmp_path):
 
 
 
-def test_what_a_run_computes_of_a_host_is_kept_on_its_inventory_not_by_name():
-    from pyinfra.api import Inventory
+def test_each_run_plans_its_own_inventory_and_keeps_the_plan_on_its_state():
+    from pyinfra.api import Inventory, State
 
-    from sglfleet.run.context import computed, host_config, host_services
+    from sglfleet.plan.fleet_plan import fleet_plan, plan_fleet
 
     data = {"stack": "dev", "server": "standin", "gpu_less": True, "model_path": "moonshotai/Kimi-K2.5",
             "speculative_draft_model_path": "lightseekorg/kimi-k2.5-eagle3", "allow_unpinned_models": True}
-    one = Inventory(([("node1", {**data, "listen_port": 30000})], {}))
-    other = Inventory(([("node1", {**data, "listen_port": 31000})], {}))
-    assert [s.port for s in host_services(one.get_host("node1"))] == [30000]
-    assert [s.port for s in host_services(other.get_host("node1"))] == [31000]  # the same name, its own answer
-    assert computed(one).configs["node1"] is host_config(one.get_host("node1"))
+    one = plan_fleet(Inventory(([("node1", {**data, "listen_port": 30000})], {})))
+    other = plan_fleet(Inventory(([("node1", {**data, "listen_port": 31000})], {})))
+    assert [s.port for s in one.hosts["node1"].services] == [30000]
+    assert [s.port for s in other.hosts["node1"].services] == [31000]  # the same name, its own plan
+    assert one.hosts["node1"].build("3.11").releases["sglang"].release_id != \
+        other.hosts["node1"].build("3.11").releases["sglang"].release_id
+    run = State()
+    with pytest.raises(RuntimeError, match="config.py plans the fleet before pyinfra connects"):
+        fleet_plan(run)  # no hook ran: nothing to find by name
+    run.sglfleet_plan = one
+    assert fleet_plan(run) is one

@@ -8,7 +8,7 @@ import pytest
 
 from sglfleet.host import share
 from sglfleet.host.aria2 import aria2_input
-from sglfleet.run.context import fleet_shares
+from sglfleet.artifacts.fanout import turns as fan_out
 
 REV = "4d01dfe0332d63057c186e0b262165819efb6611"
 
@@ -95,14 +95,9 @@ def test_model_files_go_out_quoted_and_unchecked_only_without_a_sha256():
     ]
 
 
-class Peer:
-    def __init__(self, name):
-        self.name, self.data = name, {"ssh_hostname": f"10.0.0.{name[-1]}"}
-
-
 def test_rounds_say_who_fetches_from_whom_and_who_serves():
-    hosts = [Peer(f"n{i}") for i in range(1, 5)]
-    turns = {h.name: [s for s in fleet_shares(h, hosts, "peers", 30090, "u") if s] for h in hosts}
+    hosts = [(f"n{i}", f"10.0.0.{i}") for i in range(1, 5)]  # (name, address), as the plan gives them
+    turns = {name: [s for s in fan_out(name, hosts, "peers", 30090, "u") if s] for name, _ in hosts}
     assert {name: [(s.round, s.sources, s.serves) for s in shares] for name, shares in turns.items()} == {
         "n1": [(0, (), True)],
         "n2": [(1, ("http://10.0.0.1:30090",), True)],
@@ -110,5 +105,5 @@ def test_rounds_say_who_fetches_from_whom_and_who_serves():
         "n4": [(2, ("http://10.0.0.1:30090", "http://10.0.0.2:30090"), False)],
     }
     # distribution "controller": every host stages from the source, in one round, and serves nothing.
-    assert all(len(list(fleet_shares(h, hosts, "controller", 30090, "u"))) == 1 for h in hosts)
-    assert all(not s.serves and not s.sources for h in hosts for s in fleet_shares(h, hosts, "controller", 30090, "u"))
+    assert all(len(list(fan_out(name, hosts, "controller", 30090, "u"))) == 1 for name, _ in hosts)
+    assert all(not s.serves and not s.sources for name, _ in hosts for s in fan_out(name, hosts, "controller", 30090, "u"))

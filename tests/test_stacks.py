@@ -290,26 +290,25 @@ def test_a_run_checks_a_stack_s_wheels_once_and_bytes_that_differ_stop_it_while_
         tmp_path, monkeypatch, stacks_copy, index):
     # The operations fetch no wheel: the task hands them these, checked once a run, and a
     # PyinfraError raised while the deploy is planned stops the run before any host changes.
-    from pyinfra.api import Inventory
+    from pyinfra.api import State
     from pyinfra.api.exceptions import PyinfraError
+    from pyinfra.context import ctx_state
 
-    from sglfleet.run import context
+    from sglfleet.run.wheels import host_wheels
 
     served, url, hits = index
     monkeypatch.setenv("SGLFLEET_WHEELHOUSE", str(tmp_path / "wh"))
     good = local_stack(stacks_copy, served, url)
     checked, ensure = [], wheelhouse.ensure
     monkeypatch.setattr(wheelhouse, "ensure", lambda stack, *args: checked.append(stack.id) or ensure(stack, *args))
-    monkeypatch.setattr(context, "host_stack", lambda host: good)
-    run = Inventory(([("node1", {}), ("node2", {})], {}))
-    wheels = context.host_wheels(run.get_host("node1"))
-    assert context.complete_stack(run.get_host("node2")) is good
-    assert context.host_wheels(run.get_host("node2")) is wheels and checked == [good.id]  # once a run
+    with ctx_state.use(State()):  # one run: its record keeps what it fetched
+        wheels = host_wheels(good)
+        assert host_wheels(good) is wheels and checked == [good.id]  # once a run, however many hosts take it
     assert wheels == ensure(good) and len(hits) == 3
     bad = local_stack(stacks_copy, served, url, sha_of=lambda data: "0" * 64)
-    monkeypatch.setattr(context, "host_stack", lambda host: bad)
-    with pytest.raises(PyinfraError, match=r"stack dev: .* has sha256 .*the lock says 0000.*sglfleet lock dev"):
-        context.complete_stack(Inventory(([("node1", {})], {})).get_host("node1"))  # the next run
+    with ctx_state.use(State()), pytest.raises(
+            PyinfraError, match=r"stack dev: .* has sha256 .*the lock says 0000.*sglfleet lock dev"):
+        host_wheels(bad)  # the next run
 
 
 def state(stack, **kwargs):

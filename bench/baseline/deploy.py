@@ -24,7 +24,7 @@ from sglfleet import FILES
 from sglfleet.artifacts import wheelhouse
 from sglfleet.artifacts.stacks import load_stack
 from sglfleet.devfleet.rootfs import PYTHONS, SUITE  # the benchmarks' hosts run the default OS
-from sglfleet.run.context import STANDIN_FILES
+from sglfleet.plan.host_files import STANDIN_FILES
 
 HERE = Path(__file__).parent
 ROOT = "/opt/bench-baseline"

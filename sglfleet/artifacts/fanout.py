@@ -60,6 +60,34 @@ class Share:
     serves: bool = True
 
 
+def turns(host: str, targets: list[tuple[str, str]], distribution: str, port: int, unit: str):
+    """
+    The fan-out's rounds in order, each with ``host``'s turn (a ``Share``), or None where the host
+    is not in it; one round of every host without peers.
+
+    + host: the host's name
+    + targets: ``(name, address)`` of the hosts this run targets, in inventory order
+    + distribution: "peers" or "controller"
+    + port, unit: where and as what this run's file servers serve
+
+    **Example:**
+
+    .. code:: python
+
+        list(turns("n2", [("n1", "10.0.0.1"), ("n2", "10.0.0.2")], "peers", 30089, "share"))
+        # [None, Share(round=1, sources=("http://10.0.0.1:30089",), ..., serves=False)]
+    """
+    if distribution == "controller":
+        yield Share(round=0, sources=(), port=port, unit=unit, serves=False)
+        return
+    planned = rounds(targets)
+    earlier: list[str] = []
+    for number, hosts in enumerate(planned):
+        yield Share(round=number, sources=tuple(earlier), port=port, unit=unit,
+                    serves=number < len(planned) - 1) if host in [name for name, _ in hosts] else None
+        earlier += [f"http://{address}:{port}" for _, address in hosts]
+
+
 def serve(run, share: Share, folder: str, lib: str, nested: bool = False) -> tuple[bool, list[str]]:
     """
     Start the host's file server for a fan-out (``share.py`` in a transient unit that

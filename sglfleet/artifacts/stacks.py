@@ -186,7 +186,7 @@ def available() -> list[str]:
 def loadable() -> tuple[Stack, ...]:
     """
     Every stack defined here whose lock loads (hashed or not): what would fit a host. About 0.1 s:
-    a run reads it once (``sglfleet.run.context.loadable_stacks``), the lint once an inventory.
+    preflight reads it only for a host its own stack does not serve, the lint once an inventory.
     """
     stacks = []
     for name in available():

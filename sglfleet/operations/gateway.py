@@ -39,7 +39,7 @@ def serving(digest: str, earlier: tuple[str, ...] = (), unit: str = GATEWAY.unit
     Ensure the host's gateway runs configuration ``digest``: (re)start it once every
     gateway before it came back, and wait until it routes again.
 
-    + digest: the configuration's digest (``sglfleet.run.context.GatewayFiles.digest``)
+    + digest: the configuration's digest (``sglfleet.plan.host_files.GatewayFiles.digest``)
     + earlier: the gateways restarted before this one in this run: one of them down stops this restart
     + unit: the gateway's unit
     + found: ``GatewayService``'s answer, already read (``sglfleet.facts.host``); by default the operation reads it

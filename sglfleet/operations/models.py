@@ -128,7 +128,7 @@ def staged(models: list[tuple[StagedModel, Manifest]], source: str = "hub", pyth
     + python: a python with huggingface_hub on the host (the stack's), for "hub"
     + endpoint: an HF-compatible mirror's URL, or None for the Hub
     + controller_dir: the controller's folder of ``<org>/<name>/<revision>/`` copies
-    + share: the host's turn in the fan-out (``sglfleet.run.context.fleet_shares``); None: the source alone
+    + share: the host's turn in the fan-out (``sglfleet.artifacts.fanout.turns``); None: the source alone
     + answers: ``ModelState``'s answers for these models, already read; by default the operation reads them
     + textfile_dir: node_exporter's textfile folder, where a drift found is marked (``sglfleet_drift``)
 

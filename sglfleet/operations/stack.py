@@ -6,7 +6,7 @@ the commands (``sglfleet.plan.stack_commands``); what the controller runs during
 run is yielded as a ``HostFunctionCommand``: the wheels' transfer
 (``sglfleet.run.wheel_transfer``) and the collection once a rollout is over
 (``sglfleet.run.stack_collection``). No operation fetches a wheel: the task passes
-the stack's files in the controller's wheelhouse (``sglfleet.run.context.host_wheels``),
+the stack's files in the controller's wheelhouse (``sglfleet.run.wheels.host_wheels``),
 fetched and checked against the lock while the deploy is planned, so bytes that differ
 stop the run before any host changes. Wheels cross the controller's uplink about once:
 hosts fetch them from each other in rounds (``sglfleet.artifacts.fanout``).
@@ -15,7 +15,7 @@ hosts fetch them from each other in rounds (``sglfleet.artifacts.fanout``).
 
 .. code:: python
 
-    stack.installed(name="Install stack", stack=stack, wheels=host_wheels(host), gpu_less=True, keep=1)
+    stack.installed(name="Install stack", stack=stack, wheels=host_wheels(stack), gpu_less=True, keep=1)
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def wheels_fanned_out(stack: Stack, share: Share, wheels: dict[str, Local], full
     + stack: a loaded, complete stack
     + share: the host's turn in the fan-out (``sglfleet.artifacts.fanout``)
     + wheels: the stack's files in the controller's wheelhouse, ``{filename: Local}``, checked
-      against the lock while the deploy was planned (``sglfleet.run.context.host_wheels``)
+      against the lock while the deploy was planned (``sglfleet.run.wheels.host_wheels``)
     + full_check: as ``installed``'s
     + found: ``StackState``'s answer, already read; by default the operation reads it
     + peers_hold: the wheels the share's peers hold (their own Pythons'); the others come
@@ -63,7 +63,7 @@ def wheels_fanned_out(stack: Stack, share: Share, wheels: dict[str, Local], full
     .. code:: python
 
         wheels_fanned_out(name="Wheels, round 1", stack=stack, share=Share(1, ("http://node1:30089",), 30089, "u"),
-                          wheels=host_wheels(host))
+                          wheels=host_wheels(stack))
     """
     state = found if found is not READ else host.get_fact(
         StackState, stack_id=stack.id, python=stack.python, uv_version=stack.uv.version, full=full_check)
@@ -100,7 +100,7 @@ def installed(stack: Stack, wheels: dict[str, Local], gpu_less: bool = False, ke
 
     + stack: a loaded, complete stack (``load_stack``)
     + wheels: the stack's files in the controller's wheelhouse, ``{filename: Local}``, checked
-      against the lock while the deploy was planned (``sglfleet.run.context.host_wheels``): a build's
+      against the lock while the deploy was planned (``sglfleet.run.wheels.host_wheels``): a build's
       requirements take their sha256 where an allowed unhashed lock has none
     + gpu_less: the host has no GPU; the probe skips the GPU checks and records it
     + keep: stacks kept besides this one and those of the current and previous releases
@@ -116,7 +116,7 @@ def installed(stack: Stack, wheels: dict[str, Local], gpu_less: bool = False, ke
 
     .. code:: python
 
-        stack.installed(name="Stack dev", stack=stack, wheels=host_wheels(host), gpu_less=True)
+        stack.installed(name="Stack dev", stack=stack, wheels=host_wheels(stack), gpu_less=True)
     """
     # The wheels are in place by now (wheels_fanned_out): hashing them again would cost
     # seconds a GB on every build and decide nothing here.

@@ -207,6 +207,11 @@ def check_inventory(inventory, templates: Path = TEMPLATES, measured_os_severity
 
     Raises ``ConfigError`` when the inventory does not validate.
     """
+    return _checked(inventory, templates, measured_os_severity)[0]
+
+
+def _checked(inventory, templates: Path = TEMPLATES, measured_os_severity: str = "error"):
+    """``check_inventory``'s lines, and the hosts' ``HostConfig`` by name they were checked from."""
     from sglfleet.plan.flagsets import flagset_for
     from sglfleet.plan import patch_verdicts
     from sglfleet.plan.lint import Finding, lint, model_findings
@@ -271,15 +276,16 @@ def check_inventory(inventory, templates: Path = TEMPLATES, measured_os_severity
                              version or "unknown", caps_source=source, patch_sets=applied)
     findings = list(dict.fromkeys(findings))  # services that share a launch share its findings: once each
     findings.sort(key=lambda finding: finding.severity != "error")
-    return collapse([str(finding) for finding in findings], configs)
+    return collapse([str(finding) for finding in findings], configs), configs
 
 
-def validate_before_connecting(state) -> None:
+def plan_before_connecting(state) -> None:
     """
-    Run ``check_inventory`` once pyinfra's state holds the inventory (with
-    ``--data`` overrides applied), before any connection: bad input gets one
-    line per problem, exit 2, and no host is touched. Warnings are printed and
-    the run goes on.
+    Run ``check_inventory`` once pyinfra's state holds the inventory (with ``--data``
+    overrides applied and ``--limit`` known), before any connection: bad input gets one
+    line per problem, exit 2, and no host is touched. Warnings are printed and the run
+    goes on, with the fleet planned once (``sglfleet.plan.fleet_plan``) and the plan kept
+    on the state, where ``fleet_plan(state)`` finds it.
 
     pyinfra has no hook between building the inventory and connecting to it
     (callback handlers are created by ``State.init`` itself), so this wraps
@@ -293,19 +299,24 @@ def validate_before_connecting(state) -> None:
 
         # config.py
         from pyinfra import state
-        validate_before_connecting(state)
+        plan_before_connecting(state)
     """
+    from sglfleet.plan.fleet_plan import plan_fleet
+
     init = state.init
 
-    def init_then_validate(inventory, *args, **kwargs):
+    def init_then_plan(inventory, *args, **kwargs):
         init(inventory, *args, **kwargs)
         try:
-            findings = check_inventory(inventory, measured_os_severity="warning")
+            findings, configs = _checked(inventory, measured_os_severity="warning")
         except ConfigError as error:
-            findings = error.problems
+            findings, configs = error.problems, {}
         for line in findings:
             print(line, file=sys.stderr)
         if any(": warning: " not in line for line in findings):
             raise SystemExit(2)
+        limit = state.limit_hosts  # a list where --limit or --exclude narrowed the run
+        state.sglfleet_plan = plan_fleet(inventory, configs,
+                                         targets=[h.name for h in limit] if isinstance(limit, list) else None)
 
-    state.init = init_then_validate
+    state.init = init_then_plan

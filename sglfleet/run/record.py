@@ -1,11 +1,11 @@
 """
 What one run learns and reports, kept in one ``RunRecord`` on pyinfra's ``state``:
-the summary's outcomes, the event log and what it has said, the drift found, and the
-compile caches offered. A run is one ``state``, so its record lives and ends with it;
-nothing of it sits in a module.
+the summary's outcomes, the event log and what it has said, the drift found, the
+compile caches offered, each host's read and the wheels fetched. A run is one ``state``,
+so its record lives and ends with it; nothing of it sits in a module.
 
-``summary``, ``recording``, ``diffs`` and ``compile_share`` read and write it through
-``record()``; ``fail`` fails a host and records why.
+``summary``, ``recording``, ``diffs``, ``compile_share``, ``reads`` and ``wheels`` read and
+write it through ``record()``; ``fail`` fails a host and records why.
 
 **Example:**
 
@@ -17,7 +17,7 @@ nothing of it sits in a module.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyinfra.context import ctx_state
 
@@ -53,6 +53,10 @@ class RunRecord:
     + outboxes: one per webhook: events not yet POSTed, in order
     + drift_kinds: host -> the kinds of drift found there (``diffs.report_drift``)
     + offers: compile-cache key -> the archive packed in this run and who serves it (``compile_share``)
+    + reads: host -> the greenlet of its one read (``reads.read_host``)
+    + wheels: a stack's id -> its files in the controller's wheelhouse (``wheels.host_wheels``)
+    + rollout_plans: a rollout's batches -> what each host's steps will do, as the reads say
+      (``sglfleet.plan.rollout_plan``, ``tasks/rollout.py``)
     """
 
     passed: dict[str, str] = field(default_factory=dict)
@@ -67,6 +71,9 @@ class RunRecord:
     outboxes: list = field(default_factory=list)
     drift_kinds: dict[str, set[str]] = field(default_factory=dict)
     offers: dict[str, Offer] = field(default_factory=dict)
+    reads: dict[str, Any] = field(default_factory=dict)
+    wheels: dict[str, dict] = field(default_factory=dict)
+    rollout_plans: dict[tuple, Any] = field(default_factory=dict)
 
 
 def record(state: State | None = None) -> RunRecord:

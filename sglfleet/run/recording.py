@@ -30,6 +30,7 @@ import gevent.queue
 from pyinfra import logger
 
 from sglfleet.events import EventLog, default_path
+from sglfleet.plan.fleet_plan import fleet_plan
 from sglfleet.plan.secrets import SecretsError, secret_values
 from sglfleet.run import summary
 from sglfleet.run.record import RunRecord, record, under_way
@@ -202,15 +203,14 @@ def record_events(state) -> None:
 
 
 def _open(state, inventory, inventory_file: str, playbooks: list[str]) -> None:
-    from sglfleet.run.context import fleet_config, host_config  # validated data: config.py's check ran first
-
     targets = list(inventory)
     if not targets:
         return
-    # Where the log goes and whom to notify: keys every host agrees on (config.py checked it).
-    fleet = fleet_config(inventory)
+    # Where the log goes and whom to notify: keys every host agrees on (config.py checked it and planned the run).
+    plan = fleet_plan(state)
+    fleet = plan.config
     # Hosts may each have their own secrets_file: no value of any of them reaches the log.
-    secrets_files = tuple(dict.fromkeys(host_config(one).secrets_file for one in targets))
+    secrets_files = tuple(dict.fromkeys(one.config.secrets_file for one in plan.hosts.values()))
     secrets = secret_values(secrets_files)
     try:
         webhooks = [Webhook.from_config(entry.model_dump(), secrets_files) for entry in fleet.notify_webhooks]

@@ -33,11 +33,9 @@ from sglfleet.facts import sections
 from sglfleet.facts.os import HostOs, OsInfo
 from sglfleet.facts.sudo import SudoAccess
 from sglfleet.host.layout import GATEWAY, LAYOUT
-from sglfleet.plan.gateway import gateway_url
-from sglfleet.plan.secrets import load_secrets
+from sglfleet.plan.fleet_plan import plan_fleet
 from sglfleet.plan.validation import load_inventory
 from sglfleet.run import router
-from sglfleet.run.context import defined_stack, fleet_waves, host_config, host_is_gateway, host_services, release_for
 
 # What starts each service's answer in the status read, after the OS's own sections.
 STATE_MARK = "## state "
@@ -58,33 +56,29 @@ def fleet_status(inventory_path: str, data: dict | None = None) -> list[dict]:
             print(row["host"], row["current"], row["health"])
     """
     inventory = load_inventory(inventory_path, data)
+    fleet = plan_fleet(inventory)
     state = State(inventory, Config())
     connect_all(state)
-    wave_of = {
-        name: wave.name
-        for wave in fleet_waves(inventory, [h.name for h in inventory])
-        for name in wave.hosts
-    }
+    wave_of = {name: wave.name for wave in fleet.waves for name in wave.hosts}
 
     rows = []
     for host in inventory:
-        if host_is_gateway(host):
-            rows.append(_gateway_row(state, host))
+        plan = fleet.hosts[host.name]
+        if plan.is_gateway:
+            rows.append(_gateway_row(state, host, dict(fleet.gateways)[host.name], plan))
             continue
-        services = host_services(host)
         base = {"host": host.name, "wave": wave_of.get(host.name), "os": None, "python": None, "declared": None}
         if not host.connected:
-            rows += [{**base, "service": service.name, "error": "unreachable"} for service in services]
+            rows += [{**base, "service": service.name, "error": "unreachable"} for service in plan.services]
             continue
-        found, answers = _host_state(state, host, services)
-        stack = defined_stack(host)
-        for service in services:  # one row a service: its own releases, unit and health
+        found, answers = _host_state(state, host, plan.services)
+        for service in plan.services:  # one row a service: its own releases, unit and health
             row = {**base, "service": service.name, "os": found.name if found.pretty else None,
                    "python": found.python, **answers[service.name]}
             # What this inventory declares the service should serve, as a converge would render it
             # for the host's own python3 (none for a Python its stack does not serve).
-            if stack.serves(found.python):
-                row["declared"] = release_for(host, stack.for_python(found.python_minor), service).release_id
+            if plan.stack.serves(found.python):
+                row["declared"] = plan.build(found.python_minor).releases[service.name].release_id
             rows.append(row)
     return rows
 
@@ -95,10 +89,8 @@ def _connector(state: State, host) -> dict:
     return {key: arguments[key] for key in CONNECTOR_ARGUMENT_KEYS if key in arguments}
 
 
-def _gateway_row(state: State, host) -> dict:
+def _gateway_row(state: State, host, url: str, plan) -> dict:
     """A gateway host's row: its unit's state, and its gateway's workers with their health."""
-    config = host_config(host)
-    url = gateway_url(host.name, host.data.dict(), config.gateway_port)
     row: dict = {"host": host.name, "wave": "gateway", "gateway": url, "workers": None}
     if not host.connected:
         row["error"] = "unreachable"
@@ -106,7 +98,7 @@ def _gateway_row(state: State, host) -> dict:
     ok, output = host.run_shell_command(f"systemctl is-active {GATEWAY.unit}")
     row["active_state"] = (output.stdout_lines or ["unknown"])[0]
     try:
-        listed = router.workers(url, load_secrets(config.secrets_file).values.get("SGLANG_API_KEY"))
+        listed = router.workers(url, plan.api_key)
     except router.RouterError as error:
         row["gateway_error"] = str(error)
         return row

@@ -3,8 +3,16 @@
     pyinfra inventory/dev.py tests/data/stack_deploy.py -y
 """
 
+from pyinfra import host, state
+
+from sglfleet.plan.fleet_plan import fleet_plan
+from sglfleet.run.reads import read_host
 from tasks.preflight import preflight
 from tasks.stack import install_stack
 
-preflight()
-install_stack()
+fleet = fleet_plan(state)
+plan = fleet.hosts[host.name]
+found = read_host(host, fleet)
+
+preflight(plan, found)
+install_stack(fleet, plan, found)

@@ -1,0 +1,131 @@
+"""
+Each targeted host read once a run, in one command (``sglfleet.facts.host.HostRead``): what
+the converge decides from. The first host to ask starts every targeted host's read at
+once, so the hosts whose deploys load side by side wait on the same reads, and a step
+that plans across the fleet (the rollout) finds every peer's answer. The answers live in
+the run's record; the tasks are handed theirs as a value.
+
+**Example:**
+
+.. code:: python
+
+    found = read_host(host, fleet)     # this host's HostState
+    peer_read("node2")                 # another's, or None where its read failed
+"""
+
+from __future__ import annotations
+
+import gevent
+from pyinfra import state
+from pyinfra.api import Host
+from pyinfra.api.arguments import pop_global_arguments
+from pyinfra.context import ctx_host, ctx_state
+
+from sglfleet.artifacts.models import ModelError, load_manifest
+from sglfleet.artifacts.patchsets import for_file
+from sglfleet.facts.host import HostRead, HostState
+from sglfleet.host.layout import GATEWAY, LAYOUT
+from sglfleet.host.stacks import PATCHED, patched
+from sglfleet.plan.fleet_plan import FleetPlan, HostPlan
+from sglfleet.run.record import record
+from sglfleet.run.wheels import patched_digests
+
+
+def read_arguments(plan: HostPlan, sudo: dict) -> dict:
+    """
+    What ``HostRead`` reads on a host, and how it becomes root.
+
+    + plan: the host's plan
+    + sudo: pyinfra's global arguments for the host (``pop_global_arguments``): its ``_sudo`` and friends
+    """
+    config, stack = plan.config, plan.stack
+    # sudo -n is asked inside the read; a sudo password or user is pyinfra's to use.
+    own_sudo = bool(sudo.get("_sudo")) and not any(
+        sudo.get(key) for key in ("_sudo_password", "_sudo_user", "_use_sudo_login", "_preserve_sudo_env"))
+    common = {"python": stack.pythons[0], "uv_version": stack.uv.version, "full": config.verify_stacks == "full",
+              "sudo_check": own_sudo, **({"_sudo": False} if own_sudo else {})}
+    if plan.is_gateway:
+        # Its stack for each Python: the host's python3 picks its own in the read.
+        variants = {python: {"stack_id": build.stack.id, "patch_path": None, "patch_known": [], "release_id": None}
+                    for python, build in plan.builds.items()}
+        return {**common, **variants[stack.pythons[0]], "variants": variants, "user": GATEWAY.service_user,
+                "gateway_unit": GATEWAY.unit, "gateway_runtime_dir": GATEWAY.runtime_dir,
+                "paths": sorted([GATEWAY.env_file, GATEWAY.unit_file, GATEWAY.gateway_launcher])}
+    # Each Python the stack serves: the host's python3 picks its own in the read.
+    variants = {}
+    for python, build in plan.builds.items():
+        built = build.stack
+
+        def known(member: str) -> list[str]:
+            return sorted(patched_digests(built, member, for_file(list(plan.patch_sets), built.sglang_version, member)))
+
+        variants[python] = {"stack_id": built.id, "patch_path": f"{built.venv}/{patched(python)}",
+                            "patch_known": known(PATCHED),
+                            # The other files the patch step visits, in the same read: a no-op converge
+                            # stays one command a host.
+                            "patch_more": {f"{built.venv}/{patched(python, member)}": known(member)
+                                           for member in plan.patch_files if member != PATCHED},
+                            "release_id": build.releases[plan.services[0].name].release_id}
+        if config.services:  # each service's releases, read in the same command
+            variants[python]["service_releases"] = {name: release.release_id
+                                                    for name, release in build.releases.items()}
+    paths = [*(path for service in plan.services for path in (service.layout.env_file, service.layout.unit_file)),
+             *plan.tool_files]
+    try:
+        spec = [{"dir": model.dir, "digest": load_manifest(model.repo, model.revision).digest}
+                for model in plan.models]
+    except ModelError:
+        spec = None  # the models step reads its own and says what is missing
+    return {**common, **variants[stack.pythons[0]], "variants": variants, "user": LAYOUT.service_user,
+            "paths": sorted(paths), "model_spec": spec or None, "patched": list(plan.patch_files)}
+
+
+def read_host(host: Host, fleet: FleetPlan) -> HostState:
+    """
+    Everything the converge decides from on ``host`` (``sglfleet.facts.host.HostState``),
+    read once a run: the first call reads every targeted host at once, one command each.
+
+    + host: ``pyinfra.host``
+    + fleet: this run's plan (``sglfleet.plan.fleet_plan.fleet_plan``)
+
+    **Example:**
+
+    .. code:: python
+
+        read_host(host, fleet).release.current   # "3f2a9c1d0b7e6a55"
+    """
+    # One greenlet per host: hosts whose deploys load side by side wait on the same reads.
+    reads = record().reads
+    if host.name not in reads:
+        hosts = [h for h in state.inventory.get_active_hosts() if state.is_host_in_limit(h)]
+        # The host itself, not pyinfra's context proxy of the host being loaded.
+        unread = [h for h in dict.fromkeys([state.inventory.get_host(host.name), *hosts]) if h.name not in reads]
+        # A refusal stops the run before any read.
+        arguments = {h.name: read_arguments(fleet.hosts[h.name], pop_global_arguments(state, h, {})[0])
+                     for h in unread}
+
+        def read(one: Host) -> HostState:
+            with ctx_state.use(state.inventory.state), ctx_host.use(one):
+                return one.get_fact(HostRead, **arguments[one.name])
+
+        # Not pyinfra's pool: its slots may all be held by the deploys being loaded.
+        reads.update({h.name: gevent.spawn(read, h) for h in unread})
+    return reads[host.name].get()
+
+
+def peer_read(name: str, fleet: FleetPlan) -> HostState | None:
+    """
+    Another host's read, or None where it failed: that host fails alone, in its own deploy,
+    and a plan across the fleet leaves it out.
+
+    + name: the other host's name
+    + fleet: this run's plan
+    """
+    greenlet = record().reads.get(name)
+    if greenlet is None:
+        try:
+            return read_host(state.inventory.get_host(name), fleet)
+        except Exception:  # its own deploy reports it
+            return None
+    greenlet.join()
+    return greenlet.value if greenlet.successful() else None
