@@ -143,17 +143,14 @@ def test_what_each_batch_costs():
         ("canary batch 1 switching", 0.0), ("flip", 1.0), ("done", 1.0)]
 
 
-def test_each_hosts_operations_follow_the_units_in_step_with_the_others(monkeypatch):
-    """tasks/rollout.py's steps for a 2 + 2 fleet behind a gateway: the same positions on every host (pyinfra runs
+def test_each_hosts_operations_follow_the_units_in_step_with_the_others():
+    """Each host's rollout steps (sglfleet.plan.rollout_steps, as tasks/rollout.py calls them) for a 2 + 2 fleet behind a gateway: the same positions on every host (pyinfra runs
     them in step), each host's turn where its role and batch are, and its settle with its worker and role."""
     from pyinfra.api import Inventory
 
-    from sglfleet import PROJECT_ROOT
     from sglfleet.plan.fleet_plan import plan_fleet
     from sglfleet.plan.rollout_plan import RolloutPlan
-
-    monkeypatch.syspath_prepend(str(PROJECT_ROOT))  # tasks/ is pyinfra's deploy folder, not a package installed
-    import tasks.rollout as rollout
+    from sglfleet.plan.rollout_steps import host_steps
 
     base = {"stack": "dev", "server": "standin", "gpu_less": True, "model_path": "m", "listen_host": "0.0.0.0"}
     roles = {"node1": P, "node2": D, "node3": P, "node4": D}
@@ -169,7 +166,7 @@ def test_each_hosts_operations_follow_the_units_in_step_with_the_others(monkeypa
                    (step[0], step[1].label, step[2].flip, step[2].leader, step[1].worker_url,
                     dict(step[1].worker_spec)) if isinstance(step, tuple) else
                    ("switch", step.label, step.hold, step.pd_unit, len(step.earlier_units))
-                   for step in rollout._steps(fleet, fleet.hosts[name], restarts)]
+                   for step in host_steps(fleet, fleet.hosts[name], restarts)]
             for name in roles}
     generation = {"pairing_protocol": pairing_generation(fleet.hosts["node2"].config)}
     assert seen["node2"][:4] == [("switch", "canary batch 1 decodes", True, ("node1", "node2"), 0),
@@ -209,7 +206,7 @@ def test_the_first_batch_settles_by_flipping_or_rolling_back(monkeypatch, failed
     from types import SimpleNamespace
 
     from sglfleet.run import pd, router, summary
-    from sglfleet.run.rollout import BatchStep
+    from sglfleet.plan.rollout_steps import BatchStep
 
     calls = {"flip": [], "rolled": []}
     monkeypatch.setattr(router, "flip", lambda url, old, new, **kw: calls["flip"].append((list(old), sorted(new))))

@@ -7,8 +7,8 @@ from pyinfra import host
 from pyinfra.api import operation
 
 from sglfleet.operations.remote import HostFunctionCommand
-from sglfleet.run.pd import SettleTurn, flipped, settled
-from sglfleet.run.rollout import BatchStep
+from sglfleet.plan.rollout_steps import BatchStep, SettleTurn
+from sglfleet.run.pd import flipped, settled
 
 
 @operation(is_idempotent=False)

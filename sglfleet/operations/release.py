@@ -31,8 +31,10 @@ from sglfleet.operations.drift import marked
 from sglfleet.operations.remote import HostFunctionCommand
 from sglfleet.plan.release import Release
 from sglfleet.plan.rollout_plan import ACTIONS, decide  # noqa: F401 (ACTIONS: decide's answers, as before)
+from sglfleet.plan.rollout_steps import BatchStep
 from sglfleet.run.diffs import report_drift, say, show_diff, wants_diff
-from sglfleet.run.rollout import BatchStep, bake, fail, relink, retire, roll_back, switch
+from sglfleet.run.rollout import bake, fail, relink, retire, roll_back, switch
+
 
 def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()

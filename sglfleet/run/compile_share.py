@@ -24,7 +24,6 @@ in the run's record (``sglfleet.run.record``), as the summary's verdicts are.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
 
 import gevent
 from pyinfra import logger
@@ -33,35 +32,11 @@ from pyinfra.api import StringCommand
 from sglfleet.artifacts.fanout import Share, human, serve
 from sglfleet.host.layout import LAYOUT
 from sglfleet.host.protocol import PASSED, results as tool_results
+from sglfleet.plan.rollout_steps import CacheShare
 from sglfleet.run import recording
 from sglfleet.run.record import Offer, record
 
 CACHE_TOOL_TIMEOUT_S = 1800  # packing or fetching some GB of caches; past that the link is gone
-
-
-@dataclass(frozen=True)
-class CacheShare:
-    """
-    One host's part in handing on compile caches during a rollout.
-
-    + key: its stack, GPU architecture and driver (``compile_cache.cache_key``)
-    + stack_id: the stack its new release runs
-    + port: where it serves the caches once it holds them
-    + unit: the transient unit of its file server
-    + later: a host of a later batch with the same key restarts in this run, so this
-      host packs or serves the caches once it passed
-    + serve_s: how long the file server may live at most
-    + service: which of the host's services takes and hands on its own caches (``--service``
-      for the host tool); each service of a host has its own share, under its own key
-    """
-
-    key: str
-    stack_id: str
-    port: int
-    unit: str
-    later: bool = False
-    serve_s: int = 4 * 3600
-    service: str = LAYOUT.service_name
 
 
 def _cache_tool(host, connector_arguments, share: CacheShare, timeout_s: float | None,

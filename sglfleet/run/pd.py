@@ -12,31 +12,14 @@ the gateways: every worker of the old release stops being picked, then the batch
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from pyinfra import logger
 
 from sglfleet.plan.pd_units import UnitBatch, failed_units, over_budget, settle
 from sglfleet.run import recording, router, summary
-from sglfleet.run.rollout import BatchStep, at_router, fail, roll_back
-
-
-@dataclass(frozen=True)
-class SettleTurn:
-    """
-    One host's part in its batch's settle.
-
-    + units: the batch's units
-    + flip: the batch is the first, which flips the gateways to the new release
-    + leader: this host takes the old release out of the gateways (one host a batch)
-    + workers: ``(host, worker URL, Worker.spec() items)`` of every serving host's services, the fleet's
-      workers, each as it joins the gateways with the release this run serves
-    """
-
-    units: tuple[tuple[str, ...], ...]
-    flip: bool
-    leader: bool
-    workers: tuple[tuple[str, str, tuple], ...]
+from sglfleet.plan.rollout_steps import BatchStep, SettleTurn
+from sglfleet.run.rollout import at_router, fail, roll_back
 
 
 def _action(state, host, step: BatchStep, turn: SettleTurn) -> tuple[str, list, bool]:

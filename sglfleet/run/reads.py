@@ -10,7 +10,8 @@ the run's record; the tasks are handed theirs as a value.
 .. code:: python
 
     found = read_host(host, fleet)     # this host's HostState
-    peer_read("node2")                 # another's, or None where its read failed
+    peer_read("node2", fleet)          # another's, or None where its read failed
+    rollout_plan(fleet).restarts("node2")   # what its rollout step will do, as its read says
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from sglfleet.facts.host import HostRead, HostState
 from sglfleet.host.layout import GATEWAY, LAYOUT
 from sglfleet.host.stacks import PATCHED, patched
 from sglfleet.plan.fleet_plan import FleetPlan, HostPlan
+from sglfleet.plan.rollout_plan import RolloutPlan, plan_rollout
+from sglfleet.plan.rollout_steps import host_rollout
 from sglfleet.run.record import record
 from sglfleet.run.wheels import patched_digests
 
@@ -129,3 +132,19 @@ def peer_read(name: str, fleet: FleetPlan) -> HostState | None:
             return None
     greenlet.join()
     return greenlet.value if greenlet.successful() else None
+
+
+def rollout_plan(fleet: FleetPlan) -> RolloutPlan:
+    """
+    What every host of this run's batches will do in its rollout steps, as their reads say
+    (``sglfleet.plan.rollout_plan``), planned once a run: which hosts restart, and which hand
+    compile caches on to a later batch.
+
+    + fleet: this run's plan
+    """
+    batches = tuple(batch.hosts for batch in fleet.rollout.batches)
+    known = record().rollout_plans
+    if batches not in known:
+        known[batches] = plan_rollout(batches, {name: host_rollout(fleet.hosts[name], peer_read(name, fleet))
+                                                for batch in batches for name in batch})
+    return known[batches]

@@ -18,83 +18,18 @@ when the host passed, or fails it one way: ``fail`` logs why and returns False.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
 
 import gevent
 from pyinfra import logger
 from pyinfra.api import StringCommand
 
 from sglfleet.host.bake import describe
-from sglfleet.host.layout import LAYOUT, Layout
-from sglfleet.host.protocol import BAKE_FAILED, DOWN, PASSED, ROLLED_BACK, lock_wait_s as held_lock_s, results as tool_results
+from sglfleet.host.layout import LAYOUT
+from sglfleet.host.protocol import BAKE_FAILED, DOWN, PASSED, ROLLED_BACK, results as tool_results
 from sglfleet.plan.pd_units import rejoins
-from sglfleet.plan.schema import defaults
+from sglfleet.plan.rollout_steps import BatchStep
 from sglfleet.run import compile_share, recording, router, summary
-from sglfleet.run.compile_share import CacheShare
 from sglfleet.run.recording import fail
-
-
-@dataclass(frozen=True)
-class BatchStep:
-    """
-    Where one host stands in one batch of a rollout.
-
-    + label: the batch's name in messages: its wave (``"wave1"``), or with
-      ``rollout_serial``, ``"wave1 batch 3"``
-    + hosts: the hosts of this batch
-    + earlier: ``(label, hosts)`` of each earlier batch of this run, in order
-    + max_fail_percentage: an earlier batch with more failed hosts (in %) stops this one
-    + bake_s: how long the batch bakes once its hosts pass their start-up gates (0: no bake)
-    + router_url: the sglang-router in front of the fleet, if any
-    + worker_url: this host's URL as the router (or the gateways) know it
-    + gateways: without ``router_url``, the base URL of each of the fleet's gateways: the host
-      leaves and rejoins them all
-    + gateway_api_key: the gateways' API key (never shown: not in the step's repr)
-    + gateway_timeout_s: how long a drain or a join may take at one gateway
-    + timeout_s: how long the controller waits for the host's answer to a switch
-      before it reports the host lost (a link that never comes back); None waits forever
-    + lock_wait_s: how long to wait for another run that holds the host's lock
-    + releases_keep: once switched, old releases kept besides the current and the previous
-    + textfile_dir: where the host tool writes ``sglfleet.prom`` for node_exporter
-    + cache: how the host takes and hands on compile caches (``compile_share``), or None
-    + service: which of the host's services this step switches (``sglang``: its one service); each
-      service of a host has its own step, with its own ``worker_url``, one after another in the batch
-    + worker_spec: a PD worker's role as it rejoins the gateways (``sglfleet.plan.pd.Worker.spec``)
-    """
-
-    # The inventory's keys default as in inventory/group_data/all.py, the one place defaults live.
-    label: str
-    hosts: tuple[str, ...] = ()
-    earlier: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    max_fail_percentage: float = defaults()["max_fail_percentage"]
-    bake_s: float = defaults()["gate_bake_s"]
-    router_url: str | None = defaults()["router_url"]
-    worker_url: str | None = None
-    gateways: tuple[str, ...] = ()
-    gateway_api_key: str | None = field(default=None, repr=False)
-    gateway_timeout_s: float = defaults()["gateway_drain_timeout_s"]
-    timeout_s: float | None = None
-    lock_wait_s: float = held_lock_s(defaults()["gate_warmup_s"], defaults()["gate_bake_s"])
-    releases_keep: int = defaults()["releases_keep"]
-    textfile_dir: str = defaults()["textfile_dir"]
-    cache: CacheShare | None = None
-    service: str = LAYOUT.service_name
-    worker_spec: tuple[tuple[str, object], ...] = ()  # a PD worker's role at the gateways (Worker.spec())
-    # A PD fleet's rollout unit (sglfleet.plan.pd_units): the host's unit, whether it stays out of the
-    # gateways after its gate until its batch flips them, and each earlier batch's units.
-    pd_unit: tuple[str, ...] = ()
-    hold: bool = False
-    earlier_units: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = ()
-
-    @property
-    def layout(self) -> Layout:
-        """The service's layout (``Layout.for_service``): its unit, and how the host tool picks it."""
-        return LAYOUT.for_service(self.service)
-
-    @property
-    def unit(self) -> str:
-        """The service's unit, for messages: ``sglang-<name>.service``, or ``sglang.service``."""
-        return self.layout.unit
 
 
 def _who(step: BatchStep) -> str:
