@@ -148,7 +148,7 @@ def test_each_hosts_operations_follow_the_units_in_step_with_the_others():
     them in step), each host's turn where its role and batch are, and its settle with its worker and role."""
     from pyinfra.api import Inventory
 
-    from sglfleet.plan.fleet_plan import plan_fleet
+    from sglfleet.plan.validation import plan_inventory
     from sglfleet.plan.rollout_plan import RolloutPlan
     from sglfleet.plan.rollout_steps import host_steps
 
@@ -158,7 +158,7 @@ def test_each_hosts_operations_follow_the_units_in_step_with_the_others():
              for i, (name, role) in enumerate(roles.items(), 1)]
     inventory = Inventory((hosts + [("gw", {**base, "ssh_hostname": "10.0.0.9"})], {}),
                           canary=(["node1", "node2"], {}), wave1=(["node3", "node4"], {}), gateways=(["gw"], {}))
-    fleet = plan_fleet(inventory)
+    fleet = plan_inventory(inventory)
     # Every host restarts (sglfleet.plan.rollout_plan); the steps share no compile caches (roll_out adds them).
     restarts = RolloutPlan(actions={name: {"sglang": "switch"} for name in roles})
 

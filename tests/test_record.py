@@ -59,12 +59,13 @@ def test_fail_records_the_first_reason_and_one_host_failed_event(tmp_path):
 def test_each_run_plans_its_own_inventory_and_keeps_the_plan_on_its_state():
     from pyinfra.api import Inventory, State
 
-    from sglfleet.plan.fleet_plan import fleet_plan, plan_fleet
+    from sglfleet.plan.fleet_plan import fleet_plan
+    from sglfleet.plan.validation import plan_inventory
 
     data = {"stack": "dev", "server": "standin", "gpu_less": True, "model_path": "moonshotai/Kimi-K2.5",
             "speculative_draft_model_path": "lightseekorg/kimi-k2.5-eagle3", "allow_unpinned_models": True}
-    one = plan_fleet(Inventory(([("node1", {**data, "listen_port": 30000})], {})))
-    other = plan_fleet(Inventory(([("node1", {**data, "listen_port": 31000})], {})))
+    one = plan_inventory(Inventory(([("node1", {**data, "listen_port": 30000})], {})))
+    other = plan_inventory(Inventory(([("node1", {**data, "listen_port": 31000})], {})))
     assert [s.port for s in one.hosts["node1"].services] == [30000]
     assert [s.port for s in other.hosts["node1"].services] == [31000]  # the same name, its own plan
     assert one.hosts["node1"].build("3.11").releases["sglang"].release_id != \

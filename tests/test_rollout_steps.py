@@ -11,7 +11,7 @@ from pyinfra.api import Inventory
 
 from sglfleet.facts.host import HostState
 from sglfleet.facts.release import Installed
-from sglfleet.plan.fleet_plan import plan_fleet
+from sglfleet.plan.validation import plan_inventory
 from sglfleet.plan.rollout_plan import RolloutPlan
 from sglfleet.plan.rollout_steps import cache_shares, host_steps, retired_services, retired_steps, service_steps
 
@@ -28,7 +28,7 @@ def fleet_of(data=None, gateway=False, **groups):
     if gateway:
         hosts.append(("gw", {**BASE, "ssh_hostname": "10.0.0.9", **(data or {})}))
         groups["gateways"] = ["gw"]
-    return plan_fleet(Inventory((hosts, {}), **{name: (list(members), {}) for name, members in groups.items()}))
+    return plan_inventory(Inventory((hosts, {}), **{name: (list(members), {}) for name, members in groups.items()}))
 
 
 def shape(steps):

@@ -217,11 +217,11 @@ def test_the_standin_refuses_a_gpu_its_cuda_visible_devices_hide_as_torch_does()
 def test_the_gateways_route_to_each_service_of_a_host_as_its_own_worker():
     from pyinfra.api import Inventory
 
-    from sglfleet.plan.fleet_plan import plan_fleet
+    from sglfleet.plan.validation import plan_inventory
 
     data = {**BASE, "listen_host": "0.0.0.0"}
     inventory = Inventory(([("node1", {**data, "ssh_hostname": "10.0.0.1", "services": TWO}),
                             ("node2", {**data, "ssh_hostname": "10.0.0.2"})], {}),
                           gateways=(["gw"], {}))
-    assert [one.url for one in plan_fleet(inventory).workers] == ["http://10.0.0.1:30000", "http://10.0.0.1:30001",
+    assert [one.url for one in plan_inventory(inventory).workers] == ["http://10.0.0.1:30000", "http://10.0.0.1:30001",
                                                                      "http://10.0.0.2:30000"]

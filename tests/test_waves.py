@@ -73,7 +73,7 @@ def test_a_pause_holds_batches_back_but_sizes_them_as_the_whole_rollout(tmp_path
     from pyinfra.api import State
     from pyinfra.context import ctx_state
     from pyinfra_cli.inventory import make_inventory_from_files
-    from sglfleet.plan.fleet_plan import plan_fleet
+    from sglfleet.plan.validation import plan_inventory
 
     # 8 targeted hosts, serial 25 %: batches of 2, whether paused after wave1 or not.
     path = tmp_path / "paused_inventory.py"
@@ -85,7 +85,7 @@ def test_a_pause_holds_batches_back_but_sizes_them_as_the_whole_rollout(tmp_path
         "wave2 = [(f'n{i}', D) for i in range(6, 9)]\n")
     with ctx_state.use(State()):
         inventory = make_inventory_from_files(str(path))
-    rollout = plan_fleet(inventory, targets=[f"n{i}" for i in range(1, 9)]).rollout
+    rollout = plan_inventory(inventory, targets=[f"n{i}" for i in range(1, 9)]).rollout
     assert [(b.wave, b.hosts) for b in rollout.batches] == [
         ("canary", ("n1",)), ("wave1", ("n2", "n3")), ("wave1", ("n4", "n5"))]
     assert [wave.name for wave in rollout.held] == ["wave2"]

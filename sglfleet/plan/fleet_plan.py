@@ -12,7 +12,7 @@ is planned for every Python the stack serves: ``HostPlan.build`` takes the one t
 
 .. code:: python
 
-    fleet = plan_fleet(inventory, targets=["node1", "node2"])
+    fleet = plan_fleet(inventory, validate_inventory(inventory), targets=["node1", "node2"])
     plan = fleet.hosts["node1"]
     plan.build("3.11").releases["sglang"].release_id   # "3f2a9c1d0b7e6a55"
     fleet.rollout.batches[0].hosts                     # ("node1",): the canary
@@ -220,19 +220,17 @@ def _rollout(waves: list[Wave], fleet: FleetConfig, roles: dict[str, str]) -> Ro
                    units=units, roles=tuple(roles.items()))
 
 
-def plan_fleet(inventory, configs: dict[str, HostConfig] | None = None, targets: Iterable[str] | None = None,
+def plan_fleet(inventory, configs: dict[str, HostConfig], targets: Iterable[str] | None = None,
                fleet: FleetConfig | None = None) -> FleetPlan:
     """
     Plan a validated inventory (nothing connects).
 
-    + inventory: the ``pyinfra.api.Inventory``, validated (``sglfleet.plan.validation``)
-    + configs: its hosts' ``HostConfig`` by name (by default validated here)
+    + inventory: the ``pyinfra.api.Inventory``
+    + configs: its hosts' ``HostConfig`` by name, as validated (``sglfleet.plan.validation.validate_inventory``;
+      ``plan_inventory`` there does both)
     + targets: the names of the hosts this run acts on (by default every host)
     + fleet: the keys every host shares (by default agreed here from ``configs``)
     """
-    if configs is None:
-        from sglfleet.plan.validation import validate_inventory  # it plans nothing: no import circle
-        configs = validate_inventory(inventory)
     fleet = fleet or FleetConfig.agreed(configs)
     hosts = list(inventory)
     names = [host.name for host in hosts]

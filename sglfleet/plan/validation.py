@@ -25,6 +25,7 @@ from pathlib import Path
 from sglfleet.artifacts.patchsets import SHIPPED as SHIPPED_SETS, load_sets
 from sglfleet.errors import ConfigError
 from sglfleet.plan.fleet import FleetConfig
+from sglfleet.plan.fleet_plan import plan_fleet
 from sglfleet.plan.gateway import gateway_problems, is_gateway, serving_groups
 from sglfleet.plan.measured import measured_caps, measured_os
 from sglfleet.plan.pd import backend_wheel_problem, pd_problems, role_of
@@ -148,6 +149,24 @@ def validate_inventory(inventory, stacks_dir: Path = STACKS_DIR) -> dict[str, Ho
     if problems:
         raise ConfigError(collapse(problems, groups))
     return configs
+
+
+def plan_inventory(inventory, targets=None):
+    """
+    Validate an inventory (``validate_inventory``) and plan it (``sglfleet.plan.fleet_plan.plan_fleet``).
+
+    + inventory: a ``pyinfra.api.Inventory`` (nothing is connected)
+    + targets: the names of the hosts the run acts on (by default every host)
+
+    Raises ``ConfigError`` listing every problem.
+
+    **Example:**
+
+    .. code:: python
+
+        plan_inventory(load_inventory("inventory/dev.py")).hosts["node1"].services[0].unit   # "sglang.service"
+    """
+    return plan_fleet(inventory, validate_inventory(inventory), targets=targets)
 
 
 def _compute_caps(name: str, config: HostConfig) -> tuple[list[str] | None, str]:
@@ -301,8 +320,6 @@ def plan_before_connecting(state) -> None:
         from pyinfra import state
         plan_before_connecting(state)
     """
-    from sglfleet.plan.fleet_plan import plan_fleet
-
     init = state.init
 
     def init_then_plan(inventory, *args, **kwargs):

@@ -33,8 +33,7 @@ from sglfleet.facts import sections
 from sglfleet.facts.os import HostOs, OsInfo
 from sglfleet.facts.sudo import SudoAccess
 from sglfleet.host.layout import GATEWAY, LAYOUT
-from sglfleet.plan.fleet_plan import plan_fleet
-from sglfleet.plan.validation import load_inventory
+from sglfleet.plan.validation import load_inventory, plan_inventory
 from sglfleet.run import router
 
 # What starts each service's answer in the status read, after the OS's own sections.
@@ -56,7 +55,7 @@ def fleet_status(inventory_path: str, data: dict | None = None) -> list[dict]:
             print(row["host"], row["current"], row["health"])
     """
     inventory = load_inventory(inventory_path, data)
-    fleet = plan_fleet(inventory)
+    fleet = plan_inventory(inventory)
     state = State(inventory, Config())
     connect_all(state)
     wave_of = {name: wave.name for wave in fleet.waves for name in wave.hosts}
