@@ -76,7 +76,7 @@ class FileDigests(FactBase[dict]):
         patterns = " -o ".join(f"-path {shlex.quote(temporaries_pattern(path))}" for path in paths)
         # Three processes for any number of files: they run on every host at every converge.
         return (
-            f"for f in {quoted}; do printf 'path %s\\n' \"$f\"; done; "
+            f"printf paths; printf '\\t%s' {quoted}; echo; "
             f"stat -c 'stat %a %U %G %n' -- {quoted} 2>/dev/null; "
             f"sha256sum -- {quoted} 2>/dev/null; "
             f"find {directories} -maxdepth 1 -type f \\( {patterns} \\) -mmin +{STALE_MINUTES} "
@@ -87,8 +87,8 @@ class FileDigests(FactBase[dict]):
         paths, stats, digests, leftovers = [], {}, {}, []
         for line in output:
             kind, _, rest = line.partition(" ")
-            if kind == "path":
-                paths.append(rest)
+            if line.startswith("paths"):  # every path asked, tab-separated, on one line
+                paths += line.split("\t")[1:]
             elif kind == "stat":
                 mode, owner, group, path = rest.split(" ", 3)
                 stats[path] = {"mode": mode, "owner": owner, "group": group}

@@ -114,42 +114,41 @@ class HostRead(FactBase[HostState]):
     def _parts(self, stack_id, python, uv_version, user, paths, patch_path, patch_known, release_id,
                model_spec, full, gateway_unit=None, gateway_runtime_dir=None, service_releases=None,
                patched=(PATCHED,), patch_more=None):
+        # Each part's command is made only where the read runs it (a Python's variant runs its own parts alone).
         if gateway_unit:  # a gateway host: its stack, its files and its gateway, nothing of sglang
             return {
-                "stack": (StackState(), StackState().command(stack_id, python, uv_version, hash_wheels=False,
-                                                              full=full)),
-                "files": (FileDigests(), FileDigests().command(paths)),
-                "gateway": (GatewayService(), GatewayService().command(gateway_unit, gateway_runtime_dir)),
-                "installed": (InstalledServices(), InstalledServices().command()),
+                "stack": lambda: StackState().command(stack_id, python, uv_version, hash_wheels=False, full=full),
+                "files": lambda: FileDigests().command(paths),
+                "gateway": lambda: GatewayService().command(gateway_unit, gateway_runtime_dir),
+                "installed": lambda: InstalledServices().command(),
             }
         parts = {
-            "gpus": (NvidiaGpus(), "if command -v nvidia-smi >/dev/null 2>&1; then "
-                                   f"{NvidiaGpus().command()}; fi"),
-            "rdma": (RdmaDevices(), RdmaDevices().command()),
-            "stack": (StackState(), StackState().command(stack_id, python, uv_version, hash_wheels=False,
-                                                          full=full, patched=patched)),
-            "user": (PasswdEntry(), PasswdEntry().command(user)),
-            "files": (FileDigests(), FileDigests().command(paths)),
-            "patch": (FileBytesUnlessKnown(), FileBytesUnlessKnown().command(patch_path, patch_known)),
-            "installed": (InstalledServices(), InstalledServices().command()),
+            "gpus": lambda: f"if command -v nvidia-smi >/dev/null 2>&1; then {NvidiaGpus().command()}; fi",
+            "rdma": lambda: RdmaDevices().command(),
+            "stack": lambda: StackState().command(stack_id, python, uv_version, hash_wheels=False, full=full,
+                                                  patched=patched),
+            "user": lambda: PasswdEntry().command(user),
+            "files": lambda: FileDigests().command(paths),
+            "patch": lambda: FileBytesUnlessKnown().command(patch_path, patch_known),
+            "installed": lambda: InstalledServices().command(),
         }
-        parts.update({f"{PATCH_PART}{path}": (FileBytesUnlessKnown(), FileBytesUnlessKnown().command(path, known))
+        parts.update({f"{PATCH_PART}{path}": (lambda path=path, known=known: FileBytesUnlessKnown().command(path, known))
                       for path, known in (patch_more or {}).items()})
         if service_releases:  # several services: each one's releases, none at the host's root
-            parts.update({f"{SERVICE_PART}{name}": (ReleaseState(), ReleaseState().command(one, service=name))
+            parts.update({f"{SERVICE_PART}{name}": (lambda one=one, name=name: ReleaseState().command(one, service=name))
                           for name, one in service_releases.items()})
-            parts.update({f"{USER_PART}{name}": (PasswdEntry(), PasswdEntry().command(
+            parts.update({f"{USER_PART}{name}": (lambda name=name: PasswdEntry().command(
                 LAYOUT.for_service(name).service_user)) for name in service_releases})
         else:
-            parts["release"] = (ReleaseState(), ReleaseState().command(release_id))
+            parts["release"] = lambda: ReleaseState().command(release_id)
         if model_spec:
-            parts["models"] = (ModelState(), ModelState().command(model_spec))
+            parts["models"] = lambda: ModelState().command(model_spec)
         return parts
 
     @staticmethod
     def _joined(parts: dict, names) -> str:
         # A subshell each: a part's own `exit` or `cd` ends or moves only that part.
-        return "; ".join(f"echo {shlex.quote(MARK + name)}; ( {parts[name][1]}\n)"
+        return "; ".join(f"echo {shlex.quote(MARK + name)}; ( {parts[name]()}\n)"
                          for name in names if name in parts)
 
     def command(self, stack_id: str, python: str, uv_version: str, user: str, paths: list[str],

@@ -47,10 +47,14 @@ def record(host_name: str, gpus, os=None) -> None:
         data.update(compute_caps=[gpu.compute_cap for gpu in gpus], names=sorted({gpu.name for gpu in gpus}))
     if os is not None:
         data["os"] = {field: getattr(os, field) for field in ("id", "version_id", "pretty", "glibc", "python")}
-    path = _path(host_name)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path, text = _path(host_name), json.dumps(data) + "\n"
+    try:
+        if path.read_text() == text:
+            return  # measured the same today: a converge of an unchanged fleet writes nothing
+    except OSError:
+        path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.{os_module.getpid()}")
-    temporary.write_text(json.dumps(data) + "\n")
+    temporary.write_text(text)
     temporary.replace(path)
 
 
