@@ -6,7 +6,9 @@ Sections (``--only`` picks some), each writing its figures to
 ``scale`` markers:
 
 - ``noop``: a no-op converge (``deploy.py``) against the engine floor
-  (``pyinfra INVENTORY exec -- true`` from a folder without config.py) at 3,
+  (``pyinfra INVENTORY exec -- true`` from a folder without config.py) and the
+  skeleton (``bench/skeleton/deploy.py``: pyinfra alone running a deploy of
+  sglfleet's shape, as many steps, operations and bytes read) at 3,
   12 and 24 hosts, interleaved round by round in a rotating order, medians;
   the cost over the floor per host, the 24/3 ratio, and a profile of the
   controller's CPU at 24 hosts (cProfile, the top functions by own time).
@@ -108,6 +110,12 @@ class Bench:
         return self.run([str(PYINFRA), str(PROJECT_ROOT / "inventory/dev.py"), "exec", "-y", *limits, "--", "true"],
                         cwd=folder)[0]
 
+    def skeleton(self, limit: list[str], shape: list[str]) -> float:
+        """pyinfra alone running a deploy of sglfleet's shape (``bench/skeleton/deploy.py``), from its folder."""
+        limits = [arg for host in limit for arg in ("--limit", host)]
+        return self.run([str(PYINFRA), str(PROJECT_ROOT / "inventory/dev.py"), "deploy.py", "-y", *limits, *shape],
+                        cwd=BENCH / "skeleton")[0]
+
     def bridge_tx(self) -> int:
         """Bytes the bridge has taken from the controller's side (what the controller sent to the hosts)."""
         return int(Path(f"/sys/class/net/{self.env['SGLFLEET_DEVFLEET_BRIDGE']}/statistics/tx_bytes").read_text())
@@ -142,12 +150,44 @@ def remote_commands(bench: Bench, hosts: list[str], since: float) -> int:
         time.sleep(0.2)
 
 
+def deploy_steps() -> int:
+    """How many ``@deploy`` steps deploy.py calls on a host: its calls of names it imports from tasks/."""
+    import ast
+    import importlib
+
+    sys.path.insert(0, str(PROJECT_ROOT))
+    tree = ast.parse((PROJECT_ROOT / "deploy.py").read_text())
+    imported = {alias.asname or alias.name: node.module for node in tree.body if isinstance(node, ast.ImportFrom)
+                and (node.module or "").startswith("tasks.") for alias in node.names}
+    called = [node.value.func.id for node in tree.body if isinstance(node, ast.Expr)
+              and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name)]
+    # pyinfra's @deploy leaves the function it wraps as ``_inner``; a plain step (access) has none.
+    return sum(1 for name in called if name in imported
+               and hasattr(getattr(importlib.import_module(imported[name]), name), "_inner"))
+
+
+def read_size(bench: Bench) -> tuple[int, int]:
+    """The lines and bytes of the first host's read (``HostRead``) on the converged fleet, read through nsenter."""
+    host = bench.fleet.hosts[0]
+    command = bench.run([sys.executable, str(BENCH / "skeleton" / "read_command.py"),
+                         str(PROJECT_ROOT / "inventory/dev.py"), host])[1]
+    output = bench.fleet.inside(host, command).stdout
+    return output.count("\n"), len(output.encode())
+
+
 def bench_noop(bench: Bench, rounds: int, sizes: list[int]) -> dict:
     bench.up(max(sizes))
     bench.deploy()
     sshd_logs_sessions(bench)
     hosts = bench.fleet.hosts
-    names = ("floor", "sglfleet", "floor_cpu", "sglfleet_cpu", "floor_commands", "sglfleet_commands")
+    _, output = bench.deploy(limit=hosts[:1])
+    operations = int(re.search(r"Grand total\s+(\d+)", output).group(1))  # one host's: its operations
+    lines, size = read_size(bench)
+    shape = {"deploys": deploy_steps(), "operations": operations, "read_lines": lines, "read_bytes": size}
+    log(f"sglfleet's shape, as the skeleton copies it: {shape}")
+    skeleton = [arg for key, value in shape.items() for arg in ("--data", f"skeleton_{key}={value}")]
+    names = ("floor", "sglfleet", "skeleton", "floor_cpu", "sglfleet_cpu", "skeleton_cpu",
+             "floor_commands", "sglfleet_commands")
     runs = {(n, name): [] for n in sizes for name in names}
     for r in range(rounds):
         for n in (sizes if r % 2 == 0 else list(reversed(sizes))):
@@ -156,6 +196,8 @@ def bench_noop(bench: Bench, rounds: int, sizes: list[int]) -> dict:
             runs[(n, "floor")].append(bench.floor(limit))
             runs[(n, "floor_cpu")].append(bench.last_cpu)
             runs[(n, "floor_commands")].append(remote_commands(bench, limit, since))
+            runs[(n, "skeleton")].append(bench.skeleton(limit, skeleton))
+            runs[(n, "skeleton_cpu")].append(bench.last_cpu)
             since = time.time()
             wall, output = bench.deploy(limit=limit)
             if not unchanged(output):
@@ -165,14 +207,19 @@ def bench_noop(bench: Bench, rounds: int, sizes: list[int]) -> dict:
             runs[(n, "sglfleet_commands")].append(remote_commands(bench, limit, since))
         log(f"noop round {r + 1}/{rounds}")
     median = {f"{name}_{n}": statistics.median(values) for (n, name), values in runs.items()}
-    result = {"rounds": rounds, "sizes": sizes, "median": median,
+    result = {"rounds": rounds, "sizes": sizes, "median": median, "shape": shape,
               "x_floor": {str(n): median[f"sglfleet_{n}"] / median[f"floor_{n}"] for n in sizes}}
     lo, hi = min(sizes), max(sizes)
     result["ratio_hi_lo"] = median[f"sglfleet_{hi}"] / median[f"sglfleet_{lo}"]
     over = {n: median[f"sglfleet_{n}"] - median[f"floor_{n}"] for n in sizes}
     result["over_floor_per_host_ms"] = 1000 * (over[hi] - over[lo]) / (hi - lo)
-    cpu_over = {n: median[f"sglfleet_cpu_{n}"] - median[f"floor_cpu_{n}"] for n in sizes}
-    result["cpu_over_floor_per_host_ms"] = 1000 * (cpu_over[hi] - cpu_over[lo]) / (hi - lo)
+    def per_host_ms(name: str, base: str) -> float:
+        over = {n: median[f"{name}_cpu_{n}"] - median[f"{base}_cpu_{n}"] for n in sizes}
+        return 1000 * (over[hi] - over[lo]) / (hi - lo)
+
+    result["cpu_over_floor_per_host_ms"] = per_host_ms("sglfleet", "floor")
+    result["skeleton_cpu_over_floor_per_host_ms"] = per_host_ms("skeleton", "floor")
+    result["cpu_over_skeleton_per_host_ms"] = per_host_ms("sglfleet", "skeleton")
     result["profile"] = profile(bench, hi)
     draw(result)
     return result
@@ -198,7 +245,7 @@ def profile(bench: Bench, n: int) -> list[dict]:
 
 
 def draw(result: dict) -> None:
-    """Wall time of a no-op converge and of the floor against the number of hosts, as an SVG line chart."""
+    """Wall time of a no-op converge, the skeleton and the floor against the number of hosts, as an SVG line chart."""
     sizes, median = result["sizes"], result["median"]
     width, height, pad = 560, 320, 50
     top = max(max(median.values()) * 1.15, 0.1)
@@ -216,12 +263,16 @@ def draw(result: dict) -> None:
     for step in range(5):
         s = top * step / 4
         lines.append(f'<text x="{pad - 6}" y="{y(s) + 4:.0f}" text-anchor="end">{s:.1f}</text>')
-    for name, colour in (("sglfleet", "#c0392b"), ("floor", "#2c3e50")):
+    labels = {"sglfleet": "no-op converge (deploy.py)", "skeleton": "pyinfra, sglfleet's shape (skeleton)",
+              "floor": "engine floor (exec -- true)"}
+    for name, colour in (("sglfleet", "#c0392b"), ("skeleton", "#7f8c8d"), ("floor", "#2c3e50")):
+        if f"{name}_{sizes[0]}" not in median:
+            continue
         points = " ".join(f"{x(n):.1f},{y(median[f'{name}_{n}']):.1f}" for n in sizes)
         lines.append(f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="2"/>')
         for n in sizes:
             lines.append(f'<circle cx="{x(n):.1f}" cy="{y(median[f"{name}_{n}"]):.1f}" r="3" fill="{colour}"/>')
-        label = "no-op converge (deploy.py)" if name == "sglfleet" else "engine floor (exec -- true)"
+        label = labels[name]
         last = max(sizes)
         lines.append(f'<text x="{x(last) - 4:.0f}" y="{y(median[f"{name}_{last}"]) - 8:.0f}" text-anchor="end" '
                      f'fill="{colour}">{label}</text>')
@@ -279,18 +330,27 @@ def render(results: dict, command: str) -> str:
     if "noop" in results:
         r = results["noop"]
         out += ["| hosts | no-op converge s | engine floor s | x floor | controller CPU s | floor's CPU s "
-                "| remote commands / host (sglfleet, floor) |",
-                "| --- | --- | --- | --- | --- | --- | --- |"]
+                "| skeleton's CPU s | remote commands / host (sglfleet, floor) |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for n in r["sizes"]:
             out.append(f"| {n} | {r['median'][f'sglfleet_{n}']:.2f} | {r['median'][f'floor_{n}']:.2f} | "
                        f"{r['x_floor'][str(n)]:.2f}x | {r['median'].get(f'sglfleet_cpu_{n}', 0):.2f} | "
-                       f"{r['median'].get(f'floor_cpu_{n}', 0):.2f} | "
+                       f"{r['median'].get(f'floor_cpu_{n}', 0):.2f} | {r['median'].get(f'skeleton_cpu_{n}', 0):.2f} | "
                        f"{r['median'].get(f'sglfleet_commands_{n}', 0):g}, {r['median'].get(f'floor_commands_{n}', 0):g} |")
         lo, hi = min(r["sizes"]), max(r["sizes"])
+        shape = r.get("shape", {})
         out += ["", f"{hi}/{lo} hosts: {r['ratio_hi_lo']:.2f}x the wall time. Beyond the floor, each extra host "
                     f"adds {r['over_floor_per_host_ms']:.0f} ms of wall time and "
                     f"{r.get('cpu_over_floor_per_host_ms', 0):.0f} ms of the controller's CPU (the rest of the wall "
                     f"time is the hosts' own work: here they share the controller's two cores).", "",
+                f"The skeleton (`bench/skeleton/deploy.py`) is pyinfra alone running a deploy of sglfleet's shape: "
+                f"{shape.get('deploys', '?')} `@deploy` steps, {shape.get('operations', '?')} operations a host, "
+                f"and one fact as long as sglfleet's host read ({shape.get('read_lines', '?')} lines, "
+                f"{shape.get('read_bytes', 0) / 1000:.1f} kB), with nothing of sglfleet's. It costs "
+                f"{r.get('skeleton_cpu_over_floor_per_host_ms', 0):.0f} ms of CPU per extra host beyond the floor: "
+                f"pyinfra's own price for that many steps and operations. sglfleet's own work (the plan, the "
+                f"read's arguments, the decisions) adds {r.get('cpu_over_skeleton_per_host_ms', 0):.0f} ms per "
+                f"extra host beyond the skeleton.", "",
                 "![no-op converge against fleet size](bench/figures/scale.svg)", "",
                 f"Where the controller's CPU goes in a no-op converge of {hi} hosts (cProfile, own time):", "",
                 "| function | calls | own s | share |", "| --- | --- | --- | --- |"]
