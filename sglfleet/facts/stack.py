@@ -89,7 +89,7 @@ class StackState(FactBase[StackHostState]):
         return "\n".join([
             f"echo '## id'; echo {shlex.quote(stack_id)}",
             # On one line: a JSON text's newlines are only whitespace between its tokens.
-            f"echo '## marker'; tr -d '\\n' < {marker} 2>/dev/null; echo",
+            f"echo '## marker'; tr -d '\\n' 2>/dev/null < {marker}; echo",
             f"echo '## venv'; [ -x {venv_python} ] && echo yes",
             # `-V` answers before the interpreter initialises: 1 ms instead of 12 for `-c`.
             f"echo '## python'; python{python} -V 2>/dev/null",
