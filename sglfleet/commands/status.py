@@ -20,6 +20,7 @@ import json
 import click
 
 from sglfleet.host.bake import describe
+from sglfleet.host.layout import LAYOUT
 from sglfleet.plan.validation import parse_data
 from sglfleet.run.status import fleet_status, progress
 
@@ -76,7 +77,7 @@ def status(inventory, as_json, ssh_user, sudo, data):
     serving = [row for row in rows if "gateway" not in row]
     gateways = [row for row in rows if "gateway" in row]
     # A service column where a host runs several: each of its services is a row.
-    columns = COLUMNS if all(row.get("service", "sglang") == "sglang" for row in serving) else (
+    columns = COLUMNS if all(LAYOUT.for_service(row.get("service", LAYOUT.service_name)).legacy for row in serving) else (
         COLUMNS[:1] + ("service",) + COLUMNS[1:])
     _table(columns, [tuple(_cell(row, c) for c in columns) for row in serving])
     click.echo(progress(rows))

@@ -33,6 +33,8 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from sglfleet.host.layout import LAYOUT
+
 PREFILL, DECODE = "prefill", "decode"
 ROLES = (PREFILL, DECODE)
 # sglang 0.5.9 server_args.py: --page-size, --kv-cache-dtype, --disaggregation-decode-tp (flags in extra_flags).
@@ -180,7 +182,8 @@ def pd_problems(hosts_with_groups: Mapping[str, Iterable[str]], configs: Mapping
     roles = [role for _, _, role, _ in workers]
     if not any(roles):
         return []
-    where = lambda items: ", ".join(dict.fromkeys(f"{h}" if s == "sglang" else f"{h} ({s})" for h, s, *_ in items))
+    where = lambda items: ", ".join(dict.fromkeys(f"{h}" if LAYOUT.for_service(s).legacy else f"{h} ({s})"
+                                                  for h, s, *_ in items))
     problems = []
     whole = [w for w in workers if w[2] is None]
     if whole:
