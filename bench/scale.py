@@ -8,7 +8,8 @@ Sections (``--only`` picks some), each writing its figures to
 - ``noop``: a no-op converge (``deploy.py``) against the engine floor
   (``pyinfra INVENTORY exec -- true`` from a folder without config.py) and the
   skeleton (``bench/skeleton/deploy.py``: pyinfra alone running a deploy of
-  sglfleet's shape, as many steps, operations and bytes read) at 3,
+  sglfleet's shape, as many steps, operations and bytes read; stock, and with
+  ``sglfleet.run.engine``'s cuts, ``bench/skeleton/engine.py``) at 3,
   12 and 24 hosts, interleaved round by round in a rotating order, medians;
   the cost over the floor per host, the 24/3 ratio, and a profile of the
   controller's CPU at 24 hosts (cProfile, the top functions by own time).
@@ -110,11 +111,15 @@ class Bench:
         return self.run([str(PYINFRA), str(PROJECT_ROOT / "inventory/dev.py"), "exec", "-y", *limits, "--", "true"],
                         cwd=folder)[0]
 
-    def skeleton(self, limit: list[str], shape: list[str]) -> float:
-        """pyinfra alone running a deploy of sglfleet's shape (``bench/skeleton/deploy.py``), from its folder."""
+    def skeleton(self, limit: list[str], shape: list[str], engine: bool = False) -> float:
+        """
+        pyinfra alone running a deploy of sglfleet's shape (``bench/skeleton/deploy.py``), from its folder;
+        with ``engine``, after sglfleet's cuts of pyinfra's costs (``sglfleet.run.engine``).
+        """
         limits = [arg for host in limit for arg in ("--limit", host)]
-        return self.run([str(PYINFRA), str(PROJECT_ROOT / "inventory/dev.py"), "deploy.py", "-y", *limits, *shape],
-                        cwd=BENCH / "skeleton")[0]
+        config = ["--config", "engine.py"] if engine else []
+        return self.run([str(PYINFRA), *config, str(PROJECT_ROOT / "inventory/dev.py"), "deploy.py", "-y", *limits,
+                         *shape], cwd=BENCH / "skeleton")[0]
 
     def bridge_tx(self) -> int:
         """Bytes the bridge has taken from the controller's side (what the controller sent to the hosts)."""
@@ -186,7 +191,7 @@ def bench_noop(bench: Bench, rounds: int, sizes: list[int]) -> dict:
     shape = {"deploys": deploy_steps(), "operations": operations, "read_lines": lines, "read_bytes": size}
     log(f"sglfleet's shape, as the skeleton copies it: {shape}")
     skeleton = [arg for key, value in shape.items() for arg in ("--data", f"skeleton_{key}={value}")]
-    names = ("floor", "sglfleet", "skeleton", "floor_cpu", "sglfleet_cpu", "skeleton_cpu",
+    names = ("floor", "sglfleet", "skeleton", "engine", "floor_cpu", "sglfleet_cpu", "skeleton_cpu", "engine_cpu",
              "floor_commands", "sglfleet_commands")
     runs = {(n, name): [] for n in sizes for name in names}
     for r in range(rounds):
@@ -198,6 +203,8 @@ def bench_noop(bench: Bench, rounds: int, sizes: list[int]) -> dict:
             runs[(n, "floor_commands")].append(remote_commands(bench, limit, since))
             runs[(n, "skeleton")].append(bench.skeleton(limit, skeleton))
             runs[(n, "skeleton_cpu")].append(bench.last_cpu)
+            runs[(n, "engine")].append(bench.skeleton(limit, skeleton, engine=True))
+            runs[(n, "engine_cpu")].append(bench.last_cpu)
             since = time.time()
             wall, output = bench.deploy(limit=limit)
             if not unchanged(output):
@@ -219,7 +226,8 @@ def bench_noop(bench: Bench, rounds: int, sizes: list[int]) -> dict:
 
     result["cpu_over_floor_per_host_ms"] = per_host_ms("sglfleet", "floor")
     result["skeleton_cpu_over_floor_per_host_ms"] = per_host_ms("skeleton", "floor")
-    result["cpu_over_skeleton_per_host_ms"] = per_host_ms("sglfleet", "skeleton")
+    result["engine_cpu_over_floor_per_host_ms"] = per_host_ms("engine", "floor")
+    result["cpu_over_skeleton_per_host_ms"] = per_host_ms("sglfleet", "engine")
     result["profile"] = profile(bench, hi)
     draw(result)
     return result
@@ -264,8 +272,9 @@ def draw(result: dict) -> None:
         s = top * step / 4
         lines.append(f'<text x="{pad - 6}" y="{y(s) + 4:.0f}" text-anchor="end">{s:.1f}</text>')
     labels = {"sglfleet": "no-op converge (deploy.py)", "skeleton": "pyinfra, sglfleet's shape (skeleton)",
-              "floor": "engine floor (exec -- true)"}
-    for name, colour in (("sglfleet", "#c0392b"), ("skeleton", "#7f8c8d"), ("floor", "#2c3e50")):
+              "engine": "the skeleton, pyinfra's costs cut", "floor": "engine floor (exec -- true)"}
+    for name, colour in (("sglfleet", "#c0392b"), ("skeleton", "#7f8c8d"), ("engine", "#16a085"),
+                         ("floor", "#2c3e50")):
         if f"{name}_{sizes[0]}" not in median:
             continue
         points = " ".join(f"{x(n):.1f},{y(median[f'{name}_{n}']):.1f}" for n in sizes)
@@ -330,12 +339,13 @@ def render(results: dict, command: str) -> str:
     if "noop" in results:
         r = results["noop"]
         out += ["| hosts | no-op converge s | engine floor s | x floor | controller CPU s | floor's CPU s "
-                "| skeleton's CPU s | remote commands / host (sglfleet, floor) |",
+                "| skeleton's CPU s (stock, cut) | remote commands / host (sglfleet, floor) |",
                 "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for n in r["sizes"]:
             out.append(f"| {n} | {r['median'][f'sglfleet_{n}']:.2f} | {r['median'][f'floor_{n}']:.2f} | "
                        f"{r['x_floor'][str(n)]:.2f}x | {r['median'].get(f'sglfleet_cpu_{n}', 0):.2f} | "
-                       f"{r['median'].get(f'floor_cpu_{n}', 0):.2f} | {r['median'].get(f'skeleton_cpu_{n}', 0):.2f} | "
+                       f"{r['median'].get(f'floor_cpu_{n}', 0):.2f} | {r['median'].get(f'skeleton_cpu_{n}', 0):.2f}, "
+                       f"{r['median'].get(f'engine_cpu_{n}', 0):.2f} | "
                        f"{r['median'].get(f'sglfleet_commands_{n}', 0):g}, {r['median'].get(f'floor_commands_{n}', 0):g} |")
         lo, hi = min(r["sizes"]), max(r["sizes"])
         shape = r.get("shape", {})
@@ -348,9 +358,11 @@ def render(results: dict, command: str) -> str:
                 f"and one fact as long as sglfleet's host read ({shape.get('read_lines', '?')} lines, "
                 f"{shape.get('read_bytes', 0) / 1000:.1f} kB), with nothing of sglfleet's. It costs "
                 f"{r.get('skeleton_cpu_over_floor_per_host_ms', 0):.0f} ms of CPU per extra host beyond the floor: "
-                f"pyinfra's own price for that many steps and operations. sglfleet's own work (the plan, the "
+                f"pyinfra's own price for that many steps and operations; "
+                f"{r.get('engine_cpu_over_floor_per_host_ms', 0):.0f} ms once `sglfleet.run.engine` has cut its "
+                f"costs (`--config engine.py`), as sglfleet's config.py does. sglfleet's own work (the plan, the "
                 f"read's arguments, the decisions) adds {r.get('cpu_over_skeleton_per_host_ms', 0):.0f} ms per "
-                f"extra host beyond the skeleton.", "",
+                f"extra host beyond that.", "",
                 "![no-op converge against fleet size](bench/figures/scale.svg)", "",
                 f"Where the controller's CPU goes in a no-op converge of {hi} hosts (cProfile, own time):", "",
                 "| function | calls | own s | share |", "| --- | --- | --- | --- |"]
