@@ -156,13 +156,27 @@ class FleetPlan:
 
 
 class _ReadOnce:
-    """What the plan reads of the controller's files, each once a fleet: stacks, secrets, patch sets, host tools."""
+    """
+    What the plan reads of the controller's files, each once a fleet: stacks, secrets, patch sets,
+    host tools; and each release rendered once for the hosts whose service settings are equal.
+    """
 
     def __init__(self):
         self.stack = cache(lambda name, allow_unhashed: load_stack(name, allow_unhashed=allow_unhashed))
         self.secrets = cache(load_secrets)
         self.sets = cache(lambda patch_sets_dir: load_sets(resolve_sets_dir(patch_sets_dir)))
         self.tools = cache(tool_files)
+        self._releases: dict[tuple, Release] = {}
+
+    def release(self, service: Service, stack_id: str, patch_digest: str, service_digest: str) -> Release:
+        """``render_release`` of ``service`` on the stack: a fleet's hosts mostly share their settings."""
+        # A config holds lists, so it does not hash: its JSON names it.
+        key = (service.config.model_dump_json(), stack_id, patch_digest, service_digest, service.layout,
+               service.gpus)
+        if key not in self._releases:
+            self._releases[key] = render_release(service.config, stack_id, patch_digest, service_digest=service_digest,
+                                                 layout=service.layout, gpus=service.gpus)
+        return self._releases[key]
 
 
 def _host_plan(name: str, groups: tuple[str, ...], data: dict, config: HostConfig, workers: list[Worker],
@@ -195,9 +209,7 @@ def _host_plan(name: str, groups: tuple[str, ...], data: dict, config: HostConfi
     patch_digest = patch_sets_digest(list(sets))
 
     def releases(built: Stack) -> dict[str, Release]:
-        return {service.name: render_release(service.config, built.id, patch_digest,
-                                             service_digest=files[service.name].digest,
-                                             layout=service.layout, gpus=service.gpus)
+        return {service.name: read.release(service, built.id, patch_digest, files[service.name].digest)
                 for service in services}
 
     return replace(plan, service_files=files, tool_files=read.tools(config.server),
