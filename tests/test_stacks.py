@@ -300,7 +300,8 @@ def test_a_run_checks_a_stack_s_wheels_once_and_bytes_that_differ_stop_it_while_
     monkeypatch.setenv("SGLFLEET_WHEELHOUSE", str(tmp_path / "wh"))
     good = local_stack(stacks_copy, served, url)
     checked, ensure = [], wheelhouse.ensure
-    monkeypatch.setattr(wheelhouse, "ensure", lambda stack, *args: checked.append(stack.id) or ensure(stack, *args))
+    monkeypatch.setattr(wheelhouse, "ensure",
+                        lambda stack, **kwargs: checked.append(stack.id) or ensure(stack, **kwargs))
     with ctx_state.use(State()):  # one run: its record keeps what it fetched
         wheels = host_wheels(good)
         assert host_wheels(good) is wheels and checked == [good.id]  # once a run, however many hosts take it

@@ -54,7 +54,8 @@ class RunRecord:
     + drift_kinds: host -> the kinds of drift found there (``diffs.report_drift``)
     + offers: compile-cache key -> the archive packed in this run and who serves it (``compile_share``)
     + reads: host -> the greenlet of its one read (``reads.read_host``)
-    + wheels: a stack's id -> its files in the controller's wheelhouse (``wheels.host_wheels``)
+    + wheels: (a stack's id, the packages asked for or None for all) -> those files in the controller's
+      wheelhouse (``wheels.host_wheels``)
     + rollout_plans: a rollout's batches -> what each host's steps will do, as the reads say
       (``sglfleet.plan.rollout_plan``, ``tasks/rollout.py``)
     """
@@ -72,7 +73,7 @@ class RunRecord:
     drift_kinds: dict[str, set[str]] = field(default_factory=dict)
     offers: dict[str, Offer] = field(default_factory=dict)
     reads: dict[str, Any] = field(default_factory=dict)
-    wheels: dict[str, dict] = field(default_factory=dict)
+    wheels: dict[tuple, dict] = field(default_factory=dict)
     rollout_plans: dict[tuple, Any] = field(default_factory=dict)
 
 

@@ -28,6 +28,8 @@ from sglfleet.host.stacks import PATCHED
 from sglfleet.plan.patch_verdicts import patch_engine
 from sglfleet.run.record import record
 
+SGLANG = frozenset({"sglang"})
+
 
 def host_wheels(stack: Stack) -> dict[str, wheelhouse.Local]:
     """
@@ -43,14 +45,19 @@ def host_wheels(stack: Stack) -> dict[str, wheelhouse.Local]:
 
         host_wheels(stack)[stack.uv.filename].sha256   # what the host's copy must hash to
     """
+    try:
+        # Only the Pythons the fleet has: a lock for three fetches no wheel a host will not take.
+        return _fetched(stack)
+    except StackError as e:
+        raise PyinfraError(str(e)) from None
+
+
+def _fetched(stack: Stack, names: frozenset[str] | None = None) -> dict[str, wheelhouse.Local]:
+    """``wheelhouse.ensure``'s answer, once a run for each stack and names."""
     known = record().wheels
-    if stack.id not in known:
-        try:
-            # Only the Pythons the fleet has: a lock for three fetches no wheel a host will not take.
-            known[stack.id] = wheelhouse.ensure(stack)
-        except StackError as e:
-            raise PyinfraError(str(e)) from None
-    return known[stack.id]
+    if (stack.id, names) not in known:
+        known[stack.id, names] = wheelhouse.ensure(stack, names=names)
+    return known[stack.id, names]
 
 
 @cache
@@ -79,5 +86,5 @@ def patched_digests(stack: Stack, member: str = PATCHED, sets: list[PatchSet] | 
     + sets: its patch sets, in order (``for_file``)
     """
     # The sglang wheel alone: the read asks this of every Python the stack serves.
-    wheels = list(wheelhouse.ensure(stack, names=frozenset({"sglang"})).values())
+    wheels = list(_fetched(stack, SGLANG).values())
     return _patched_digests(str(wheels[0].path), wheels[0].sha256, member, tuple(sets)) if wheels else ()
