@@ -30,8 +30,10 @@ the same command: ``found.services["small"].current``.
 
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import dataclass, field
+from functools import cache
 
 from pyinfra.api import FactBase, FactProcessError
 
@@ -168,11 +170,12 @@ class HostRead(FactBase[HostState]):
         + gateway_unit, gateway_runtime_dir: on a gateway host, its unit and runtime folder: the read
           then holds its stack, its files and its gateway, nothing of sglang
         """
-        common = dict(stack_id=stack_id, python=python, uv_version=uv_version, user=user, paths=paths,
-                      patch_path=patch_path, patch_known=patch_known, release_id=release_id,
-                      model_spec=model_spec, full=full, gateway_unit=gateway_unit,
-                      gateway_runtime_dir=gateway_runtime_dir, service_releases=service_releases,
-                      patched=tuple(patched), patch_more=patch_more)
+        arguments = {name: value for name, value in locals().items() if name != "self"}
+        # Made once for each set of arguments: a fleet's hosts mostly share theirs.
+        return _read_command(json.dumps({**arguments, "patched": list(patched)}, sort_keys=True))
+
+    def _built_command(self, variants: dict[str, dict] | None, sudo_check: bool, **common) -> str:
+        common["patched"] = tuple(common["patched"])
         parts = self._parts(**common)
         body = (f"echo {shlex.quote(MARK + 'os')}; ( {HostOs().command()}\n); "
                 + self._joined(parts, [name for name in parts if not _per_python(name)]))
@@ -235,3 +238,10 @@ class _Read:
 
 
 READ = _Read()
+
+
+@cache
+def _read_command(arguments: str) -> str:
+    # A pure function of the arguments' JSON.
+    return HostRead()._built_command(**json.loads(arguments))
+
