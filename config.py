@@ -17,12 +17,14 @@ from sglfleet.plan.validation import plan_before_connecting
 from sglfleet.run.engine import faster_pyinfra
 from sglfleet.run.dryrun import plan_when_dry
 from sglfleet.run.interrupt import exit_130_on_interrupt
+from sglfleet.run.reads import read_on_connect
 from sglfleet.run.recording import record_events
 from sglfleet.run.summary import print_summary
 
 faster_pyinfra()  # pyinfra's costs an operation cut, what it computes unchanged (sglfleet/run/engine.py)
 plan_before_connecting(state)
 record_events(state)
+read_on_connect(state)
 plan_when_dry(state)
 exit_130_on_interrupt()
 atexit.register(print_summary)

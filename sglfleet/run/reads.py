@@ -16,9 +16,13 @@ the run's record; the tasks are handed theirs as a value.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import click
 import gevent
 from pyinfra import state
 from pyinfra.api import Host
+from pyinfra.api.state import BaseStateCallback
 from pyinfra.api.arguments import pop_global_arguments
 from pyinfra.context import ctx_host, ctx_state
 
@@ -27,7 +31,7 @@ from sglfleet.artifacts.patchsets import for_file
 from sglfleet.facts.host import HostRead, HostState
 from sglfleet.host.layout import GATEWAY, LAYOUT
 from sglfleet.host.stacks import PATCHED, patched
-from sglfleet.plan.fleet_plan import FleetPlan, HostPlan
+from sglfleet.plan.fleet_plan import FleetPlan, HostPlan, fleet_plan
 from sglfleet.plan.rollout_plan import RolloutPlan, plan_rollout
 from sglfleet.plan.rollout_steps import host_rollout
 from sglfleet.run.record import record
@@ -102,18 +106,44 @@ def read_host(host: Host, fleet: FleetPlan) -> HostState:
     if host.name not in reads:
         hosts = [h for h in state.inventory.get_active_hosts() if state.is_host_in_limit(h)]
         # The host itself, not pyinfra's context proxy of the host being loaded.
-        unread = [h for h in dict.fromkeys([state.inventory.get_host(host.name), *hosts]) if h.name not in reads]
-        # A refusal stops the run before any read.
-        arguments = {h.name: read_arguments(fleet.hosts[h.name], pop_global_arguments(state, h, {})[0])
-                     for h in unread}
-
-        def read(one: Host) -> HostState:
-            with ctx_state.use(state.inventory.state), ctx_host.use(one):
-                return one.get_fact(HostRead, **arguments[one.name])
-
-        # Not pyinfra's pool: its slots may all be held by the deploys being loaded.
-        reads.update({h.name: gevent.spawn(read, h) for h in unread})
+        _start_reads([state.inventory.get_host(host.name), *hosts], fleet)
     return reads[host.name].get()
+
+
+def _start_reads(hosts: list[Host], fleet: FleetPlan) -> None:
+    """Start the read of each of ``hosts`` not yet read, each in a greenlet of its own."""
+    reads = record().reads
+    unread = [h for h in dict.fromkeys(hosts) if h.name not in reads]
+    # A refusal stops the run before any read.
+    arguments = {h.name: read_arguments(fleet.hosts[h.name], pop_global_arguments(state, h, {})[0])
+                 for h in unread}
+
+    def read(one: Host) -> HostState:
+        with ctx_state.use(state.inventory.state), ctx_host.use(one):
+            return one.get_fact(HostRead, **arguments[one.name])
+
+    # Not pyinfra's pool: its slots may all be held by the deploys being loaded.
+    reads.update({h.name: gevent.spawn(read, h) for h in unread})
+
+
+class ReadOnConnect(BaseStateCallback):
+    """
+    Start a host's read as soon as it is connected: it runs while the other hosts connect and the
+    deploy file loads, and ``read_host`` finds it under way.
+
+    **Example:**
+
+    .. code:: python
+
+        state.add_callback_handler(ReadOnConnect())  # once the state is initialised, before connecting
+    """
+
+    @staticmethod
+    def host_connect(state, host: Host) -> None:
+        fleet = fleet_plan(state)
+        if host.name in fleet.targets:
+            with ctx_state.use(state):
+                _start_reads([host], fleet)
 
 
 def peer_read(name: str, fleet: FleetPlan) -> HostState | None:
@@ -148,3 +178,27 @@ def rollout_plan(fleet: FleetPlan) -> RolloutPlan:
         known[batches] = plan_rollout(batches, {name: host_rollout(fleet.hosts[name], peer_read(name, fleet))
                                                 for batch in batches for name in batch})
     return known[batches]
+
+
+def read_on_connect(state) -> None:
+    """
+    When the run is ``deploy.py``'s, start each host's read as soon as it connects (``ReadOnConnect``).
+    Its other playbook, ``rollback.py``, reads each host in its own steps.
+
+    pyinfra makes its callback handlers in ``State.init``: this wraps ``init`` on the one state
+    object the CLI uses, as ``plan_before_connecting`` does, and adds the handler after it.
+
+    + state: ``pyinfra.state`` as ``config.py`` sees it
+    """
+    context = click.get_current_context(silent=True)
+    playbooks = context.params.get("operations") or () if context is not None else ()
+    if not any(Path(name).name == "deploy.py" for name in playbooks):
+        return
+    init = state.init
+
+    def init_then_listen(inventory, *args, **kwargs):
+        init(inventory, *args, **kwargs)
+        state.add_callback_handler(ReadOnConnect())
+
+    state.init = init_then_listen
+
