@@ -16,6 +16,7 @@ new difference, in the transcript or in the stand-in, fails a test.
 
 import importlib.util
 import json
+import re
 import socket
 import sys
 import time
@@ -256,8 +257,14 @@ def test_caches_packed_on_one_host_warm_a_new_one_in_both(sglang_059, tmp_path):
                            server="standin", bake_s=None, long_tokens=256, brief=True)
     assert bench.run(args) == 0
     standin = json.loads((tmp_path / "out" / "acceptance.json").read_text())
-    compile_s, jit_s = bench.ONE_GPU["standin_compile_s"], bench.ONE_GPU["standin_sampling_jit_s"]
+    jit_s = bench.ONE_GPU["standin_sampling_jit_s"]
     cold, shared = standin["summary"]["cold"], standin["summary"]["shared"]
-    assert cold["listen_s"] - shared["listen_s"] > 0.8 * compile_s, standin["summary"]
-    assert cold["gate_sampled_s"] >= jit_s > 10 * shared["gate_sampled_s"], standin["summary"]
+    # What each start did, as the stand-in says it (its times on a busy machine say less).
+    logs = {name: (tmp_path / "out" / f"{name}.log").read_text() for name in ("cold", "shared")}
+    kernels = {name: re.search(r"(\d+) kernels: (\d+) from the compile cache, (\d+) compiled", text).groups()
+               for name, text in logs.items()}
+    assert kernels["cold"][0] == kernels["cold"][2] != "0" and kernels["cold"][1] == "0", kernels
+    assert kernels["shared"][0] == kernels["shared"][1] == kernels["cold"][0] and kernels["shared"][2] == "0", kernels
+    assert "sampling module compiled" in logs["cold"] and "sampling module compiled" not in logs["shared"]
+    assert cold["gate_sampled_s"] >= jit_s, standin["summary"]  # the gate's sampled pass waited for the JIT
     assert standin["shared_caches"]["unpacked"]["imported"] == standin["shared_caches"]["files"]
