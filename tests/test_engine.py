@@ -67,6 +67,40 @@ def test_global_arguments_are_pyinfras():
     assert engine.all_global_arguments() == engine._pyinfra_global_arguments()
 
 
+@pytest.mark.parametrize("given", [{}, {"_sudo": False, "name": "x"}, {"_su_user": "ops", "_retries": 2}])
+@pytest.mark.parametrize("in_deploy", [False, True])
+def test_global_arguments_popped_as_pyinfra_pops_them(given, in_deploy):
+    """Each data layer (override, host, groups, all, a deploy's data and arguments) as pyinfra looks it up."""
+    from pyinfra.api import Config, Inventory, State
+
+    inventory = Inventory(
+        (["node1", ("node2", {"_sudo_user": "svc", "_env": {"HOST": "2"}})], {"_sudo": True, "_retries": 1}),
+        web=(["node2"], {"_su_user": "web", "_env": {"GROUP": "web"}, "_timeout": 30}),
+        canary=(["node2"], {"_su_user": "canary"}))
+    inventory.override_data = {"_retry_delay": 7}
+    state = State(inventory, Config())
+    host = inventory.get_host("node2")
+    deploy = host.deploy("step", {"_shell_executable": "bash"}, {"_timeout": 9, "_get_pty": True}) if in_deploy else None
+    if deploy:
+        deploy.__enter__()
+    try:
+        theirs_kwargs, ours_kwargs = dict(given), dict(given)
+        theirs = engine._pyinfra_pop_global_arguments(state, host, theirs_kwargs)
+        ours = engine.pop_global_arguments(state, host, ours_kwargs)
+    finally:
+        if deploy:
+            deploy.__exit__(None, None, None)
+
+    assert ours == theirs and ours_kwargs == theirs_kwargs
+    arguments = ours[0]
+    # The host's own over its groups, the later group over the earlier, a group over the deploy's data.
+    assert arguments["_sudo_user"] == "svc" and arguments["_retry_delay"] == 7 and arguments["_timeout"] == 30
+    assert arguments["_su_user"] == given.get("_su_user", "canary") and arguments["_env"] == {"HOST": "2"}
+    assert arguments["_get_pty"] is in_deploy and (arguments["_shell_executable"] == "bash") is in_deploy
+    arguments["_env"]["HOST"] = "changed"  # a copy, as pyinfra hands out: the host's data keeps its own
+    assert host.data._env == {"HOST": "2"}
+
+
 def test_imported_names_are_pyinfras(tmp_path):
     group_data = tmp_path / "all.py"
     group_data.write_text("import os\nfrom pathlib import Path as P\nfrom json import *\n\nport = 30000\n")

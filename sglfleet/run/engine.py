@@ -42,6 +42,7 @@ import os
 import sys
 from copy import copy
 from functools import cache
+from types import SimpleNamespace
 
 import pyinfra
 from pyinfra.api import arguments, facts, util
@@ -89,29 +90,19 @@ def operation_order(state) -> list[int]:
     return order
 
 
-class _MergedData:
-    """A host's data, its layers merged once: looked up as ``HostData`` is, each value a shallow copy."""
-
-    __slots__ = ("_sglfleet_merged",)
-
-    def __init__(self, merged: dict):
-        self._sglfleet_merged = merged
-
-    def __getattr__(self, key: str):
-        try:
-            return copy(self._sglfleet_merged[key])
-        except KeyError:
-            raise AttributeError(key) from None
-
-
 class _ReadOnceHost:
-    """What ``pop_global_arguments`` asks of a host: its deploy's arguments, and its data, merged once."""
+    """
+    What ``pop_global_arguments`` asks of a host: its deploy's arguments, and the global arguments its
+    data sets, each looked up as ``HostData`` does (the first layer that has it, a shallow copy), once.
+    """
 
     __slots__ = ("current_deploy_kwargs", "data")
 
     def __init__(self, host):
         self.current_deploy_kwargs = host.current_deploy_kwargs
-        self.data = _MergedData(host.data.dict())
+        merged = host.data.dict()  # its layers merged as HostData.__getattr__ looks through them
+        # Attributes: a key the data does not set is missed without an exception raised and caught.
+        self.data = SimpleNamespace(**{key: copy(merged[key]) for key in _global_names() if key in merged})
 
 
 def pop_global_arguments(state, host, kwargs: dict):
@@ -134,6 +125,11 @@ def pop_global_arguments(state, host, kwargs: dict):
 @cache
 def _global_arguments() -> tuple[tuple[str, type], ...]:
     return tuple(_pyinfra_global_arguments())
+
+
+@cache
+def _global_names() -> frozenset[str]:
+    return frozenset(name for name, _ in _global_arguments())
 
 
 def all_global_arguments() -> list[tuple[str, type]]:
