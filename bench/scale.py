@@ -224,15 +224,13 @@ def bench_noop(bench: Bench, rounds: int, sizes: list[int]) -> dict:
         over = {n: median[f"{name}_cpu_{n}"] - median[f"{base}_cpu_{n}"] for n in sizes}
         return 1000 * (over[hi] - over[lo]) / (hi - lo)
 
-    def per_round_ms(name: str, base: str) -> list[float]:
-        """The same figure round by round, each from runs minutes apart: the machine's drift stays out."""
-        return sorted(1000 * ((runs[(hi, f"{name}_cpu")][r] - runs[(lo, f"{name}_cpu")][r])
-                              - (runs[(hi, f"{base}_cpu")][r] - runs[(lo, f"{base}_cpu")][r])) / (hi - lo)
-                      for r in range(rounds))
+    def fitted_ms(name: str) -> float:
+        """CPU per host, the least-squares slope through every run at every size: less noise than two medians."""
+        points = [(n, cpu) for n in sizes for cpu in runs[(n, f"{name}_cpu")]]
+        return 1000 * statistics.linear_regression([n for n, _ in points], [cpu for _, cpu in points]).slope
 
-    rounds_ms = per_round_ms("sglfleet", "floor")
-    result["cpu_over_floor_per_host_ms_by_round"] = {"median": statistics.median(rounds_ms), "min": rounds_ms[0],
-                                                     "max": rounds_ms[-1]}
+    result["runs"] = {f"{name}_{n}": values for (n, name), values in runs.items()}
+    result["fitted_cpu_per_host_ms"] = {name: fitted_ms(name) for name in ("sglfleet", "floor", "skeleton", "engine")}
     result["cpu_over_floor_per_host_ms"] = per_host_ms("sglfleet", "floor")
     result["skeleton_cpu_over_floor_per_host_ms"] = per_host_ms("skeleton", "floor")
     result["engine_cpu_over_floor_per_host_ms"] = per_host_ms("engine", "floor")
@@ -362,10 +360,12 @@ def render(results: dict, command: str) -> str:
                     f"adds {r['over_floor_per_host_ms']:.0f} ms of wall time and "
                     f"{r.get('cpu_over_floor_per_host_ms', 0):.0f} ms of the controller's CPU (the rest of the wall "
                     f"time is the hosts' own work: here they share the controller's two cores)."
-                    + (f" Round by round, the CPU per extra host beyond the floor is {by_round['median']:.0f} ms "
-                       f"(median; {by_round['min']:.0f} to {by_round['max']:.0f} ms over the {r['rounds']} rounds: "
-                       f"the figure is a difference of differences, and this machine's noise is most of it)."
-                       if (by_round := r.get("cpu_over_floor_per_host_ms_by_round")) else ""), "",
+                    + (f" Fitted through all {len(r['sizes']) * r['rounds']} runs of each (least squares, CPU "
+                       f"against hosts), a host costs the controller {fit['sglfleet']:.0f} ms of CPU in a no-op "
+                       f"converge, {fit['floor']:.0f} ms in the floor: {fit['sglfleet'] - fit['floor']:.0f} ms "
+                       f"beyond it; the skeleton {fit['skeleton']:.0f} ms stock and {fit['engine']:.0f} ms cut. "
+                       f"These are differences of noisy figures: the spread between runs of this bench on this "
+                       f"machine is several ms a host." if (fit := r.get("fitted_cpu_per_host_ms")) else ""), "",
                 f"The skeleton (`bench/skeleton/deploy.py`) is pyinfra alone running a deploy of sglfleet's shape: "
                 f"{shape.get('deploys', '?')} `@deploy` steps, {shape.get('operations', '?')} operations a host, "
                 f"and one fact as long as sglfleet's host read ({shape.get('read_lines', '?')} lines, "
