@@ -280,18 +280,23 @@ def draw(result: dict) -> None:
         lines.append(f'<text x="{pad - 6}" y="{y(s) + 4:.0f}" text-anchor="end">{s:.1f}</text>')
     labels = {"sglfleet": "no-op converge (deploy.py)", "skeleton": "pyinfra, sglfleet's shape (skeleton)",
               "engine": "the skeleton, pyinfra's costs cut", "floor": "engine floor (exec -- true)"}
-    for name, colour in (("sglfleet", "#c0392b"), ("skeleton", "#7f8c8d"), ("engine", "#16a085"),
-                         ("floor", "#2c3e50")):
-        if f"{name}_{sizes[0]}" not in median:
-            continue
+    series = [(name, colour) for name, colour in (("sglfleet", "#c0392b"), ("skeleton", "#7f8c8d"),
+                                                  ("engine", "#16a085"), ("floor", "#2c3e50"))
+              if f"{name}_{sizes[0]}" in median]
+    last = max(sizes)
+    # Each label above its line's last point, moved down where it would sit on the one above it.
+    label_y, previous = {}, None
+    for name, _ in sorted(series, key=lambda one: y(median[f"{one[0]}_{last}"])):
+        wanted = y(median[f"{name}_{last}"]) - 8
+        label_y[name] = wanted if previous is None else max(wanted, previous + 14)
+        previous = label_y[name]
+    for name, colour in series:
         points = " ".join(f"{x(n):.1f},{y(median[f'{name}_{n}']):.1f}" for n in sizes)
         lines.append(f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="2"/>')
         for n in sizes:
             lines.append(f'<circle cx="{x(n):.1f}" cy="{y(median[f"{name}_{n}"]):.1f}" r="3" fill="{colour}"/>')
-        label = labels[name]
-        last = max(sizes)
-        lines.append(f'<text x="{x(last) - 4:.0f}" y="{y(median[f"{name}_{last}"]) - 8:.0f}" text-anchor="end" '
-                     f'fill="{colour}">{label}</text>')
+        lines.append(f'<text x="{x(last) - 4:.0f}" y="{label_y[name]:.0f}" text-anchor="end" '
+                     f'fill="{colour}">{labels[name]}</text>')
     lines.append("</svg>")
     FIGURE.parent.mkdir(parents=True, exist_ok=True)
     FIGURE.write_text("\n".join(lines) + "\n")
