@@ -14,14 +14,14 @@ import atexit
 from pyinfra import state
 
 from sglfleet.plan.validation import plan_before_connecting
-from sglfleet.run.engine import faster_pyinfra
+from sglfleet.hooks.engine import faster_pyinfra
 from sglfleet.run.dryrun import plan_when_dry
 from sglfleet.run.interrupt import exit_130_on_interrupt
 from sglfleet.run.reads import read_on_connect
 from sglfleet.run.recording import record_events
 from sglfleet.run.summary import print_summary
 
-faster_pyinfra()  # pyinfra's costs an operation cut, what it computes unchanged (sglfleet/run/engine.py)
+faster_pyinfra()  # pyinfra's costs an operation cut, what it computes unchanged (sglfleet/hooks/engine.py)
 plan_before_connecting(state)
 record_events(state)
 read_on_connect(state)

@@ -9,7 +9,7 @@ Sections (``--only`` picks some), each writing its figures to
   (``pyinfra INVENTORY exec -- true`` from a folder without config.py) and the
   skeleton (``bench/skeleton/deploy.py``: pyinfra alone running a deploy of
   sglfleet's shape, as many steps, operations and bytes read; stock, and with
-  ``sglfleet.run.engine``'s cuts, ``bench/skeleton/engine.py``) at 3,
+  ``sglfleet.hooks.engine``'s cuts, ``bench/skeleton/engine.py``) at 3,
   12 and 24 hosts, interleaved round by round in a rotating order, medians;
   the cost over the floor per host, the 24/3 ratio, and a profile of the
   controller's CPU at 24 hosts (cProfile, the top functions by own time).
@@ -114,7 +114,7 @@ class Bench:
     def skeleton(self, limit: list[str], shape: list[str], engine: bool = False) -> float:
         """
         pyinfra alone running a deploy of sglfleet's shape (``bench/skeleton/deploy.py``), from its folder;
-        with ``engine``, after sglfleet's cuts of pyinfra's costs (``sglfleet.run.engine``).
+        with ``engine``, after sglfleet's cuts of pyinfra's costs (``sglfleet.hooks.engine``).
         """
         limits = [arg for host in limit for arg in ("--limit", host)]
         config = ["--config", "engine.py"] if engine else []
@@ -377,7 +377,7 @@ def render(results: dict, command: str) -> str:
                 f"{shape.get('read_bytes', 0) / 1000:.1f} kB), with nothing of sglfleet's. It costs "
                 f"{r.get('skeleton_cpu_over_floor_per_host_ms', 0):.0f} ms of CPU per extra host beyond the floor: "
                 f"pyinfra's own price for that many steps and operations; "
-                f"{r.get('engine_cpu_over_floor_per_host_ms', 0):.0f} ms once `sglfleet.run.engine` has cut its "
+                f"{r.get('engine_cpu_over_floor_per_host_ms', 0):.0f} ms once `sglfleet.hooks.engine` has cut its "
                 f"costs (`--config engine.py`), as sglfleet's config.py does. sglfleet's own work (the plan, the "
                 f"read's arguments, the decisions) adds {r.get('cpu_over_skeleton_per_host_ms', 0):.0f} ms per "
                 f"extra host beyond that.", "",

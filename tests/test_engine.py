@@ -1,4 +1,4 @@
-"""sglfleet.run.engine's replacements return what pyinfra's own return, on the same stacks and files."""
+"""sglfleet.hooks.engine's replacements return what pyinfra's own return, on the same stacks and files."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pyinfra.api import util
 from pyinfra_cli import inventory
 
 from sglfleet import PROJECT_ROOT
-from sglfleet.run import engine
+from sglfleet.hooks import engine
 
 DEPLOY = "deploy.py"  # pyinfra runs the deploy file under the name it was given: relative, here
 

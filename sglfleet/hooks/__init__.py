@@ -1,0 +1,1 @@
+"""What pyinfra calls during a run: config.py's hooks."""
