@@ -42,5 +42,5 @@ down: deps
 deps: $(VENV)/.installed
 	@$(BIN)/python -m compileall -q sglfleet tasks files/shipped >/dev/null
 
-$(VENV)/.installed: pyproject.toml scripts/install-deps
+$(VENV)/.installed: pyproject.toml uv.lock scripts/install-deps scripts/uv-requirements.txt
 	scripts/install-deps
