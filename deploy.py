@@ -9,8 +9,9 @@ config.py validated the inventory and planned the whole fleet before any connect
 
 from pyinfra import host, state
 
+from sglfleet.controller.reads import read_host
 from sglfleet.plan.fleet_plan import fleet_plan
-from sglfleet.run.reads import read_host
+from sglfleet.record.run import record
 from tasks.access import check_access
 from tasks.drift import drift_repaired
 from tasks.gateway import install_gateway
@@ -23,20 +24,21 @@ from tasks.service import install_service
 from tasks.stack import install_stack
 
 fleet = fleet_plan(state)       # every host's services, stack, releases and files; the rollout's batches
+run = record(state)             # what this run learns and reports, passed to the steps that need it
 plan = fleet.hosts[host.name]   # this host's part
-found = read_host(host, fleet)  # what it holds and serves: one command (the first reads every host at once)
+found = read_host(host, fleet, run)  # what it holds and serves: one command (the first reads every host at once)
 
 # Phase A, every host at once: nothing that serves traffic changes.
 check_access(found)
-preflight(plan, found)
+preflight(plan, found, run)
 install_service(plan, found)
-install_stack(fleet, plan, found)
-patch_sglang(plan, found)
+install_stack(fleet, plan, found, run)
+patch_sglang(plan, found, run)
 stage_models(fleet, plan, found)
 stage_release(plan, found)
 
 # Phase B, batch by batch, canary first: only hosts whose staged release differs restart.
-roll_out(fleet, plan, found)
+roll_out(fleet, plan, found, run)
 collect_models(plan)
 # The gateways (group gateways), one at a time: only those whose configuration differs restart;
 # a host that left the group stops its gateway.

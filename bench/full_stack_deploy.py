@@ -12,14 +12,16 @@ what is measured.
 
 from pyinfra import host, state
 
+from sglfleet.controller.reads import read_host
 from sglfleet.plan.fleet_plan import fleet_plan
-from sglfleet.run.reads import read_host
+from sglfleet.record.run import record
 from tasks.service import install_service
 from tasks.stack import install_stack
 
 fleet = fleet_plan(state)
 plan = fleet.hosts[host.name]
-found = read_host(host, fleet)
+run = record(state)
+found = read_host(host, fleet, run)
 
 install_service(plan, found)
-install_stack(fleet, plan, found)
+install_stack(fleet, plan, found, run)

@@ -16,7 +16,7 @@ def check_access(found=None):
     Stop the run, before any host changes, when the inventory asks for sudo and sudo -n refuses.
     No operation: it only reads (a plain step, not a ``@deploy``).
 
-    + found: the host's read (``sglfleet.run.reads.read_host``), which asked sudo with the rest;
+    + found: the host's read (``sglfleet.controller.reads.read_host``), which asked sudo with the rest;
       None asks sudo alone (a rollback needs no more)
     """
     if found is not None:

@@ -9,7 +9,7 @@ from sglfleet.operations import drift
 def drift_repaired(plan, found):
     """
     + plan: the host's plan (``sglfleet.plan.fleet_plan.HostPlan``)
-    + found: its read (``sglfleet.run.reads.read_host``)
+    + found: its read (``sglfleet.controller.reads.read_host``)
     """
     # Last, after every step that finds and repairs drift; a host that failed on
     # the way never gets here, and its sglfleet.prom keeps the drift it was found with.

@@ -15,7 +15,7 @@ def install_gateway(fleet, plan, found):
     """
     + fleet: this run's plan (``sglfleet.plan.fleet_plan.FleetPlan``)
     + plan: the host's (``HostPlan``)
-    + found: its read (``sglfleet.run.reads.read_host``)
+    + found: its read (``sglfleet.controller.reads.read_host``)
     """
     if not plan.is_gateway:
         # Last in the run: the host's clients had it until then.

@@ -16,7 +16,7 @@ def stage_models(fleet, plan, found):
     """
     + fleet: this run's plan (``sglfleet.plan.fleet_plan.FleetPlan``)
     + plan: the host's (``HostPlan``)
-    + found: its read (``sglfleet.run.reads.read_host``)
+    + found: its read (``sglfleet.controller.reads.read_host``)
     """
     if plan.is_gateway or not plan.models:
         return  # a gateway loads no model; unpinned models (allow_unpinned_models) or local paths the server loads itself

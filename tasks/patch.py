@@ -6,14 +6,15 @@ from sglfleet.artifacts.patchsets import for_file
 from sglfleet.facts.host import READ
 from sglfleet.host.stacks import PATCHED, site_packages
 from sglfleet.operations import patch
-from sglfleet.run.wheels import patched_digests
+from sglfleet.controller.wheels import patched_digests
 
 
 @deploy("Patch")
-def patch_sglang(plan, found):
+def patch_sglang(plan, found, run):
     """
     + plan: the host's plan (``sglfleet.plan.fleet_plan.HostPlan``)
-    + found: its read (``sglfleet.run.reads.read_host``)
+    + found: its read (``sglfleet.controller.reads.read_host``)
+    + run: this run's record (``sglfleet.record.run``), where the wheels fetched this run are kept
     """
     if plan.is_gateway:
         return  # no sglang to patch
@@ -26,7 +27,7 @@ def patch_sglang(plan, found):
         files.append(dict(
             path=path,
             sets=these,
-            done_digests=patched_digests(stack, member, these),
+            done_digests=patched_digests(run, stack, member, these),
             # The one read has every file; a stack built this run is read after its build.
             source=(found.patch if member == PATCHED else found.patches.get(path, READ))
             if found.stack.verified else READ,

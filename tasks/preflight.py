@@ -9,18 +9,19 @@ from sglfleet.plan.measured import record
 from sglfleet.plan.pd import role_of
 from sglfleet.plan.preflight import Declared, PdService, check, fitting_instead, rdma_problems
 from sglfleet.plan.services import gpu_problems
-from sglfleet.run.wheels import host_wheels
+from sglfleet.controller.wheels import host_wheels
 
 
 @deploy("Preflight")
-def preflight(plan, found):
+def preflight(plan, found, run):
     """
     + plan: the host's plan (``sglfleet.plan.fleet_plan.HostPlan``)
-    + found: its read (``sglfleet.run.reads.read_host``)
+    + found: its read (``sglfleet.controller.reads.read_host``)
+    + run: this run's record (``sglfleet.record.run``), where the wheels fetched this run are kept
     """
     config = plan.config
     stack = plan.build(found.os.python_minor).stack
-    host_wheels(stack)  # fetched and checked against the lock before any host changes
+    host_wheels(run, stack)  # fetched and checked against the lock before any host changes
     unpacked = 0 if found.stack.verified else wheelhouse.unpacked_size(stack)
     if plan.is_gateway:  # no GPU preflight: the gateway's python and disk for its stack
         problems = check(plan.name, stack, [], found.stack.disk_free, True, found.os, built=found.stack.verified,

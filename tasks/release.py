@@ -9,7 +9,7 @@ from sglfleet.operations import release
 def stage_release(plan, found):
     """
     + plan: the host's plan (``sglfleet.plan.fleet_plan.HostPlan``)
-    + found: its read (``sglfleet.run.reads.read_host``)
+    + found: its read (``sglfleet.controller.reads.read_host``)
     """
     if plan.is_gateway:
         return  # a gateway serves no release

@@ -7,8 +7,7 @@ from sglfleet.operations import pd as pd_ops, release, sharing, stack as stack_o
 from sglfleet.plan.rollout_plan import plan_rollout, rebuilt
 from sglfleet.plan.rollout_steps import (cache_shares, host_rollout, host_steps, retired_services, retired_steps,
                                          routers, service_steps)
-from sglfleet.run import summary
-from sglfleet.run.reads import rollout_plan
+from sglfleet.controller.reads import rollout_plan
 
 _SETTLE_NAMES = {"settle": "its units settle", "flip": "its units join at the flip"}
 
@@ -31,31 +30,25 @@ def _pd_turn(step: tuple, switch_name: str):
         name=f"{own.label}: {_SETTLE_NAMES[kind]}", step=own, turn=turn, switching=switching)
 
 
-def _held(fleet) -> None:
-    """Say what ``rollout_until`` holds back, once a run."""
-    if fleet.rollout.held:
-        summary.held([wave.name for wave in fleet.rollout.held], fleet.rollout.batches[-1].wave)
-
-
 # pyinfra orders a host's operations after its own earlier ones, then by call site and loop
 # position: each host has one call site, and in a PD fleet an operation at every step
 # (a no-op where it is not in it), so the batches and their settles run in order.
 @deploy("Roll out")
-def roll_out(fleet, plan, found):
+def roll_out(fleet, plan, found, run):
     """
     + fleet: this run's plan (``sglfleet.plan.fleet_plan.FleetPlan``)
     + plan: the host's (``HostPlan``)
-    + found: its read (``sglfleet.run.reads.read_host``): as the host was read at the start, since
+    + found: its read (``sglfleet.controller.reads.read_host``): as the host was read at the start, since
       staging changes neither link nor process; a host another run holds is read again once its lock is free
+    + run: this run's record (``sglfleet.record.run``): every host's read, where the rollout plans across them
     """
     if plan.is_gateway:
         return  # in no batch: the gateways restart after the serving hosts (tasks/gateway.py)
-    _held(fleet)
     build = plan.build(found.os.python_minor)
     own = plan_rollout((), {plan.name: host_rollout(plan, found)})  # what its own services' steps will do
     # Only where hosts share compile caches, or a PD batch settles, does a step need the whole fleet's.
     sharing_caches = plan.config.distribution == "peers" and plan.config.share_compile_caches
-    everyone = rollout_plan(fleet) if fleet.rollout.units or sharing_caches else None
+    everyone = rollout_plan(fleet, run) if fleet.rollout.units or sharing_caches else None
     steps = list(host_steps(fleet, plan, everyone))
     routed = bool(routers(fleet, plan))
     retired = retired_services(found, plan.services)
@@ -95,7 +88,6 @@ def roll_back(fleet, plan):
     """
     if plan.is_gateway:
         return  # a gateway has no release to go back to
-    _held(fleet)
     routed = bool(routers(fleet, plan))
     for step in host.loop(host_steps(fleet, plan)):
         if not step:

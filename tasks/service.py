@@ -10,7 +10,7 @@ from sglfleet.operations import service as service_ops
 def install_service(plan, found):
     """
     + plan: the host's plan (``sglfleet.plan.fleet_plan.HostPlan``)
-    + found: its read (``sglfleet.run.reads.read_host``)
+    + found: its read (``sglfleet.controller.reads.read_host``)
     """
     if plan.is_gateway:
         return  # no sglang unit: the gateway step installs the host's one service

@@ -8,21 +8,22 @@ from sglfleet.artifacts.temporaries import RUN_TOKEN
 from sglfleet.facts.host import READ
 from sglfleet.operations import stack as stack_ops
 from sglfleet.plan.pd import role_of
-from sglfleet.run.reads import peer_read
-from sglfleet.run.wheels import host_wheels
+from sglfleet.controller.reads import peer_read
+from sglfleet.controller.wheels import host_wheels
 
 
 @deploy("Stack")
-def install_stack(fleet, plan, found):
+def install_stack(fleet, plan, found, run):
     """
     + fleet: this run's plan (``sglfleet.plan.fleet_plan.FleetPlan``)
     + plan: the host's (``HostPlan``)
-    + found: its read (``sglfleet.run.reads.read_host``)
+    + found: its read (``sglfleet.controller.reads.read_host``)
+    + run: this run's record (``sglfleet.record.run``): the wheels fetched, the peers' reads
     """
     config = plan.config
     stack = plan.build(found.os.python_minor).stack
     # The controller's copies, fetched and checked against the lock once this run: the operations fetch none.
-    wheels = host_wheels(stack)
+    wheels = host_wheels(run, stack)
     # Built and unchanged when the host was read: that answer holds. Else the stack
     # is read again once its wheels have come.
     known = found.stack if found.stack.verified else READ
@@ -36,7 +37,7 @@ def install_stack(fleet, plan, found):
             stack_ops.wheels_fanned_out(name=f"Stack {stack.id}: wheels, round {share.round}", stack=stack,
                                         share=share, wheels=wheels, full_check=config.verify_stacks == "full",
                                         found=known,
-                                        peers_hold=_peers_hold(fleet, targets, share.round) if share.sources else None)
+                                        peers_hold=_peers_hold(fleet, run, targets, share.round) if share.sources else None)
     stack_ops.installed(
         name=f"Stack {stack.id} built, verified, old stacks collected",
         stack=stack,
@@ -55,7 +56,7 @@ def install_stack(fleet, plan, found):
     )
 
 
-def _peers_hold(fleet, targets, round_number: int) -> frozenset[str]:
+def _peers_hold(fleet, run, targets, round_number: int) -> frozenset[str]:
     """
     The wheels the hosts of the rounds before ``round_number`` hold by then: each one's stack for its
     own Python. A wheel of another interpreter no such peer has; a host that never connected (a refused
@@ -63,6 +64,6 @@ def _peers_hold(fleet, targets, round_number: int) -> frozenset[str]:
     """
     active = {one.name for one in state.inventory.get_active_hosts()}
     earlier = [peer for hosts in rounds(targets)[:round_number] for peer in hosts if peer.name in active]
-    reads = {peer.name: peer_read(peer.name, fleet) for peer in earlier}
+    reads = {peer.name: peer_read(peer.name, fleet, run) for peer in earlier}
     return frozenset(f.filename for peer in earlier if reads[peer.name] is not None
                      for f in peer.build(reads[peer.name].os.python_minor).stack.files)

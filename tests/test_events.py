@@ -17,7 +17,7 @@ import pytest
 from deploying import SECRETS, converged, deploy, eagle_change, sglfleet
 from sglfleet.events import REASONS, EventLog, parse_since, read_events
 from sglfleet.plan.secrets import SecretsError, load_secrets, secret_values
-from sglfleet.run.webhooks import Webhook, WebhookError
+from sglfleet.hooks.webhooks import Webhook, WebhookError
 
 TOKEN = "whk-tokenV8q2Lr6"  # the webhook's secret: never in a line, a log or an event
 
@@ -144,18 +144,18 @@ def test_a_run_posts_to_each_webhook_in_the_order_its_events_happened(receiver, 
     script = f"""
 import gevent.monkey; gevent.monkey.patch_all()
 from sglfleet.events import EventLog
-from sglfleet.run import recording
-from sglfleet.run.record import RunRecord
-from sglfleet.run.webhooks import Webhook
+from sglfleet.hooks import event_log
+from sglfleet.record.run import RunRecord
+from sglfleet.hooks.webhooks import Webhook
 from pathlib import Path
 run = RunRecord(log=EventLog(Path({str(tmp_path / "events.jsonl")!r}), "inv.py"))
 hook = Webhook({receiver.url + '/hook'!r}, ("GateFailed", "RolloutAborted", "RunFinished"))
-outbox = recording._Outbox(hook, run)
+outbox = event_log._Outbox(hook, run)
 outbox.listener({{"reason": "GateFailed", "host": "node1"}})
 outbox.listener({{"reason": "RunStarted", "host": None}})
 outbox.listener({{"reason": "RolloutAborted", "host": None}})
 outbox.close(10.0)
-late = recording._Outbox(hook, run)  # the end of a run waits a bounded time, and says what it left
+late = event_log._Outbox(hook, run)  # the end of a run waits a bounded time, and says what it left
 late.listener({{"reason": "RunFinished", "host": None}})
 late.listener({{"reason": "RolloutAborted", "host": None}})
 late.close(0.5)

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from sglfleet.artifacts.fanout import Progress, aria2_input, human, rounds
 from sglfleet.artifacts.wheelhouse import Local
 from sglfleet.host.layout import Layout
-from sglfleet.run import wheel_transfer
+from sglfleet.controller import wheel_transfer
 
 
 def test_rounds_double_so_a_fleet_of_n_takes_about_log2_n_rounds():

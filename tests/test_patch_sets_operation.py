@@ -15,7 +15,7 @@ from paths import LAYOUT
 from sglfleet.artifacts.patchsets import apply_sets, load_sets
 from sglfleet.artifacts.upstream import sglang_file
 from sglfleet.operations import patch
-from sglfleet.run.recording import fail
+from sglfleet.controller.outcomes import fail
 
 SETS = {s.name: s for s in load_sets()}
 SERVER_ARGS = sglang_file("0.5.9", "sglang/srt/server_args.py").read_bytes()

@@ -205,15 +205,15 @@ class _Host:
 def test_the_first_batch_settles_by_flipping_or_rolling_back(monkeypatch, failed, passed, flips, rolled):
     from types import SimpleNamespace
 
-    from sglfleet.run import pd, router, summary
+    from sglfleet.controller import pd, router
     from sglfleet.plan.rollout_steps import BatchStep
+    from sglfleet.record.run import record
 
     calls = {"flip": [], "rolled": []}
     monkeypatch.setattr(router, "flip", lambda url, old, new, **kw: calls["flip"].append((list(old), sorted(new))))
     monkeypatch.setattr(pd, "roll_back", lambda state, host, args, step: calls["rolled"].append(host.name) or True)
-    monkeypatch.setattr(pd.recording, "emit", lambda *a, **kw: None)
-    monkeypatch.setattr(summary, "passed_hosts", lambda: sorted(passed))
     state = SimpleNamespace(failed_hosts=[SimpleNamespace(name=name) for name in failed])
+    record(state).passed.update({name: "serves the new release" for name in passed})
     turn = pd.SettleTurn(units=(("n1", "n2"),), flip=True, leader=True,
                          workers=tuple((f"n{i}", f"http://n{i}:30000", (("worker_type", "decode"),)) for i in range(1, 5)))
     for name in ("n1", "n2"):

@@ -290,11 +290,10 @@ def test_a_run_checks_a_stack_s_wheels_once_and_bytes_that_differ_stop_it_while_
         tmp_path, monkeypatch, stacks_copy, index):
     # The operations fetch no wheel: the task hands them these, checked once a run, and a
     # PyinfraError raised while the deploy is planned stops the run before any host changes.
-    from pyinfra.api import State
     from pyinfra.api.exceptions import PyinfraError
-    from pyinfra.context import ctx_state
 
-    from sglfleet.run.wheels import host_wheels
+    from sglfleet.controller.wheels import host_wheels
+    from sglfleet.record.run import RunRecord
 
     served, url, hits = index
     monkeypatch.setenv("SGLFLEET_WHEELHOUSE", str(tmp_path / "wh"))
@@ -302,14 +301,13 @@ def test_a_run_checks_a_stack_s_wheels_once_and_bytes_that_differ_stop_it_while_
     checked, ensure = [], wheelhouse.ensure
     monkeypatch.setattr(wheelhouse, "ensure",
                         lambda stack, **kwargs: checked.append(stack.id) or ensure(stack, **kwargs))
-    with ctx_state.use(State()):  # one run: its record keeps what it fetched
-        wheels = host_wheels(good)
-        assert host_wheels(good) is wheels and checked == [good.id]  # once a run, however many hosts take it
+    run = RunRecord()  # one run: its record keeps what it fetched
+    wheels = host_wheels(run, good)
+    assert host_wheels(run, good) is wheels and checked == [good.id]  # once a run, however many hosts take it
     assert wheels == ensure(good) and len(hits) == 3
     bad = local_stack(stacks_copy, served, url, sha_of=lambda data: "0" * 64)
-    with ctx_state.use(State()), pytest.raises(
-            PyinfraError, match=r"stack dev: .* has sha256 .*the lock says 0000.*sglfleet lock dev"):
-        host_wheels(bad)  # the next run
+    with pytest.raises(PyinfraError, match=r"stack dev: .* has sha256 .*the lock says 0000.*sglfleet lock dev"):
+        host_wheels(RunRecord(), bad)  # the next run
 
 
 def state(stack, **kwargs):

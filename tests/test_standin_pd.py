@@ -17,7 +17,7 @@ import pytest
 
 from sglfleet.artifacts import wheelhouse
 from sglfleet.artifacts.stacks import load_stack
-from sglfleet.run import router
+from sglfleet.controller import router
 from test_standin import KIMI_PATH, free_port, get, launch, scrape, sglang_059, value, wait_for  # noqa: F401
 
 ROLE = ["--disaggregation-transfer-backend", "mooncake", "--enable-metrics", "--host", "127.0.0.1"]

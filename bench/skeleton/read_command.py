@@ -14,7 +14,7 @@ from pyinfra.context import ctx_state
 
 from sglfleet.facts.host import HostRead
 from sglfleet.plan.validation import load_inventory, plan_inventory
-from sglfleet.run.reads import read_arguments
+from sglfleet.controller.reads import read_arguments
 
 inventory_file, name = sys.argv[1:3]
 fleet = plan_inventory(load_inventory(inventory_file))

@@ -1,7 +1,7 @@
 """
 ``sglfleet status INVENTORY``: one row a host, read from the hosts themselves.
 
-The rows come from ``sglfleet.run.status.fleet_status``; this command prints them
+The rows come from ``sglfleet.status.fleet_status.fleet_status``; this command prints them
 as a table (or JSON) and the rollout's progress, and exits 1 when a host did
 not answer.
 
@@ -22,7 +22,7 @@ import click
 from sglfleet.host.bake import describe
 from sglfleet.host.layout import LAYOUT
 from sglfleet.plan.validation import parse_data
-from sglfleet.run.status import fleet_status, progress
+from sglfleet.status.fleet_status import fleet_status, progress
 
 COLUMNS = ("host", "wave", "os", "python", "declared", "current", "serving", "previous", "stack", "unit", "health", "gate", "bake",
            "models")

@@ -31,7 +31,7 @@ import time
 
 from .layout import LAYOUT, Layout
 
-# The kinds of drift a converge finds (``sglfleet.run.diffs.report_drift``):
+# The kinds of drift a converge finds (``sglfleet.operations.output.report_drift``):
 KINDS = (
     "current",  # the current link moved by hand; the process still serves the declared release
     "model",    # a staged model's files changed since they were verified

@@ -21,7 +21,7 @@ from pyinfra.api import FileUploadCommand, operation
 from sglfleet.artifacts.temporaries import temporary_beside
 from sglfleet.facts.files import FileBytes, FileDigests
 from sglfleet.facts.host import READ
-from sglfleet.run.diffs import say, show_diff, wants_diff
+from sglfleet.operations.output import say, show_diff, wants_diff
 
 
 @operation()

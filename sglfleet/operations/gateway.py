@@ -28,9 +28,8 @@ from sglfleet.facts.release import InstalledServices
 from sglfleet.host.layout import GATEWAY, LAYOUT
 from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR, FILE as TEXTFILE, file_name as textfile_name
 from sglfleet.operations.remote import HostFunctionCommand
-from sglfleet.run import recording, summary
-from sglfleet.run.diffs import say
-from sglfleet.run.recording import fail
+from sglfleet.controller.outcomes import fail, passed, retired
+from sglfleet.operations.output import say
 
 
 @operation()
@@ -94,7 +93,7 @@ def sglang_retired(installed=READ, textfile_dir: str = TEXTFILE_DIR):
                           posixpath.join(textfile_dir, textfile_name(layout))])
     yield shlex.join(["rm", "-f", "--", posixpath.join(textfile_dir, TEXTFILE)])  # and the host's series
     yield "systemctl daemon-reload"
-    yield FunctionCommand(_recorded, ([layout.service_name for layout in layouts], "the host is in group gateways"), {})
+    yield FunctionCommand(retired, ([layout.service_name for layout in layouts], "the host is in group gateways"), {})
 
 
 @operation()
@@ -122,14 +121,7 @@ def gateway_retired(installed=READ, unit: str = GATEWAY.unit):
     yield f"systemctl disable --now {shlex.quote(unit)} 2>/dev/null || true"
     yield shlex.join(["rm", "-f", "--", GATEWAY.unit_file, GATEWAY.env_file, GATEWAY.gateway_launcher])
     yield "systemctl daemon-reload"
-    yield FunctionCommand(_recorded, (["gateway"], "the host is no longer in group gateways"), {})
-
-
-def _recorded(services: list[str], why: str) -> None:
-    """A ``ServiceRetired`` event for each of ``services`` (``gateway``: the host's gateway)."""
-    for name in services:
-        unit = GATEWAY.unit if name == "gateway" else LAYOUT.for_service(name).unit
-        recording.emit("ServiceRetired", host=host.name, service=name, message=f"{unit} stopped and removed ({why})")
+    yield FunctionCommand(retired, (["gateway"], "the host is no longer in group gateways"), {})
 
 
 def _restart(state, host, connector_arguments, unit: str, digest: str, earlier: tuple[str, ...]):
@@ -148,6 +140,5 @@ def _restart(state, host, connector_arguments, unit: str, digest: str, earlier: 
         why = " ".join(output.stderr_lines)[-300:] or "systemctl restart failed"
         return fail(state, host, f"{unit} did not come back: {why}; its journal: {' | '.join(journal.stdout_lines)[-600:]}")
     host.log(f"{unit} restarted and routes (configuration {digest})", logger.info)
-    summary.passed(host.name, f"gateway serves configuration {digest}")
-    recording.emit("GatewayRestarted", host=host.name, message=f"{unit} restarted with configuration {digest}")
-    return True
+    return passed(state, host, f"gateway serves configuration {digest}", "GatewayRestarted",
+                  f"{unit} restarted with configuration {digest}")

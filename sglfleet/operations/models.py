@@ -40,9 +40,9 @@ from sglfleet.facts.models import ModelGarbage, ModelState
 from sglfleet.host.layout import LAYOUT
 from sglfleet.host.models import NEEDS, digest_of, partial_of, store_of
 from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR
-from sglfleet.operations.drift import marked
+from sglfleet.operations.drift import found as found_drift, marked
 from sglfleet.operations.remote import HostFunctionCommand
-from sglfleet.run.diffs import report_drift, wants_diff
+from sglfleet.operations.output import wants_diff
 
 GIB = 1 << 30
 # Room left beside the model: the store's filesystem also holds releases, logs
@@ -165,7 +165,7 @@ def staged(models: list[tuple[StagedModel, Manifest]], source: str = "hub", pyth
         return
 
     sources = share.sources if share else ()
-    stages = []
+    stages, drifts = [], []
     for model, manifest, answer, paths in todo:
         state = (answer or {}).get("state", "absent")
         size = sum(manifest.file(p).size for p in paths)
@@ -177,12 +177,12 @@ def staged(models: list[tuple[StagedModel, Manifest]], source: str = "hub", pyth
                 + f" into {model.dir}")
         if state == "drifted":
             changed = answer.get("changed")
-            report_drift("model", f"model {model.repo}@{model.revision[:12]}",
-                         [f"{path}: size or time differs from when it was verified" for path in changed[:5]]
-                         + ([f"and {len(changed) - 5} more"] if len(changed) > 5 else [])
-                         if changed else ["its marker does not match the manifest"],
-                         "will check those files against the manifest and fetch again what fails, "
-                         "before any switch")
+            drifts.append(found_drift(
+                "model", f"model {model.repo}@{model.revision[:12]}",
+                [f"{path}: size or time differs from when it was verified" for path in changed[:5]]
+                + ([f"and {len(changed) - 5} more"] if len(changed) > 5 else [])
+                if changed else ["its marker does not match the manifest"],
+                "will check those files against the manifest and fetch again what fails, before any switch"))
         host.log(line, logger.warning if state == "drifted" else logger.info)
         if wants_diff():
             host.log_styled(line, fg="yellow")
@@ -204,7 +204,8 @@ def staged(models: list[tuple[StagedModel, Manifest]], source: str = "hub", pyth
             for path in paths:
                 yield FileUploadCommand(str(local[path]), posixpath.join(partial, path))
         stages.append((model, manifest, answer, size, command))
-    if any((answer or {}).get("state") == "drifted" for _, _, answer, _ in todo):
+    if drifts:
+        yield from drifts
         yield marked("model", textfile_dir)  # before the repair: one that fails leaves the mark
     yield HostFunctionCommand(_stage_and_serve, (stages, share, controller_dir), {})
 

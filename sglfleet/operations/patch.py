@@ -20,8 +20,8 @@ from sglfleet.artifacts.patchsets import PatchSet, apply_sets
 from sglfleet.artifacts.temporaries import temporary_beside
 from sglfleet.facts.files import FileBytesUnlessKnown
 from sglfleet.facts.host import READ
-from sglfleet.run.diffs import show_diff, wants_diff
-from sglfleet.run.recording import fail
+from sglfleet.operations.output import show_diff, wants_diff
+from sglfleet.controller.outcomes import fail
 
 
 

@@ -1,4 +1,4 @@
-"""A PD batch's settle (``sglfleet.run.pd``): two operations, so the old release leaves the gateways
+"""A PD batch's settle (``sglfleet.controller.pd``): two operations, so the old release leaves the gateways
 on every gateway before the first batch's units join them."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pyinfra.api import operation
 
 from sglfleet.operations.remote import HostFunctionCommand
 from sglfleet.plan.rollout_steps import BatchStep, SettleTurn
-from sglfleet.run.pd import flipped, settled
+from sglfleet.controller.pd import flipped, settled
 
 
 @operation(is_idempotent=False)

@@ -27,13 +27,14 @@ from sglfleet.facts.host import READ
 from sglfleet.facts.release import ReleaseHostState, ReleaseState
 from sglfleet.host.layout import LAYOUT, STALE_MINUTES, Layout
 from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR
-from sglfleet.operations.drift import marked
+from sglfleet.operations.drift import found as found_drift, marked
 from sglfleet.operations.remote import HostFunctionCommand
 from sglfleet.plan.release import Release
 from sglfleet.plan.rollout_plan import ACTIONS, decide  # noqa: F401 (ACTIONS: decide's answers, as before)
 from sglfleet.plan.rollout_steps import BatchStep
-from sglfleet.run.diffs import report_drift, say, show_diff, wants_diff
-from sglfleet.run.rollout import bake, fail, relink, retire, roll_back, switch
+from sglfleet.controller.outcomes import fail
+from sglfleet.controller.rollout import bake, relink, retire, roll_back, switch
+from sglfleet.operations.output import say, show_diff, wants_diff
 
 
 def _sha256(text: str) -> str:
@@ -87,10 +88,10 @@ def staged(release: Release, diff_against: str = "launch.args", found=READ, layo
         return
     if drifted:
         serving = found.serving == release.release_id
-        report_drift("release", f"release {release.release_id}",
-                     [f"{name} no longer matches the release's id" for name in drifted],
-                     "will put back the controller's rendering"
-                     + (" (the running process loaded it at start: no restart)" if serving else ""))
+        yield found_drift("release", f"release {release.release_id}",
+                          [f"{name} no longer matches the release's id" for name in drifted],
+                          "will put back the controller's rendering"
+                          + (" (the running process loaded it at start: no restart)" if serving else ""))
         yield marked("release", textfile_dir)
     for name in drifted + settings:
         text, mode = {**release.files, **release.settings}[name]
@@ -194,8 +195,8 @@ def _activate(release_id: str, step: BatchStep, found, rebuilt: bool):
     action = decide(found, release_id, restart, step.bake_s)
     if action == "relink":
         # A hand moved current; the process still serves what was declared: put the link back.
-        report_drift("current", f"{layout.current}", [f"points at {found.current or 'nothing'}, the process serves "
-                                                      f"{release_id}"], "will point it back (no restart)")
+        yield found_drift("current", f"{layout.current}", [f"points at {found.current or 'nothing'}, the process "
+                                                            f"serves {release_id}"], "will point it back (no restart)")
         yield marked("current", step.textfile_dir)
         yield HostFunctionCommand(relink, (step, release_id), {})
         return
@@ -217,13 +218,14 @@ def _activate(release_id: str, step: BatchStep, found, rebuilt: bool):
         say(f"{label}: serves {release_id} from a stack this run rebuilt: will restart it behind "
             f"its gate{baking}", logger.warning)
     else:
-        if found.current == release_id and found.serving != release_id:
-            report_drift("service", "the service" if layout.legacy else layout.unit,
-                         [f"current is {release_id}, the process serves {found.serving or 'nothing'}"],
-                         "will switch it behind the gate")
+        drifted = found.current == release_id and found.serving != release_id
+        kept = found_drift("service", "the service" if layout.legacy else layout.unit,
+                           [f"current is {release_id}, the process serves {found.serving or 'nothing'}"],
+                           "will switch it behind the gate") if drifted else None
         say(f"{label}: will switch {found.serving or found.current or 'nothing'} -> {release_id}, gate{baking}")
-        if found.current == release_id and found.serving != release_id:
-            yield marked("service", step.textfile_dir)  # everything said first: planning stops at a command
+        if kept:  # everything said first: planning stops at a command
+            yield kept
+            yield marked("service", step.textfile_dir)
     yield HostFunctionCommand(switch, (step, release_id, restart, found.serving or found.current), {})
 
 

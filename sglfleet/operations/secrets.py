@@ -19,7 +19,7 @@ from sglfleet.artifacts.temporaries import temporary_beside
 from sglfleet.facts.files import FileDigests
 from sglfleet.facts.host import READ
 from sglfleet.operations.files import removed_leftovers, what_differs
-from sglfleet.run.diffs import say, show_diff, wants_diff
+from sglfleet.operations.output import say, show_diff, wants_diff
 
 
 @operation()

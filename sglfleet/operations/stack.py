@@ -4,9 +4,9 @@ Each operation takes the host's ``StackState`` (read once, or the host read's an
 compares it with the stack, and yields commands or ``host.noop``. Pure functions plan
 the commands (``sglfleet.plan.stack_commands``); what the controller runs during the
 run is yielded as a ``HostFunctionCommand``: the wheels' transfer
-(``sglfleet.run.wheel_transfer``) and the collection once a rollout is over
-(``sglfleet.run.stack_collection``). No operation fetches a wheel: the task passes
-the stack's files in the controller's wheelhouse (``sglfleet.run.wheels.host_wheels``),
+(``sglfleet.controller.wheel_transfer``) and the collection once a rollout is over
+(``sglfleet.controller.stack_collection``). No operation fetches a wheel: the task passes
+the stack's files in the controller's wheelhouse (``sglfleet.controller.wheels.host_wheels``),
 fetched and checked against the lock while the deploy is planned, so bytes that differ
 stop the run before any host changes. Wheels cross the controller's uplink about once:
 hosts fetch them from each other in rounds (``sglfleet.artifacts.fanout``).
@@ -32,12 +32,12 @@ from sglfleet.facts.host import READ
 from sglfleet.facts.stack import StackState, WheelhouseFiles
 from sglfleet.host.stacks import PATCHED
 from sglfleet.host.textfile import DEFAULT_DIR as TEXTFILE_DIR
-from sglfleet.operations.drift import marked
+from sglfleet.operations.drift import found as found_drift, marked
 from sglfleet.operations.remote import HostFunctionCommand
 from sglfleet.plan.stack_commands import build_commands, collect_commands, collected
-from sglfleet.run.diffs import report_drift, say, wants_diff
-from sglfleet.run.stack_collection import collect_unused
-from sglfleet.run.wheel_transfer import fetch_and_serve
+from sglfleet.operations.output import say, wants_diff
+from sglfleet.controller.stack_collection import collect_unused
+from sglfleet.controller.wheel_transfer import fetch_and_serve
 
 
 @operation()
@@ -52,7 +52,7 @@ def wheels_fanned_out(stack: Stack, share: Share, wheels: dict[str, Local], full
     + stack: a loaded, complete stack
     + share: the host's turn in the fan-out (``sglfleet.artifacts.fanout``)
     + wheels: the stack's files in the controller's wheelhouse, ``{filename: Local}``, checked
-      against the lock while the deploy was planned (``sglfleet.run.wheels.host_wheels``)
+      against the lock while the deploy was planned (``sglfleet.controller.wheels.host_wheels``)
     + full_check: as ``installed``'s
     + found: ``StackState``'s answer, already read; by default the operation reads it
     + peers_hold: the wheels the share's peers hold (their own Pythons'); the others come
@@ -100,7 +100,7 @@ def installed(stack: Stack, wheels: dict[str, Local], gpu_less: bool = False, ke
 
     + stack: a loaded, complete stack (``load_stack``)
     + wheels: the stack's files in the controller's wheelhouse, ``{filename: Local}``, checked
-      against the lock while the deploy was planned (``sglfleet.run.wheels.host_wheels``): a build's
+      against the lock while the deploy was planned (``sglfleet.controller.wheels.host_wheels``): a build's
       requirements take their sha256 where an allowed unhashed lock has none
     + gpu_less: the host has no GPU; the probe skips the GPU checks and records it
     + keep: stacks kept besides this one and those of the current and previous releases
@@ -125,8 +125,8 @@ def installed(stack: Stack, wheels: dict[str, Local], gpu_less: bool = False, ke
         hash_wheels=False, full=full_check, patched=tuple(patched))
     commands = []
     if state.built and state.drift:
-        report_drift("stack", f"stack {stack.id}", state.drift, "will build it again from its lock, then restart "
-                     "the release that serves from it behind its gate")
+        commands.append(found_drift("stack", f"stack {stack.id}", state.drift, "will build it again from its lock, "
+                                    "then restart the release that serves from it behind its gate"))
         commands.append(marked("stack", textfile_dir))
     if not state.verified:
         hashes = {name: entry.sha256 for name, entry in wheels.items()}

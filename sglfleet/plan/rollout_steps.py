@@ -2,7 +2,7 @@
 Each host's steps in this run's rollout, planned from the fleet's plan: one ``BatchStep`` a
 batch (or a PD batch's switch, settle and flip), each service's own worker and compile-cache
 share, the services it retires. Pure: ``tasks/rollout.py`` calls the operations, and
-``sglfleet.run.rollout`` runs what they yield.
+``sglfleet.controller.rollout`` runs what they yield.
 
 **Example:**
 

@@ -32,7 +32,7 @@ from sglfleet.plan.templates import TEMPLATES, render
 
 # controller variable (environment or secrets file) -> variable in sglang.env
 NAMES = {"SGLFLEET_HF_TOKEN": "HF_TOKEN", "SGLFLEET_API_KEY": "SGLANG_API_KEY"}
-# Secrets the controller alone uses (sglfleet.run.webhooks): allowed in the file, never sent to hosts.
+# Secrets the controller alone uses (sglfleet.hooks.webhooks): allowed in the file, never sent to hosts.
 CONTROLLER_ONLY = ("SGLFLEET_WEBHOOK_TOKEN",)
 # Written unquoted into a systemd EnvironmentFile and a YAML single-quoted scalar.
 SAFE_VALUE = re.compile(r"^[A-Za-z0-9._~+/=:@%^,-]+$")

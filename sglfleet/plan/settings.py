@@ -120,7 +120,7 @@ Serial = Annotated[list[Union[int, str]], BeforeValidator(_to_serial)]
 
 
 class NotifyWebhook(BaseModel):
-    """One webhook: where the events it subscribes to are POSTed (``sglfleet.run.webhooks``)."""
+    """One webhook: where the events it subscribes to are POSTed (``sglfleet.hooks.webhooks``)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 

@@ -1,7 +1,7 @@
 """
 The commands that build a stack on a host and collect old ones: pure functions of
 the stack and what the host's read found (``sglfleet.facts.stack.StackHostState``).
-The operations of ``sglfleet.operations.stack`` yield them; ``sglfleet.run.stack_collection``
+The operations of ``sglfleet.operations.stack`` yield them; ``sglfleet.controller.stack_collection``
 runs the collection again once a rollout is over.
 
 **Example:**

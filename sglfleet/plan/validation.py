@@ -18,7 +18,6 @@ connects, so bad input gets one line per problem and touches no host.
 
 from __future__ import annotations
 
-import sys
 from functools import cache
 from pathlib import Path
 
@@ -226,10 +225,10 @@ def check_inventory(inventory, templates: Path = TEMPLATES, measured_os_severity
 
     Raises ``ConfigError`` when the inventory does not validate.
     """
-    return _checked(inventory, templates, measured_os_severity)[0]
+    return checked(inventory, templates, measured_os_severity)[0]
 
 
-def _checked(inventory, templates: Path = TEMPLATES, measured_os_severity: str = "error"):
+def checked(inventory, templates: Path = TEMPLATES, measured_os_severity: str = "error"):
     """``check_inventory``'s lines, and the hosts' ``HostConfig`` by name they were checked from."""
     from sglfleet.plan.flagsets import flagset_for
     from sglfleet.plan import patch_verdicts
@@ -296,44 +295,3 @@ def _checked(inventory, templates: Path = TEMPLATES, measured_os_severity: str =
     findings = list(dict.fromkeys(findings))  # services that share a launch share its findings: once each
     findings.sort(key=lambda finding: finding.severity != "error")
     return collapse([str(finding) for finding in findings], configs), configs
-
-
-def plan_before_connecting(state) -> None:
-    """
-    Run ``check_inventory`` once pyinfra's state holds the inventory (with ``--data``
-    overrides applied and ``--limit`` known), before any connection: bad input gets one
-    line per problem, exit 2, and no host is touched. Warnings are printed and the run
-    goes on, with the fleet planned once (``sglfleet.plan.fleet_plan``) and the plan kept
-    on the state, where ``fleet_plan(state)`` finds it.
-
-    pyinfra has no hook between building the inventory and connecting to it
-    (callback handlers are created by ``State.init`` itself), so this wraps
-    ``init`` on the one state object the CLI uses.
-
-    + state: ``pyinfra.state`` as ``config.py`` sees it
-
-    **Example:**
-
-    .. code:: python
-
-        # config.py
-        from pyinfra import state
-        plan_before_connecting(state)
-    """
-    init = state.init
-
-    def init_then_plan(inventory, *args, **kwargs):
-        init(inventory, *args, **kwargs)
-        try:
-            findings, configs = _checked(inventory, measured_os_severity="warning")
-        except ConfigError as error:
-            findings, configs = error.problems, {}
-        for line in findings:
-            print(line, file=sys.stderr)
-        if any(": warning: " not in line for line in findings):
-            raise SystemExit(2)
-        limit = state.limit_hosts  # a list where --limit or --exclude narrowed the run
-        state.sglfleet_plan = plan_fleet(inventory, configs,
-                                         targets=[h.name for h in limit] if isinstance(limit, list) else None)
-
-    state.init = init_then_plan

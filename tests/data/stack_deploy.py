@@ -5,14 +5,16 @@
 
 from pyinfra import host, state
 
+from sglfleet.controller.reads import read_host
 from sglfleet.plan.fleet_plan import fleet_plan
-from sglfleet.run.reads import read_host
+from sglfleet.record.run import record
 from tasks.preflight import preflight
 from tasks.stack import install_stack
 
 fleet = fleet_plan(state)
 plan = fleet.hosts[host.name]
-found = read_host(host, fleet)
+run = record(state)
+found = read_host(host, fleet, run)
 
-preflight(plan, found)
-install_stack(fleet, plan, found)
+preflight(plan, found, run)
+install_stack(fleet, plan, found, run)

@@ -16,10 +16,14 @@ from dataclasses import replace
 
 from pyinfra import logger
 
+from sglfleet.controller import router
+from sglfleet.controller.outcomes import fail
+from sglfleet.controller.rollout import at_router, roll_back
 from sglfleet.plan.pd_units import UnitBatch, failed_units, over_budget, settle
-from sglfleet.run import recording, router, summary
 from sglfleet.plan.rollout_steps import BatchStep, SettleTurn
-from sglfleet.run.rollout import at_router, fail, roll_back
+from sglfleet.record import summary
+from sglfleet.record.events import emit
+from sglfleet.record.run import record
 
 
 def _action(state, host, step: BatchStep, turn: SettleTurn) -> tuple[str, list, bool]:
@@ -27,13 +31,14 @@ def _action(state, host, step: BatchStep, turn: SettleTurn) -> tuple[str, list, 
     failed = {h.name for h in state.failed_hosts}
     batch = UnitBatch("", 0, turn.units)
     over = over_budget(batch, failed, step.max_fail_percentage)
-    switched = host.name in summary.passed_hosts()
+    switched = host.name in record(state).passed
     return settle(switched, bool(failed & set(step.pd_unit)), over, turn.flip), failed_units(batch, failed), over
 
 
 def settled(state, host, connector_arguments, step: BatchStep, turn: SettleTurn):
     """Roll this host back where its unit (or the whole first batch) failed; the leader flips the gateways
     (``router.flip``: the batch's passed units join beside the old release, which then leaves)."""
+    run = record(state)
     action, failed, over = _action(state, host, step, turn)
     if action in ("rollback", "rollback-out"):
         why = "the batch is over its failure budget" if over else "its unit failed"
@@ -42,10 +47,10 @@ def settled(state, host, connector_arguments, step: BatchStep, turn: SettleTurn)
         back = step if action == "rollback" else replace(step, router_url=None, gateways=())
         if not roll_back(state, host, connector_arguments, replace(back, pd_unit=(), earlier=(), earlier_units=())):
             return False
-        recording.emit("HostRolledBack", host=host.name, service=step.service,
-                       message=f"{step.label}: its unit rolled back ({why})")
+        emit(run, "HostRolledBack", host=host.name, service=step.service,
+             message=f"{step.label}: its unit rolled back ({why})")
         return True
-    if turn.flip and turn.leader and not over and any(summary.passed_hosts()):
+    if turn.flip and turn.leader and not over and run.passed:
         passed = {h for unit in turn.units if unit not in failed for h in unit}
         old = sorted(url for name, url, _ in turn.workers if name not in passed)
         new = {url: dict(spec) for name, url, spec in turn.workers if name in passed}
@@ -69,5 +74,5 @@ def flipped(state, host, connector_arguments, step: BatchStep, turn: SettleTurn)
         return True
     if error := at_router(step, router.join):
         return fail(state, host, error)
-    summary.verdict(host.name, f"{step.label}: joined the gateways at the flip")
+    summary.verdict(record(state), host.name, f"{step.label}: joined the gateways at the flip")
     return True

@@ -5,7 +5,8 @@ router's drain and join around them, the failure budget between batches, and
 each verdict logged, kept for the summary and recorded as an event.
 
 The operations in ``sglfleet.operations.release`` decide whether a host needs one;
-these functions are what they yield (``HostFunctionCommand``). Each returns True
+these functions are what they yield (``HostFunctionCommand``); pyinfra hands each the run's
+``state``, whose record (``sglfleet.record.run``) they pass on. Each returns True
 when the host passed, or fails it one way: ``fail`` logs why and returns False.
 
 **Example:**
@@ -28,8 +29,11 @@ from sglfleet.host.layout import LAYOUT
 from sglfleet.host.protocol import BAKE_FAILED, DOWN, PASSED, ROLLED_BACK, results as tool_results
 from sglfleet.plan.pd_units import rejoins
 from sglfleet.plan.rollout_steps import BatchStep
-from sglfleet.run import compile_share, recording, router, summary
-from sglfleet.run.recording import fail
+from sglfleet.controller import compile_share, router
+from sglfleet.controller.outcomes import fail
+from sglfleet.record import summary
+from sglfleet.record.events import batch_reached, batch_started, budget_exceeded, emit
+from sglfleet.record.run import RunRecord, record
 
 
 def _who(step: BatchStep) -> str:
@@ -91,7 +95,7 @@ def at_router(step: BatchStep, action) -> str | None:
 BAKE_REASONS = {"pass": "BakePassed", "fail": "BakeFailed", "inconclusive": "BakeInconclusive"}
 
 
-def verdicts(host, step: BatchStep, results: list[dict], from_release: str | None = None) -> None:
+def verdicts(run: RunRecord, host, step: BatchStep, results: list[dict], from_release: str | None = None) -> None:
     """Log each gate and bake verdict with its figures, keep it for the run's summary, record it as an event."""
     for result in results:
         figures = result.get("figures") or {}
@@ -102,9 +106,9 @@ def verdicts(host, step: BatchStep, results: list[dict], from_release: str | Non
                     f"tokens in {figures.get('requests', 0)} generations, {figures.get('seconds', 0):g} s)")
             reason = "GatePassed"
         elif result.get("stage") == "startup" and result.get("passed") is False:
-            recording.emit("GateFailed", host=host.name, service=step.service, from_release=from_release,
-                           to_release=result["release"],
-                           message=f"gate failed on release {result['release']}: {result.get('failure')}")
+            emit(run, "GateFailed", host=host.name, service=step.service, from_release=from_release,
+                 to_release=result["release"],
+                 message=f"gate failed on release {result['release']}: {result.get('failure')}")
             continue
         elif result.get("stage") == "bake":
             line = f"bake {result['verdict']} on {result['release']} ({describe(figures)})"
@@ -114,9 +118,9 @@ def verdicts(host, step: BatchStep, results: list[dict], from_release: str | Non
             continue
         line = f"{_who(step)}{line}"
         host.log(f"{step.label}: {line}", logger.info)
-        summary.verdict(host.name, line)
-        recording.emit(reason, host=host.name, service=step.service, from_release=from_release,
-                       to_release=result["release"], figures=figures, message=line)
+        summary.verdict(run, host.name, line)
+        emit(run, reason, host=host.name, service=step.service, from_release=from_release,
+             to_release=result["release"], figures=figures, message=line)
 
 
 def over_budget(state, step: BatchStep) -> str | None:
@@ -128,7 +132,7 @@ def over_budget(state, step: BatchStep) -> str | None:
             why = (f"{step.label} not started: {len(failed)} of the {len(units)} units of {label} did not pass "
                    f"({', '.join(h for unit in failed for h in unit if h in failed_names)}), above "
                    f"max_fail_percentage {step.max_fail_percentage:g}")
-            recording.budget_exceeded(step.label, {"failed": len(failed), "units": len(units),
+            budget_exceeded(record(state), step.label, {"failed": len(failed), "units": len(units),
                                                    "max_fail_percentage": step.max_fail_percentage}, why)
             return why
     for label, hosts in step.earlier:
@@ -136,7 +140,7 @@ def over_budget(state, step: BatchStep) -> str | None:
         if failed and len(failed) * 100 > step.max_fail_percentage * len(hosts):
             why = (f"{step.label} not started: {', '.join(failed)} of {label} did not pass "
                    f"({len(failed)} of {len(hosts)} hosts, above max_fail_percentage {step.max_fail_percentage:g})")
-            recording.budget_exceeded(step.label, {"failed": len(failed), "hosts": len(hosts),
+            budget_exceeded(record(state), step.label, {"failed": len(failed), "hosts": len(hosts),
                                                    "max_fail_percentage": step.max_fail_percentage}, why)
             return why
     return None
@@ -158,10 +162,11 @@ def drained_answer(state, host, connector_arguments, step: BatchStep, *args: str
     then run the host tool with ``args``: the tool's ``answer``, or None when the host
     failed before or during it.
     """
-    recording.batch_reached(step.label, step.hosts)
+    run = record(state)
+    batch_reached(run, step.label, step.hosts)
     why = over_budget(state, step)
     if why is None:
-        recording.batch_started(step.label)
+        batch_started(run, step.label)
         if before:
             before()
         error = at_router(step, router.drain)
@@ -178,6 +183,7 @@ def switch(state, host, connector_arguments, step: BatchStep, release_id: str, r
     Switch the host once every earlier batch passed, keeping the router in step and
     taking the compile caches an earlier host hands on; then bake. Returns False to fail this host.
     """
+    run = record(state)
     if step.pd_unit and (down := sorted({h.name for h in state.failed_hosts} & set(step.pd_unit))):
         # A unit moves together: its prefills do not switch once one of its decodes failed (decode first).
         host.log(f"{step.label}: not switched: {', '.join(down)} of its unit failed; serves on", logger.warning)
@@ -185,11 +191,11 @@ def switch(state, host, connector_arguments, step: BatchStep, release_id: str, r
     took: list[bool] = []
     activate = ("activate", release_id, *(["--restart"] if restart else []))
     said = drained_answer(state, host, connector_arguments, step, *activate, before=lambda: took.append(
-        compile_share.take(host, connector_arguments, step.label, step.cache, step.timeout_s)))
+        compile_share.take(run, host, connector_arguments, step.label, step.cache, step.timeout_s)))
     if said is not None and said[0] in (ROLLED_BACK, DOWN) and any(took):
         # Caches from a peer that do not load must not cost the release: once more, cold.
-        verdicts(host, step, said[1], from_release)
-        compile_share.drop(host, connector_arguments, step.label, step.cache, step.timeout_s)
+        verdicts(run, host, step, said[1], from_release)
+        compile_share.drop(run, host, connector_arguments, step.label, step.cache, step.timeout_s)
         said = answer(state, host, connector_arguments, step, *activate)
     if said is None:
         return False
@@ -197,22 +203,22 @@ def switch(state, host, connector_arguments, step: BatchStep, release_id: str, r
     passed = status == PASSED
     if any(result.get("stage") == "startup" and not result.get("already") for result in results):
         switched = f"{_who(step)}switched {from_release or 'nothing'} -> {release_id}, restarted"
-        recording.emit("HostSwitched", host=host.name, service=step.service, from_release=from_release,
-                       to_release=release_id, message=f"{step.label}: {switched}")
+        emit(run, "HostSwitched", host=host.name, service=step.service, from_release=from_release,
+             to_release=release_id, message=f"{step.label}: {switched}")
     for result in results:
         if result.get("stage") == "startup" and result.get("cut_at_stop") is not None:
             cut = f"{result['cut_at_stop']} requests in flight cut: the stop of {from_release or 'its earlier release'} " \
                   f"outlasted stop_timeout_s, and systemd killed them"
-            recording.emit("RequestsCut", host=host.name, service=step.service, from_release=from_release,
-                           to_release=release_id, figures={"cut": result["cut_at_stop"]}, message=f"{step.label}: {cut}")
-            summary.verdict(host.name, cut)
-    verdicts(host, step, results, from_release)
+            emit(run, "RequestsCut", host=host.name, service=step.service, from_release=from_release,
+                 to_release=release_id, figures={"cut": result["cut_at_stop"]}, message=f"{step.label}: {cut}")
+            summary.verdict(run, host.name, cut)
+    verdicts(run, host, step, results, from_release)
     if passed:  # still out of the router: nothing compiles while it packs
-        compile_share.hand_on(host, connector_arguments, step.label, step.cache, any(took), step.timeout_s)
+        compile_share.hand_on(run, host, connector_arguments, step.label, step.cache, any(took), step.timeout_s)
     if status == ROLLED_BACK:  # the gate failed, and the host serves its earlier release again
-        recording.emit("HostRolledBack", host=host.name, service=step.service, from_release=release_id,
-                       to_release=from_release,
-                       message=f"{step.label}: back to {from_release or 'its earlier release'} after its gate failed")
+        emit(run, "HostRolledBack", host=host.name, service=step.service, from_release=release_id,
+             to_release=from_release,
+             message=f"{step.label}: back to {from_release or 'its earlier release'} after its gate failed")
     unknown = lost_link(host, f"exit status {'unknown' if status is None else status}")
     for line in () if passed else messages or [unknown]:
         fail(state, host, line)
@@ -226,19 +232,20 @@ def switch(state, host, connector_arguments, step: BatchStep, release_id: str, r
         return False
     if step.bake_s:
         return bake(state, host, connector_arguments, step, release_id)
-    summary.passed(host.name, f"{_who(step)}serves {release_id}")
+    summary.passed(run, host.name, f"{_who(step)}serves {release_id}")
     return True
 
 
 def bake(state, host, connector_arguments, step: BatchStep, release_id: str):
     """Bake the release the host serves; revert it (drained) when the bake fails it."""
+    run = record(state)
     said = answer(state, host, connector_arguments, step, "bake", release_id, extra_timeout_s=step.bake_s)
     if said is None:
         return False
     status, results, messages = said
-    verdicts(host, step, results)
+    verdicts(run, host, step, results)
     if status == PASSED:
-        summary.passed(host.name, f"{_who(step)}serves {release_id}, baked")
+        summary.passed(run, host.name, f"{_who(step)}serves {release_id}, baked")
         return True
     for line in messages:
         fail(state, host, line)
@@ -252,8 +259,8 @@ def bake(state, host, connector_arguments, step: BatchStep, release_id: str):
         return False
     status, _, messages = said
     if status == ROLLED_BACK:
-        recording.emit("HostRolledBack", host=host.name, service=step.service, from_release=release_id,
-                       message=f"{step.label}: back to its earlier release after its bake failed")
+        emit(run, "HostRolledBack", host=host.name, service=step.service, from_release=release_id,
+             message=f"{step.label}: back to its earlier release after its bake failed")
     for line in messages:
         fail(state, host, line)
     if status in (PASSED, ROLLED_BACK) and (error := at_router(step, router.join)):
@@ -274,6 +281,7 @@ def relink(state, host, connector_arguments, step: BatchStep, release_id: str):
 
 def roll_back(state, host, connector_arguments, step: BatchStep):
     """Switch the host back to its previous release behind its gate, in its batch's turn, drained meanwhile."""
+    run = record(state)
     if step.pd_unit and (down := sorted({h.name for h in state.failed_hosts} & set(step.pd_unit))):
         host.log(f"{step.label}: not rolled back: {', '.join(down)} of its unit failed; serves on", logger.warning)
         return True
@@ -290,9 +298,9 @@ def roll_back(state, host, connector_arguments, step: BatchStep):
         return fail(state, host, error)
     if status == PASSED:
         back = results[-1]["release"] if results else None
-        summary.passed(host.name, f"{_who(step)}rolled back to {back or 'its previous release'}")
-        recording.emit("HostRolledBack", host=host.name, service=step.service, to_release=back,
-                       message=f"{step.label}: rolled back to {back or 'its previous release'}")
+        summary.passed(run, host.name, f"{_who(step)}rolled back to {back or 'its previous release'}")
+        emit(run, "HostRolledBack", host=host.name, service=step.service, to_release=back,
+             message=f"{step.label}: rolled back to {back or 'its previous release'}")
     return status == PASSED
 
 
@@ -302,6 +310,7 @@ def retire(state, host, connector_arguments, step: BatchStep):
     before the host's other services switch (it may hold their GPUs or port): out of
     the router first, so no request is cut.
     """
+    run = record(state)
     said = drained_answer(state, host, connector_arguments, step, "retire")
     if said is None:
         return False
@@ -310,7 +319,7 @@ def retire(state, host, connector_arguments, step: BatchStep):
         for line in messages or [lost_link(host, f"exit status {'unknown' if status is None else status}")]:
             fail(state, host, line)
         return False
-    summary.passed(host.name, f"{step.unit} retired")
-    recording.emit("ServiceRetired", host=host.name, service=step.service,
-                   message=f"{step.label}: {step.unit} stopped and removed (the inventory no longer names it)")
+    summary.passed(run, host.name, f"{step.unit} retired")
+    emit(run, "ServiceRetired", host=host.name, service=step.service,
+         message=f"{step.label}: {step.unit} stopped and removed (the inventory no longer names it)")
     return True

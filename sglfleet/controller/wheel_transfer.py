@@ -28,7 +28,7 @@ from pyinfra.api import StringCommand
 from sglfleet.artifacts.fanout import Progress, Share, aria2_command, aria2_input, serve
 from sglfleet.artifacts.temporaries import RUN_TOKEN
 from sglfleet.host.layout import LAYOUT, STALE_MINUTES
-from sglfleet.run.recording import fail
+from sglfleet.controller.outcomes import fail
 
 
 def fetch_and_serve(state, host, connector_arguments, missing, sources, share: Share, own=()):

@@ -10,7 +10,7 @@ refuses, leaves the host to compile cold; a host whose gate fails after it
 took caches from peers drops them and tries once more, cold.
 
 The run's offers (which key is packed, its sha256, who serves it) are kept
-in the run's record (``sglfleet.run.record``), as the summary's verdicts are.
+in the run's record (``sglfleet.record.run``), which each function is given first.
 
 **Example:**
 
@@ -18,7 +18,7 @@ in the run's record (``sglfleet.run.record``), as the summary's verdicts are.
 
     share = CacheShare(key="dev-0a24+cpu", stack_id="dev-0a24", port=30091,
                        unit="sglfleet-compile-share-3f2a", later=True)
-    warmed = take(host, connector_arguments, step, share)   # before the switch
+    warmed = take(run, host, connector_arguments, step.label, share)   # before the switch
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from sglfleet.artifacts.fanout import Share, human, serve
 from sglfleet.host.layout import LAYOUT
 from sglfleet.host.protocol import PASSED, results as tool_results
 from sglfleet.plan.rollout_steps import CacheShare
-from sglfleet.run import recording
-from sglfleet.run.record import Offer, record
+from sglfleet.record.events import emit
+from sglfleet.record.run import Offer, RunRecord
 
 CACHE_TOOL_TIMEOUT_S = 1800  # packing or fetching some GB of caches; past that the link is gone
 
@@ -62,13 +62,13 @@ def _url(host, share: CacheShare) -> str:
     return f"http://{host.data.get('ssh_hostname') or host.name}:{share.port}"
 
 
-def take(host, connector_arguments, label: str, share: CacheShare | None,
+def take(run: RunRecord, host, connector_arguments, label: str, share: CacheShare | None,
          timeout_s: float | None = None) -> bool:
     """
     Before the host's switch: fetch and unpack the caches an earlier host of its key
     offers in this run. Whether the host took any files; a failure only warns (it starts cold).
     """
-    offer = record().offers.get(share.key) if share else None
+    offer = run.offers.get(share.key) if share else None
     if offer is None or not offer.sources:
         return False
     status, result, errors = _cache_tool(host, connector_arguments, share, timeout_s, "fetch", share.stack_id,
@@ -82,13 +82,13 @@ def take(host, connector_arguments, label: str, share: CacheShare | None,
             f"{result.get('imported', 0)} files added, {result.get('kept', 0)} kept"
             + (" (taken in an earlier run)" if result.get("already") else ""))
     host.log(line, logger.info)
-    recording.emit("CompileCachesTaken", host=host.name, message=line,
-                   figures={"files": result.get("imported", 0), "kept": result.get("kept", 0), "bytes": offer.size,
-                            "peers": len(offer.sources)})
+    emit(run, "CompileCachesTaken", host=host.name, message=line,
+         figures={"files": result.get("imported", 0), "kept": result.get("kept", 0), "bytes": offer.size,
+                  "peers": len(offer.sources)})
     return bool(result.get("imported"))
 
 
-def hand_on(host, connector_arguments, label: str, share: CacheShare | None, took: bool,
+def hand_on(run: RunRecord, host, connector_arguments, label: str, share: CacheShare | None, took: bool,
             timeout_s: float | None = None) -> None:
     """
     Once the host passed its gate, still drained: pack its caches where none of its key
@@ -96,7 +96,7 @@ def hand_on(host, connector_arguments, label: str, share: CacheShare | None, too
     """
     if share is None or not share.later:
         return
-    offers = record().offers
+    offers = run.offers
     offer = offers.get(share.key)
     if offer is None:
         status, result, errors = _cache_tool(host, connector_arguments, share, timeout_s, "pack", share.stack_id)
@@ -111,8 +111,8 @@ def hand_on(host, connector_arguments, label: str, share: CacheShare | None, too
         line = (f"{label}: compile caches packed for later hosts of {share.key}: {result['files']} files, "
                 f"{human(result['bytes'])}")
         host.log(line, logger.info)
-        recording.emit("CompileCachesPacked", host=host.name, message=line,
-                       figures={"files": result["files"], "bytes": result["bytes"]})
+        emit(run, "CompileCachesPacked", host=host.name, message=line,
+             figures={"files": result["files"], "bytes": result["bytes"]})
     elif not took:
         return  # it holds its own caches, not the offered archive
     # A run whose host failed never stopped its server (it ends by RuntimeMaxSec): it holds the port.
@@ -132,7 +132,7 @@ def hand_on(host, connector_arguments, label: str, share: CacheShare | None, too
                  logger.warning)
 
 
-def drop(host, connector_arguments, label: str, share: CacheShare, timeout_s: float | None = None) -> None:
+def drop(run: RunRecord, host, connector_arguments, label: str, share: CacheShare, timeout_s: float | None = None) -> None:
     """Take out the caches the host took from peers: its next start compiles cold."""
     status, result, errors = _cache_tool(host, connector_arguments, share, timeout_s, "drop", share.stack_id)
     host.log(f"{label}: gate failed with the compile caches from peers: {result.get('dropped', 0)} files "

@@ -1,7 +1,8 @@
 """
-Show what an operation would change, the way pyinfra's own ``files.put`` does
-under ``--diff`` (pyinfra's ``generate_color_diff``), for the operations of
-sglfleet that pyinfra's ``--diff`` does not cover.
+What an operation says: what it will do, once a run, and what it would change, the way
+pyinfra's own ``files.put`` does under ``--diff`` (pyinfra's ``generate_color_diff``), for
+the operations of sglfleet that pyinfra's ``--diff`` does not cover. Output only: nothing
+here keeps state.
 
 **Example:**
 
@@ -9,7 +10,6 @@ sglfleet that pyinfra's ``--diff`` does not cover.
 
     if wants_diff():
         show_diff("Will update /etc/systemd/system/sglang.service", old_text, new_text)
-    report_drift("release", "release 3f2a", ["launch.args"], "will put back the controller's rendering")
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ from __future__ import annotations
 from pyinfra import host, logger, state
 from pyinfra.operations.util.files import generate_color_diff
 
-from sglfleet.run import recording
-from sglfleet.run.record import record
 
 
 def first_pass() -> bool:
@@ -49,27 +47,6 @@ def say(message: str, level=logger.info, unless_diff: bool = False) -> None:
 def wants_diff() -> bool:
     """Under ``--diff``, once (see ``first_pass``)."""
     return bool(state.config.DIFF) and first_pass()
-
-
-def report_drift(kind: str, what: str, differences: list[str], action: str) -> None:
-    """
-    Say, once, what on the host no longer is as sglfleet left it, and what this run does about it.
-
-    + kind: one of ``sglfleet.host.drift.KINDS``, e.g. ``"stack"``: the ``kind`` of ``sglfleet_drift``
-    + what: e.g. ``"stack dev-0a24832cc36f"``
-    + differences: one line each, e.g. ``"added lib/python3.11/site-packages/sitecustomize.py"``
-    + action: e.g. ``"will build it again from its lock"``
-    """
-    if first_pass():
-        line = f"Drift: {what} changed on the host: {'; '.join(differences)}; {action}"
-        host.log(line, logger.warning)
-        recording.drift_found(host.name, what, line)
-        record().drift_kinds.setdefault(host.name, set()).add(kind)
-
-
-def drift_kinds(host_name: str) -> set[str]:
-    """The kinds of drift this run found on ``host_name`` so far."""
-    return set(record().drift_kinds.get(host_name, ()))
 
 
 def show_diff(title: str, old: str, new: str) -> None:

@@ -7,8 +7,8 @@ hash to once patched, computed from the stack's own sglang wheel.
 
 .. code:: python
 
-    wheels = host_wheels(stack)                 # {filename: Local(path, sha256, size)}
-    patched_digests(stack, PATCHED, sets)       # ("4ccbc2d7...",): kimi_k25.py with its sets placed
+    wheels = host_wheels(run, stack)                 # {filename: Local(path, sha256, size)}
+    patched_digests(run, stack, PATCHED, sets)       # ("4ccbc2d7...",): kimi_k25.py with its sets placed
 """
 
 from __future__ import annotations
@@ -26,35 +26,36 @@ from sglfleet.artifacts.patchsets import PatchSet, apply_sets
 from sglfleet.artifacts.stacks import Stack, StackError
 from sglfleet.host.stacks import PATCHED
 from sglfleet.plan.patch_verdicts import patch_engine
-from sglfleet.run.record import record
+from sglfleet.record.run import RunRecord
 
 SGLANG = frozenset({"sglang"})
 
 
-def host_wheels(stack: Stack) -> dict[str, wheelhouse.Local]:
+def host_wheels(run: RunRecord, stack: Stack) -> dict[str, wheelhouse.Local]:
     """
     The files of a host's stack (one of its Pythons) in the controller's wheelhouse, ``{filename: Local}``,
     fetched and checked against the lock once this run; else a ``PyinfraError`` that stops the run before
     any host changes.
 
+    + run: this run's record, where what was fetched is kept
     + stack: the host's stack for its ``python3`` (``HostPlan.build``)
 
     **Example:**
 
     .. code:: python
 
-        host_wheels(stack)[stack.uv.filename].sha256   # what the host's copy must hash to
+        host_wheels(run, stack)[stack.uv.filename].sha256   # what the host's copy must hash to
     """
     try:
         # Only the Pythons the fleet has: a lock for three fetches no wheel a host will not take.
-        return _fetched(stack)
+        return _fetched(run, stack)
     except StackError as e:
         raise PyinfraError(str(e)) from None
 
 
-def _fetched(stack: Stack, names: frozenset[str] | None = None) -> dict[str, wheelhouse.Local]:
+def _fetched(run: RunRecord, stack: Stack, names: frozenset[str] | None = None) -> dict[str, wheelhouse.Local]:
     """``wheelhouse.ensure``'s answer, once a run for each stack and names."""
-    known = record().wheels
+    known = run.wheels
     if (stack.id, names) not in known:
         known[stack.id, names] = wheelhouse.ensure(stack, names=names)
     return known[stack.id, names]
@@ -76,15 +77,17 @@ def _patched_digests(wheel: str, sha256: str, member: str, sets: tuple[PatchSet,
     return tuple(kept("patched-digests", inputs, digests))
 
 
-def patched_digests(stack: Stack, member: str = PATCHED, sets: list[PatchSet] | tuple = ()) -> tuple[str, ...]:
+def patched_digests(run: RunRecord, stack: Stack, member: str = PATCHED,
+                    sets: list[PatchSet] | tuple = ()) -> tuple[str, ...]:
     """
     The sha256 of the stack's ``member`` (a file of the sglang wheel) once patched with
     ``sets``, from the stack's own sglang wheel: a host file with it need not be read or parsed.
 
+    + run: this run's record, where the stack's sglang wheel, once fetched, is kept
     + stack: the host's stack
     + member: the file, as the wheel names it (default ``kimi_k25.py``)
     + sets: its patch sets, in order (``for_file``)
     """
     # The sglang wheel alone: the read asks this of every Python the stack serves.
-    wheels = list(_fetched(stack, SGLANG).values())
+    wheels = list(_fetched(run, stack, SGLANG).values())
     return _patched_digests(str(wheels[0].path), wheels[0].sha256, member, tuple(sets)) if wheels else ()

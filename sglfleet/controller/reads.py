@@ -3,26 +3,22 @@ Each targeted host read once a run, in one command (``sglfleet.facts.host.HostRe
 the converge decides from. The first host to ask starts every targeted host's read at
 once, so the hosts whose deploys load side by side wait on the same reads, and a step
 that plans across the fleet (the rollout) finds every peer's answer. The answers live in
-the run's record; the tasks are handed theirs as a value.
+the run's record (``sglfleet.record.run``), passed in; the tasks are handed theirs as a value.
 
 **Example:**
 
 .. code:: python
 
-    found = read_host(host, fleet)     # this host's HostState
-    peer_read("node2", fleet)          # another's, or None where its read failed
-    rollout_plan(fleet).restarts("node2")   # what its rollout step will do, as its read says
+    found = read_host(host, fleet, run)     # this host's HostState
+    peer_read("node2", fleet, run)          # another's, or None where its read failed
+    rollout_plan(fleet, run).restarts("node2")   # what its rollout step will do, as its read says
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import click
 import gevent
 from pyinfra import state
 from pyinfra.api import Host
-from pyinfra.api.state import BaseStateCallback
 from pyinfra.api.arguments import pop_global_arguments
 from pyinfra.context import ctx_host, ctx_state
 
@@ -31,19 +27,20 @@ from sglfleet.artifacts.patchsets import for_file
 from sglfleet.facts.host import HostRead, HostState
 from sglfleet.host.layout import GATEWAY, LAYOUT
 from sglfleet.host.stacks import PATCHED, patched
-from sglfleet.plan.fleet_plan import FleetPlan, HostPlan, fleet_plan
+from sglfleet.plan.fleet_plan import FleetPlan, HostPlan
 from sglfleet.plan.rollout_plan import RolloutPlan, plan_rollout
 from sglfleet.plan.rollout_steps import host_rollout
-from sglfleet.run.record import record
-from sglfleet.run.wheels import patched_digests
+from sglfleet.record.run import RunRecord
+from sglfleet.controller.wheels import patched_digests
 
 
-def read_arguments(plan: HostPlan, sudo: dict) -> dict:
+def read_arguments(plan: HostPlan, sudo: dict, run: RunRecord) -> dict:
     """
     What ``HostRead`` reads on a host, and how it becomes root.
 
     + plan: the host's plan
     + sudo: pyinfra's global arguments for the host (``pop_global_arguments``): its ``_sudo`` and friends
+    + run: the run's record, where the stacks' wheels fetched this run are kept
     """
     config, stack = plan.config, plan.stack
     # sudo -n is asked inside the read; a sudo password or user is pyinfra's to use.
@@ -64,7 +61,7 @@ def read_arguments(plan: HostPlan, sudo: dict) -> dict:
         built = build.stack
 
         def known(member: str) -> list[str]:
-            return sorted(patched_digests(built, member, for_file(list(plan.patch_sets), built.sglang_version, member)))
+            return sorted(patched_digests(run, built, member, for_file(list(plan.patch_sets), built.sglang_version, member)))
 
         variants[python] = {"stack_id": built.id, "patch_path": f"{built.venv}/{patched(python)}",
                             "patch_known": known(PATCHED),
@@ -87,35 +84,41 @@ def read_arguments(plan: HostPlan, sudo: dict) -> dict:
             "paths": sorted(paths), "model_spec": spec or None, "patched": list(plan.patch_files)}
 
 
-def read_host(host: Host, fleet: FleetPlan) -> HostState:
+def read_host(host: Host, fleet: FleetPlan, run: RunRecord) -> HostState:
     """
     Everything the converge decides from on ``host`` (``sglfleet.facts.host.HostState``),
     read once a run: the first call reads every targeted host at once, one command each.
 
     + host: ``pyinfra.host``
     + fleet: this run's plan (``sglfleet.plan.fleet_plan.fleet_plan``)
+    + run: this run's record (``sglfleet.record.run.record``), where the reads are kept
 
     **Example:**
 
     .. code:: python
 
-        read_host(host, fleet).release.current   # "3f2a9c1d0b7e6a55"
+        read_host(host, fleet, run).release.current   # "3f2a9c1d0b7e6a55"
     """
     # One greenlet per host: hosts whose deploys load side by side wait on the same reads.
-    reads = record().reads
-    if host.name not in reads:
+    if host.name not in run.reads:
         hosts = [h for h in state.inventory.get_active_hosts() if state.is_host_in_limit(h)]
         # The host itself, not pyinfra's context proxy of the host being loaded.
-        _start_reads([state.inventory.get_host(host.name), *hosts], fleet)
-    return reads[host.name].get()
+        start_reads(state, [state.inventory.get_host(host.name), *hosts], fleet, run)
+    return run.reads[host.name].get()
 
 
-def _start_reads(hosts: list[Host], fleet: FleetPlan) -> None:
-    """Start the read of each of ``hosts`` not yet read, each in a greenlet of its own."""
-    reads = record().reads
-    unread = [h for h in dict.fromkeys(hosts) if h.name not in reads]
+def start_reads(state, hosts: list[Host], fleet: FleetPlan, run: RunRecord) -> None:
+    """
+    Start the read of each of ``hosts`` not yet read, each in a greenlet of its own.
+
+    + state: pyinfra's state of the run
+    + hosts: the hosts to read
+    + fleet: this run's plan
+    + run: this run's record, where each read's greenlet is kept
+    """
+    unread = [h for h in dict.fromkeys(hosts) if h.name not in run.reads]
     # A refusal stops the run before any read.
-    arguments = {h.name: read_arguments(fleet.hosts[h.name], pop_global_arguments(state, h, {})[0])
+    arguments = {h.name: read_arguments(fleet.hosts[h.name], pop_global_arguments(state, h, {})[0], run)
                  for h in unread}
 
     def read(one: Host) -> HostState:
@@ -123,82 +126,40 @@ def _start_reads(hosts: list[Host], fleet: FleetPlan) -> None:
             return one.get_fact(HostRead, **arguments[one.name])
 
     # Not pyinfra's pool: its slots may all be held by the deploys being loaded.
-    reads.update({h.name: gevent.spawn(read, h) for h in unread})
+    run.reads.update({h.name: gevent.spawn(read, h) for h in unread})
 
 
-class ReadOnConnect(BaseStateCallback):
-    """
-    Start a host's read as soon as it is connected: it runs while the other hosts connect and the
-    deploy file loads, and ``read_host`` finds it under way.
-
-    **Example:**
-
-    .. code:: python
-
-        state.add_callback_handler(ReadOnConnect())  # once the state is initialised, before connecting
-    """
-
-    @staticmethod
-    def host_connect(state, host: Host) -> None:
-        fleet = fleet_plan(state)
-        if host.name in fleet.targets:
-            with ctx_state.use(state):
-                _start_reads([host], fleet)
-
-
-def peer_read(name: str, fleet: FleetPlan) -> HostState | None:
+def peer_read(name: str, fleet: FleetPlan, run: RunRecord) -> HostState | None:
     """
     Another host's read, or None where it failed: that host fails alone, in its own deploy,
     and a plan across the fleet leaves it out.
 
     + name: the other host's name
     + fleet: this run's plan
+    + run: this run's record
     """
-    greenlet = record().reads.get(name)
+    greenlet = run.reads.get(name)
     if greenlet is None:
         try:
-            return read_host(state.inventory.get_host(name), fleet)
+            return read_host(state.inventory.get_host(name), fleet, run)
         except Exception:  # its own deploy reports it
             return None
     greenlet.join()
     return greenlet.value if greenlet.successful() else None
 
 
-def rollout_plan(fleet: FleetPlan) -> RolloutPlan:
+def rollout_plan(fleet: FleetPlan, run: RunRecord) -> RolloutPlan:
     """
     What every host of this run's batches will do in its rollout steps, as their reads say
     (``sglfleet.plan.rollout_plan``), planned once a run: which hosts restart, and which hand
     compile caches on to a later batch.
 
     + fleet: this run's plan
+    + run: this run's record, where the reads and the plan, once made, are kept
     """
     batches = tuple(batch.hosts for batch in fleet.rollout.batches)
-    known = record().rollout_plans
+    known = run.rollout_plans
     if batches not in known:
-        known[batches] = plan_rollout(batches, {name: host_rollout(fleet.hosts[name], peer_read(name, fleet))
+        known[batches] = plan_rollout(batches, {name: host_rollout(fleet.hosts[name], peer_read(name, fleet, run))
                                                 for batch in batches for name in batch})
     return known[batches]
-
-
-def read_on_connect(state) -> None:
-    """
-    When the run is ``deploy.py``'s, start each host's read as soon as it connects (``ReadOnConnect``).
-    Its other playbook, ``rollback.py``, reads each host in its own steps.
-
-    pyinfra makes its callback handlers in ``State.init``: this wraps ``init`` on the one state
-    object the CLI uses, as ``plan_before_connecting`` does, and adds the handler after it.
-
-    + state: ``pyinfra.state`` as ``config.py`` sees it
-    """
-    context = click.get_current_context(silent=True)
-    playbooks = context.params.get("operations") or () if context is not None else ()
-    if not any(Path(name).name == "deploy.py" for name in playbooks):
-        return
-    init = state.init
-
-    def init_then_listen(inventory, *args, **kwargs):
-        init(inventory, *args, **kwargs)
-        state.add_callback_handler(ReadOnConnect())
-
-    state.init = init_then_listen
-

@@ -34,7 +34,7 @@ from sglfleet.facts.os import HostOs, OsInfo
 from sglfleet.facts.sudo import SudoAccess
 from sglfleet.host.layout import GATEWAY, LAYOUT
 from sglfleet.plan.validation import load_inventory, plan_inventory
-from sglfleet.run import router
+from sglfleet.controller import router
 
 # What starts each service's answer in the status read, after the OS's own sections.
 STATE_MARK = "## state "

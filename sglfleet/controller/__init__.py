@@ -1,0 +1,1 @@
+"""What the controller runs during a run, handed to pyinfra: the host reads, the switch, gate and bake, the router's drains, the PD settle, the wheels' transfer, compile-cache sharing, stack collection."""

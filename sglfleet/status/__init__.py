@@ -1,0 +1,1 @@
+"""``sglfleet status``'s back end: what each host serves, read over SSH, and the routers' view."""
