@@ -1,7 +1,14 @@
-"""sglfleet.hooks.engine's replacements return what pyinfra's own return, on the same stacks and files."""
+"""
+sglfleet.hooks.engine's replacements return what pyinfra's own return, on the same stacks and files; each cut
+is put in place on pyinfra 3.10.0 alone, left out on any other (one line says so) or when asked, and taken out.
+
+Every test here ends with pyinfra as it ships (``stock``): no cut leaks into a later test on the same worker.
+"""
 
 from __future__ import annotations
 
+import gc
+import logging
 import sys
 from types import SimpleNamespace
 
@@ -12,6 +19,15 @@ from pyinfra_cli import inventory
 
 from sglfleet import PROJECT_ROOT
 from sglfleet.hooks import engine
+
+
+@pytest.fixture(autouse=True)
+def stock(monkeypatch):
+    """pyinfra as it ships after each test, whatever the test put in place; no ``SGLFLEET_PYINFRA`` during it."""
+    monkeypatch.delenv(engine.SWITCH, raising=False)
+    yield
+    engine.stock_pyinfra()
+
 
 DEPLOY = "deploy.py"  # pyinfra runs the deploy file under the name it was given: relative, here
 
@@ -110,16 +126,95 @@ def test_imported_names_are_pyinfras(tmp_path):
     assert engine.imported_names(real) == engine._pyinfra_imported_names(real)
 
 
-def test_faster_pyinfra_puts_them_where_pyinfra_calls_its_own(monkeypatch):
-    from pyinfra.api import arguments, facts
+class _ExitHandlers:
+    """``atexit`` as the engine uses it, its handlers in a list: the test process's own exit is left alone."""
 
-    operations = sys.modules["pyinfra.api.operation"]
-    for module, name in ((operations, "get_operation_order_from_stack"), (arguments, "all_global_arguments"),
-                         (facts, "all_global_arguments"), (inventory, "_get_imported_names")):
-        monkeypatch.setattr(module, name, getattr(module, name))  # put back after the test
+    def __init__(self):
+        self.functions = []
 
-    engine.faster_pyinfra()
+    def register(self, function):
+        self.functions.append(function)
 
-    assert operations.get_operation_order_from_stack is engine.operation_order
-    assert arguments.all_global_arguments is facts.all_global_arguments is engine.all_global_arguments
-    assert inventory._get_imported_names is engine.imported_names
+    def unregister(self, function):
+        self.functions = [each for each in self.functions if each is not function]
+
+
+def _held(cut) -> list:
+    return [getattr(module, attribute) for module, attribute in cut.places]
+
+
+def test_the_installed_pyinfra_is_the_one_the_cuts_are_written_for():
+    # Another pyinfra runs unpatched (below): its cuts would be dead weight, and these tests compare against it.
+    assert pyinfra.__version__ == engine.PYINFRA, (
+        f"pyinfra {pyinfra.__version__} is installed, the cuts are written for {engine.PYINFRA}: read each against "
+        f"the new source (docs/pyinfra-patches/) and move engine.PYINFRA, or drop the cut")
+
+
+@pytest.mark.parametrize("cut", engine.CUTS, ids=lambda cut: cut.name)
+def test_the_places_are_every_module_that_holds_the_function(cut):
+    """Each module of pyinfra's that imported the function holds its own reference, which pyinfra calls: each is a
+    place. The module that defines it is one only where it calls it itself (``arguments``, ``inventory``)."""
+    import pyinfra_cli.cli  # noqa: F401  (every module of pyinfra's the CLI loads, loaded)
+
+    holders = {(module.__name__, attribute) for module in list(sys.modules.values())
+               if module.__name__.split(".")[0] in ("pyinfra", "pyinfra_cli")
+               for attribute, value in vars(module).items() if value is cut.stock}
+    places = {(module.__name__, attribute) for module, attribute in cut.places}
+
+    assert places <= holders and holders - places <= {(cut.stock.__module__, cut.stock.__name__)}
+    assert engine.cuts_in_place() == ()  # nothing in place before faster_pyinfra
+
+
+@pytest.mark.parametrize("cut", engine.CUTS, ids=lambda cut: cut.name)
+def test_a_cut_is_in_place_on_its_pyinfra_and_taken_out_after(monkeypatch, cut):
+    monkeypatch.setattr(pyinfra, "__version__", engine.PYINFRA)
+    exit_handlers = _ExitHandlers()
+    monkeypatch.setattr(engine, "atexit", exit_handlers)
+    before = _held(cut)
+
+    applied = engine.faster_pyinfra()
+
+    assert cut.name in applied and cut.name in engine.cuts_in_place()
+    assert _held(cut) == [cut.replacement] * len(cut.places)
+    assert engine.GC_FREEZE in applied and exit_handlers.functions == [gc.freeze]
+    engine.stock_pyinfra()
+    assert _held(cut) == before == [cut.stock] * len(cut.places)
+    assert engine.cuts_in_place() == () and exit_handlers.functions == []
+
+
+@pytest.mark.parametrize("cut", engine.CUTS, ids=lambda cut: cut.name)
+def test_another_pyinfra_runs_as_it_ships_and_says_so_once(monkeypatch, caplog, cut):
+    monkeypatch.setattr(pyinfra, "__version__", "3.10.1")
+
+    with caplog.at_level(logging.WARNING, logger="pyinfra"):
+        first, second = engine.faster_pyinfra(), engine.faster_pyinfra()  # once a process, however often called
+
+    assert first == second == (engine.GC_FREEZE,)  # Python's, for any pyinfra
+    assert _held(cut) == [cut.stock] * len(cut.places) and engine.cuts_in_place() == ()
+    assert [record.getMessage() for record in caplog.records] == [
+        "pyinfra 3.10.1: sglfleet runs it unpatched (its cuts are written for 3.10.0)"]
+
+
+@pytest.mark.parametrize("cut", engine.CUTS, ids=lambda cut: cut.name)
+def test_a_cut_left_out_on_purpose_is_pyinfras_own(monkeypatch, caplog, cut):
+    monkeypatch.setattr(pyinfra, "__version__", engine.PYINFRA)
+    engine.faster_pyinfra()  # every cut in first: leaving one out puts pyinfra's own back
+    monkeypatch.setenv(engine.SWITCH, f"stock:{cut.name}")
+
+    applied = engine.faster_pyinfra()
+
+    assert _held(cut) == [cut.stock] * len(cut.places)
+    others = [other.name for other in engine.CUTS if other is not cut]
+    assert applied == (*others, engine.GC_FREEZE) and engine.cuts_in_place() == tuple(others)
+    assert caplog.records == []  # the same pyinfra: nothing to say
+
+
+def test_stock_leaves_every_cut_out_and_a_misspelt_name_stops_the_run(monkeypatch):
+    monkeypatch.setattr(pyinfra, "__version__", engine.PYINFRA)
+    monkeypatch.setenv(engine.SWITCH, "stock")
+    assert engine.faster_pyinfra() == () and engine.cuts_in_place() == ()
+    assert engine.left_out("") == frozenset() and engine.left_out("stock") == frozenset(engine.NAMES)
+    assert engine.left_out("stock:gc_freeze,imported_names") == {"gc_freeze", "imported_names"}
+    for wrong in ("stock:imported_name", "patched", "stock:"):
+        with pytest.raises(ValueError, match=f"SGLFLEET_PYINFRA={wrong}: no cut named"):
+            engine.left_out(wrong)

@@ -3,29 +3,45 @@ Four of pyinfra's costs, made cheap without changing what they return, and one o
 
 pyinfra 3.10 pays the first three for every operation, ``@deploy`` step or
 fact (the first for operations alone) that a deploy calls on a host, the
-fourth once for every variable of a group data file:
+fourth once for every variable of a group data file. Each is a cut (``CUTS``):
+a function of pyinfra's replaced where pyinfra calls it.
 
-- ``get_operation_order_from_stack`` builds ``inspect.stack()``, then
-  ``getframeinfo`` of each frame again: each reads the frame's source line and
-  looks its module up, and ``inspect.getmodule`` scans all of ``sys.modules``
-  for a file that is no module's (``deploy.py`` is one): 3 to 6 ms a call here.
-  The order needs only each frame's file name and line number.
-- ``pop_global_arguments`` looks each of some thirty global arguments up in the
-  host's data, and each lookup merges every group's data again (``all.py``'s
-  120 variables, for a key no layer has): its host's data is merged once a call.
-- ``all_global_arguments`` evaluates ``typing.get_type_hints(AllArguments)``
+- ``operation_order`` for ``get_operation_order_from_stack``, which builds
+  ``inspect.stack()``, then ``getframeinfo`` of each frame again: each reads the
+  frame's source line and looks its module up, and ``inspect.getmodule`` scans
+  all of ``sys.modules`` for a file that is no module's (``deploy.py`` is one):
+  3 to 6 ms a call here. The order needs only each frame's file name and line number.
+- ``pop_global_arguments``, which looks each of some thirty global arguments up
+  in the host's data, and each lookup merges every group's data again
+  (``all.py``'s 120 variables, for a key no layer has): its host's data is
+  merged once a call.
+- ``all_global_arguments``, which evaluates ``typing.get_type_hints(AllArguments)``
   on each call, though the class never changes.
-- the inventory loader parses a group data file again for each of its
-  variables, to learn the names it imports (``_get_imported_names``): 120
-  parses of ``group_data/all.py``.
+- ``imported_names`` for the inventory loader's ``_get_imported_names``, which
+  parses a group data file again for each of its variables, to learn the names
+  it imports: 120 parses of ``group_data/all.py``.
 
-And one of Python's: its last garbage collection at exit walks every object
-the run made (0.25 s of a no-op converge here); the run's objects are frozen
-(``gc.freeze``) once it is done, and the process ends without that walk.
+And one of Python's, ``gc_freeze``: its last garbage collection at exit walks
+every object the run made (0.25 s of a no-op converge here); the run's objects
+are frozen (``gc.freeze``) once it is done, and the process ends without that walk.
 
-Each replacement is checked against pyinfra's own in ``tests/test_engine.py``;
-pyproject.toml pins pyinfra to 3.10. What they save is measured in
-BENCHMARKS.md ("Fleet scale").
+The cuts are written against pyinfra ``PYINFRA`` (3.10.0), its source read
+function by function, and ``faster_pyinfra`` puts them in place on that exact
+version only: on any other, pyinfra runs as it ships, and the run says so in
+one line. ``gc_freeze`` holds for any pyinfra. ``stock_pyinfra`` puts pyinfra's
+own functions back (the tests do, after each).
+
+``SGLFLEET_PYINFRA`` runs pyinfra as it ships on purpose, to compare:
+
+- unset (or empty): every cut
+- ``stock``: none of them, ``gc_freeze`` included
+- ``stock:NAME,NAME``: those named left out, the others in place
+  (``stock:pop_global_arguments``: what that cut alone buys)
+
+Each replacement is checked against pyinfra's own in ``tests/test_engine.py``,
+and a whole run's plan against stock pyinfra's in ``tests/test_engine_fleet.py``;
+each cut as an upstream change, with its test, is in ``docs/pyinfra-patches/``.
+What they save is measured in BENCHMARKS.md ("pyinfra's costs cut").
 
 **Example:**
 
@@ -40,13 +56,19 @@ import atexit
 import gc
 import os
 import sys
+from collections.abc import Callable
 from copy import copy
+from dataclasses import dataclass
 from functools import cache
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 
 import pyinfra
+from pyinfra import logger
 from pyinfra.api import arguments, facts, util
 from pyinfra_cli import inventory
+
+PYINFRA = "3.10.0"  # the pyinfra each cut was written against: on any other, pyinfra runs as it ships
+SWITCH = "SGLFLEET_PYINFRA"
 
 # pyinfra.api re-exports ``operation`` and ``deploy``, the decorators, under their modules' own names.
 _operations = sys.modules["pyinfra.api.operation"]
@@ -167,20 +189,140 @@ def imported_names(filename: str) -> set[str]:
     return set(_imported_names(filename, stat.st_size, stat.st_mtime_ns))
 
 
-def faster_pyinfra() -> None:
+@dataclass(frozen=True)
+class Cut:
     """
-    Put ``operation_order``, ``pop_global_arguments``, ``all_global_arguments`` and ``imported_names`` where
-    pyinfra calls its own, and freeze the run's objects at exit.
+    One of pyinfra's functions replaced: every module attribute pyinfra calls it through, and the replacement.
+
+    + name: what ``SGLFLEET_PYINFRA`` calls it
+    + places: ``(module, attribute)`` pairs: where pyinfra 3.10.0 looks the function up when it calls it
+    + replacement: what is put there
+    + stock: pyinfra's own function, put back by ``stock_pyinfra``
+
+    **Example:**
+
+    .. code:: python
+
+        Cut("imported_names", ((inventory, "_get_imported_names"),), imported_names, inventory._get_imported_names)
+    """
+
+    name: str
+    places: tuple[tuple[ModuleType, str], ...]
+    replacement: Callable
+    stock: Callable
+
+    def in_place(self) -> bool:
+        """Whether every place holds the replacement."""
+        return all(getattr(module, attribute) is self.replacement for module, attribute in self.places)
+
+
+# Each module that imported the function by name holds its own reference: each is a place.
+CUTS = (
+    Cut("operation_order", ((_operations, "get_operation_order_from_stack"),), operation_order,
+        util.get_operation_order_from_stack),
+    Cut("pop_global_arguments",
+        ((_operations, "pop_global_arguments"), (_deploys, "pop_global_arguments"), (facts, "pop_global_arguments")),
+        pop_global_arguments, _pyinfra_pop_global_arguments),
+    # arguments' own: pyinfra's pop_global_arguments calls it there.
+    Cut("all_global_arguments", ((arguments, "all_global_arguments"), (facts, "all_global_arguments")),
+        all_global_arguments, _pyinfra_global_arguments),
+    Cut("imported_names", ((inventory, "_get_imported_names"),), imported_names, _pyinfra_imported_names),
+)
+GC_FREEZE = "gc_freeze"
+NAMES = tuple(cut.name for cut in CUTS) + (GC_FREEZE,)
+
+_said = False  # the one line for another pyinfra, said once a process
+
+
+def left_out(switch: str | None = None) -> frozenset[str]:
+    """
+    The names ``SGLFLEET_PYINFRA`` leaves out: none, all (``stock``), or those after ``stock:``.
+
+    + switch: the variable's value; None: read from the environment
+
+    **Example:**
+
+    .. code:: python
+
+        left_out("stock:operation_order,gc_freeze")  # frozenset({"operation_order", "gc_freeze"})
+    """
+    switch = (os.environ.get(SWITCH, "") if switch is None else switch).strip()
+    if not switch:
+        return frozenset()
+    if switch == "stock":
+        return frozenset(NAMES)
+    names = switch.removeprefix("stock:").split(",") if switch.startswith("stock:") else [switch]
+    unknown = [name for name in names if name not in NAMES]
+    if unknown:
+        # A typo would compare stock pyinfra with itself without a word.
+        raise ValueError(f"{SWITCH}={switch}: no cut named {', '.join(unknown)} "
+                         f"(stock, or stock: and some of {', '.join(NAMES)})")
+    return frozenset(names)
+
+
+def faster_pyinfra() -> tuple[str, ...]:
+    """
+    Put the cuts in place where pyinfra calls its own functions, on pyinfra 3.10.0 alone, and freeze the run's
+    objects at exit; return the names of those put in place.
+
+    On any other pyinfra, its functions stay as they are and one line says so (once a process):
+    ``pyinfra 3.10.1: sglfleet runs it unpatched (its cuts are written for 3.10.0)``.
+    ``SGLFLEET_PYINFRA`` leaves some or all out (the module's docstring).
+
+    **Example:**
+
+    .. code:: python
+
+        faster_pyinfra()  # ("operation_order", "pop_global_arguments", "all_global_arguments", "imported_names", "gc_freeze")
+    """
+    global _said
+    skipped = left_out()
+    freeze = () if GC_FREEZE in skipped else (GC_FREEZE,)
+    atexit.unregister(gc.freeze)
+    if freeze:
+        # Registered now, so run after every later exit handler (pyinfra's summary, the event log).
+        atexit.register(gc.freeze)
+    if pyinfra.__version__ != PYINFRA:
+        # Another pyinfra's functions may differ from what each cut reproduces: it runs as it ships.
+        if not _said:
+            logger.warning(f"pyinfra {pyinfra.__version__}: sglfleet runs it unpatched "
+                           f"(its cuts are written for {PYINFRA})")
+            _said = True
+        return freeze
+    for cut in CUTS:
+        for module, attribute in cut.places:
+            setattr(module, attribute, cut.stock if cut.name in skipped else cut.replacement)
+    return tuple(cut.name for cut in CUTS if cut.name not in skipped) + freeze
+
+
+def stock_pyinfra() -> None:
+    """
+    Put pyinfra's own functions back where the cuts were, and let the run's last collection walk its objects again.
 
     **Example:**
 
     .. code:: python
 
         faster_pyinfra()
+        ...
+        stock_pyinfra()  # pyinfra as it ships, as before faster_pyinfra
     """
-    # Registered now, so run after every later exit handler (pyinfra's summary, the event log).
-    atexit.register(gc.freeze)
-    _operations.get_operation_order_from_stack = operation_order
-    _operations.pop_global_arguments = _deploys.pop_global_arguments = facts.pop_global_arguments = pop_global_arguments
-    arguments.all_global_arguments = facts.all_global_arguments = all_global_arguments
-    inventory._get_imported_names = imported_names
+    global _said
+    for cut in CUTS:
+        for module, attribute in cut.places:
+            setattr(module, attribute, cut.stock)
+    atexit.unregister(gc.freeze)
+    _said = False
+
+
+def cuts_in_place() -> tuple[str, ...]:
+    """
+    The names of the cuts whose every place holds the replacement, ``gc_freeze`` left aside.
+
+    **Example:**
+
+    .. code:: python
+
+        cuts_in_place()  # () on stock pyinfra
+    """
+    return tuple(cut.name for cut in CUTS if cut.in_place())
