@@ -15,7 +15,6 @@ from types import SimpleNamespace
 import pyinfra
 import pytest
 from pyinfra.api import util
-from pyinfra_cli import inventory
 
 from sglfleet import PROJECT_ROOT
 from sglfleet.hooks import engine

@@ -273,7 +273,7 @@ def faster_pyinfra() -> tuple[str, ...]:
 
     .. code:: python
 
-        faster_pyinfra()  # ("operation_order", "pop_global_arguments", "all_global_arguments", "imported_names", "gc_freeze")
+        faster_pyinfra()  # every cut's name, then "gc_freeze"
     """
     global _said
     skipped = left_out()
