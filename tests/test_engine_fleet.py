@@ -7,16 +7,21 @@ with every cut; and again as it ships, then with each cut alone. The run's confi
 ``tests/plan_record.py``, writes each host's planned operations in pyinfra's order:
 the operation order each was given, its hash, names and arguments, its global
 arguments and whether it would change the host. Every run's plans must be stock pyinfra's.
+And pyinfra under another version number runs without a cut, and says so in one line.
 """
 
 from __future__ import annotations
 
 import json
+from importlib.metadata import distribution
+from pathlib import Path
 
+import pyinfra as pyinfra_package
+import pyinfra_cli
 import pytest
 
 from deploying import converged, eagle_change, pyinfra
-from sglfleet.hooks.engine import CUTS
+from sglfleet.hooks.engine import CUTS, PYINFRA
 
 pytestmark = pytest.mark.fleet
 
@@ -89,3 +94,25 @@ def test_each_hosts_plan_is_stock_pyinfras(fleet_up, tmp_path, deploy, run):
         for position, (op, theirs) in enumerate(zip(ops, stock[host])):
             assert op == theirs, (host, position, op["names"])
     assert ours["hosts"] == stock
+
+
+def test_another_pyinfra_runs_unpatched_and_says_so_once(fleet_up, tmp_path):
+    """pyinfra's own code under another version (a 3.10.1 dist-info first on the path): no cut, one line, its plan."""
+    other = tmp_path / "pyinfra-3.10.1"
+    info = other / "pyinfra-3.10.1.dist-info"
+    info.mkdir(parents=True)
+    info.joinpath("METADATA").write_text("Metadata-Version: 2.1\nName: pyinfra\nVersion: 3.10.1\n")
+    # The first pyinfra found is the only one read: its connectors (ssh) must be there.
+    info.joinpath("entry_points.txt").write_text(distribution("pyinfra").read_text("entry_points.txt"))
+    for package in (pyinfra_package, pyinfra_cli):
+        (other / package.__name__).symlink_to(Path(package.__file__).parent)
+    path = tmp_path / "other.json"
+
+    done = pyinfra("deploy.py", "--dry", "--config", "tests/plan_record.py",
+                   env={"PYTHONPATH": str(other), "SGLFLEET_TEST_PLAN": str(path)})
+
+    assert done.returncode == 0, done.stdout[-3000:]
+    said = [line.strip() for line in done.stdout.splitlines() if "unpatched" in line]
+    assert said == [f"pyinfra 3.10.1: sglfleet runs it unpatched (its cuts are written for {PYINFRA})"]
+    plan = json.loads(path.read_text())
+    assert plan["cuts"] == [] and plan["hosts"] == stock_plan(tmp_path, "no-op", fleet_up.hosts)
