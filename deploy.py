@@ -14,6 +14,7 @@ from sglfleet.plan.fleet_plan import fleet_plan
 from sglfleet.record.run import record
 from tasks.access import check_access
 from tasks.drift import drift_repaired
+from tasks.firewall import enforce_policy
 from tasks.gateway import install_gateway
 from tasks.models import collect_models, stage_models
 from tasks.patch import patch_sglang
@@ -32,6 +33,7 @@ found = read_host(host, fleet, run)  # what it holds and serves: one command (th
 check_access(found)
 preflight(plan, found, run)
 install_service(plan, found)
+enforce_policy(plan, found)    # only the gateways reach the engines; confirmed over a new connection
 install_stack(fleet, plan, found, run)
 patch_sglang(plan, found, run)
 stage_models(fleet, plan, found)

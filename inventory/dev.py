@@ -13,7 +13,7 @@ bastion (``ProxyJump`` in ``.fleet/ssh_config.jump``). With the demo's mirror up
 manifests, the hosts serve its tiny model and draft, pinned and staged from it.
 ``SGLFLEET_DEV_GATEWAYS=N`` puts the last N hosts in the group ``gateways``: they
 run SGLang's real gateway (smg, round robin, health checks every second) in
-front of the others, which then listen on every address. ``SGLFLEET_DEV_PD=1``
+front of the others, which then listen on their fleet address, open to the gateways alone. ``SGLFLEET_DEV_PD=1``
 makes the serving hosts prefills and decodes in turn (node1 prefill, node2
 decode, ...; docs/pd.md), the canary their first pair, and the gateway smg in PD mode.
 
@@ -95,24 +95,22 @@ def _pinned(mirror):
 
 _names = sorted(_state["hosts"], key=lambda name: int(name[4:]))
 _names, _gateway_names = (_names[:-_gateways], _names[-_gateways:]) if _gateways else (_names, [])
-# Behind the gateways, the workers listen on every address; the gateway spreads the tests' one
-# repeated prompt over every worker (cache_aware, smg's default, would send it to one) and sees
-# a stopped worker within seconds.
-_serving = {"listen_host": "0.0.0.0"} if _gateway_names else {}
 _rest = _names[1:]
 _half = (len(_rest) + 1) // 2
 
-canary = [_host(name, _serving) for name in _names[:1]]
-wave1 = [_host(name, _serving) for name in _rest[:_half]]
-wave2 = [_host(name, _serving) for name in _rest[_half:]]
+canary = [_host(name) for name in _names[:1]]
+wave1 = [_host(name) for name in _rest[:_half]]
+wave2 = [_host(name) for name in _rest[_half:]]
 if _os.environ.get("SGLFLEET_DEV_PD") == "1":
     # Prefill and decode on separate hosts (docs/pd.md): node1 prefill, node2 decode, node3 prefill, ...;
     # the canary is the first pair (the PD rollout's first batch flips the gateways to it), the
     # waves the pairs after it. The stand-in moves the KV cache over HTTP: no transfer wheel.
     _roles = {name: ("prefill", "decode")[number % 2] for number, name in enumerate(_names)}
-    _pd = [_host(name, {**_serving, "disaggregation_mode": _roles[name]}) for name in _names]
+    _pd = [_host(name, {"disaggregation_mode": _roles[name]}) for name in _names]
     _pairs = (len(_pd) - 2 + 1) // 2
     canary, wave1, wave2 = _pd[:2], _pd[2:2 + 2 * ((_pairs + 1) // 2)], _pd[2 + 2 * ((_pairs + 1) // 2):]
+# The gateway spreads the tests' one repeated prompt over every worker (cache_aware, smg's
+# default, would send it to one) and sees a stopped worker within seconds.
 gateways = [_host(name, {"gateway_policy": "round_robin", "gateway_health_check_interval_s": 1,
                          "gateway_health_failure_threshold": 1, "gateway_health_success_threshold": 1,
                          "gateway_health_check_timeout_s": 2, "gateway_start_timeout_s": 60})

@@ -119,7 +119,8 @@ def test_status_shows_the_gateway_its_workers_and_their_health(fleet, topology):
     assert shown.returncode == 0, shown.stdout + shown.stderr
     lines = shown.stdout.splitlines()
     start = next(number for number, line in enumerate(lines) if line.startswith("gateway "))
-    assert re.match(rf"{gateway}\s+{re.escape(url)}\s+active\s+{re.escape(worker_urls[0])}\s+healthy \(ready\)",
+    assert re.match(rf"{gateway}\s+{re.escape(url)}\s+active\s+in force [0-9a-f]{{12}}\s+{re.escape(worker_urls[0])}"
+                    r"\s+healthy \(ready\)",
                     lines[start + 1]), shown.stdout
     shown_workers = [re.search(r"(http://\S+:30000)\s+(\w+)", line).groups() for line in lines[start + 1:]]
     assert shown_workers == [(worker, "healthy") for worker in sorted(worker_urls)]

@@ -22,7 +22,7 @@ from sglfleet.host.prometheus import parse
 
 pytestmark = pytest.mark.fleet
 
-LISTEN = ("--data", "listen_host=0.0.0.0")  # the stand-ins' /metrics, for Prometheus too
+
 CHANGE = eagle_change(2)
 SCRAPE_LABELS = ("__name__", "instance", "job")
 FAILING = (*eagle_change(1), "--data", "gate_warmup_s=30")  # with the canary made to crash
@@ -30,7 +30,13 @@ FAILING = (*eagle_change(1), "--data", "gate_warmup_s=30")  # with the canary ma
 
 @pytest.fixture(scope="module")
 def fleet_up(fleet):
-    yield from converged(fleet, *LISTEN)
+    # The controller is the monitoring host: the firewall opens node_exporter and the stand-ins' /metrics to it.
+    yield from converged(fleet, *monitored(fleet))
+
+
+def monitored(fleet) -> tuple[str, ...]:
+    """``--data`` naming the controller (the fleet bridge's own address) as the monitoring host."""
+    return ("--data", f"monitoring_networks={json.dumps([fleet.state()['gateway']])}")
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +114,7 @@ def test_node_exporter_serves_the_release_each_host_serves(fleet_up):
 
 def test_prometheus_sees_a_rollout_on_every_host_and_a_failed_canary(fleet_up, prometheus):
     fleet = fleet_up
-    done = deploy(*LISTEN, *CHANGE)
+    done = deploy(*monitored(fleet_up), *CHANGE)
     assert done.returncode == 0, done.stdout[-3000:]
     release = new_release(done.stdout)
     serving = eventually(prometheus, "sglfleet_release_info",
@@ -122,7 +128,7 @@ def test_prometheus_sees_a_rollout_on_every_host_and_a_failed_canary(fleet_up, p
 
     fleet.fault("node1", "crash")
     try:
-        failed = deploy(*LISTEN, *FAILING)
+        failed = deploy(*monitored(fleet_up), *FAILING)
     finally:
         fleet.fault("node1", "clear")
     assert failed.returncode != 0
@@ -148,7 +154,7 @@ def test_drift_stays_marked_until_repaired_and_a_rebuilt_stack_shows_its_build_t
     ``sglfleet_drift{kind="stack"} 1`` stays; the build that ran shows its time; the next converge
     that gets through puts every kind back to 0, and when each was found stays."""
     fleet = fleet_up
-    settled = deploy(*LISTEN, *CHANGE)  # as the test before left it: a quiet run
+    settled = deploy(*monitored(fleet_up), *CHANGE)  # as the test before left it: a quiet run
     assert settled.returncode == 0, settled.stdout[-3000:]
     assert set(drift_of(exported(fleet, "node1")).values()) == {0.0}
     stack = host_state(fleet, "node1")["stack"]
@@ -159,7 +165,7 @@ def test_drift_stays_marked_until_repaired_and_a_rebuilt_stack_shows_its_build_t
     fleet.fault("node1", "crash")
     fleet.inside("node1", f"sed -i '/^spare /d' {FAULT_FILE}")  # the restart of the serving release crashes too
     try:
-        failed = deploy(*LISTEN, *CHANGE, "--data", "gate_warmup_s=30")
+        failed = deploy(*monitored(fleet_up), *CHANGE, "--data", "gate_warmup_s=30")
     finally:
         fleet.fault("node1", "clear")
     assert failed.returncode != 0 and f"[node1] Drift: stack {stack} changed on the host" in failed.stdout, \
@@ -176,7 +182,7 @@ def test_drift_stays_marked_until_repaired_and_a_rebuilt_stack_shows_its_build_t
     eventually(prometheus, 'sglfleet_drift{kind="stack"} == 1',
                lambda result: by_host(result, "value") == {"node1": "1"})
 
-    repaired = deploy(*LISTEN, *CHANGE)  # nothing serves on node1: switched behind the gate
+    repaired = deploy(*monitored(fleet_up), *CHANGE)  # nothing serves on node1: switched behind the gate
     assert repaired.returncode == 0, repaired.stdout[-3000:]
     found = exported(fleet, "node1")
     assert set(drift_of(found).values()) == {0.0}

@@ -25,6 +25,7 @@ import pytest
 from deploying import SECRETS, eagle_change, host_state, pyinfra, sglfleet, sshd_commands, sshd_connections, \
     sshd_logs_sessions, journal_shows_logins
 from paths import GATEWAY, UNIT
+from reaching import from_controller, from_host
 from routing import Load
 from sglfleet.devfleet.traffic import CLIENT_MIX
 from test_rollout import results
@@ -48,8 +49,9 @@ def listed(url: str) -> dict[str, dict]:
 
 def metric(fleet, host: str, name: str) -> float:
     """One unlabelled series of the host's stand-in /metrics, read from inside the host (no login)."""
+    # A PD server listens on its fleet address (its peers and the gateway reach it there), not on loopback.
     text = fleet.inside(host, "python3 -c 'import urllib.request; print(urllib.request.urlopen("
-                             "\"http://127.0.0.1:30000/metrics\", timeout=10).read().decode())'").stdout
+                             f"\"http://{fleet.address(host)}:30000/metrics\", timeout=10).read().decode())'").stdout
     values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{")]
     assert values, f"{host}: no {name} in its /metrics"
     return sum(values)
@@ -81,6 +83,15 @@ def topology(fleet):
                            f"{GATEWAY.env_file}; systemctl daemon-reload")
     for host in serving:
         fleet.inside(host, f"systemctl stop {UNIT} 2>/dev/null || true")
+
+
+def test_the_bootstrap_port_answers_the_pd_hosts_alone(fleet, topology):
+    gateway, _, prefills, decodes = topology
+    prefill = fleet.address(prefills[0])
+    assert from_host(fleet, decodes[0], prefill, 8998)  # a decode asks the prefill's bootstrap server
+    assert not from_host(fleet, gateway, prefill, 8998)  # smg names the port, never connects to it
+    assert not from_controller(prefill, 8998) and not from_controller(prefill, 30000)
+    assert from_host(fleet, gateway, prefill, 30000)  # the gateway reaches the engine itself
 
 
 def test_the_gateway_routes_each_generation_from_a_prefill_to_a_decode(fleet, topology):

@@ -163,5 +163,5 @@ def test_status_shows_each_workers_role():
     row = {"host": "gw1", "gateway": "http://10.0.0.9:30080", "active_state": "active", "workers": [
         {"url": "http://10.0.0.1:30000", "healthy": True, "status": "ready", "load": 0, "role": "prefill"},
         {"url": "http://10.0.0.2:30000", "healthy": True, "status": "ready", "load": 1, "role": "decode"}]}
-    assert [line[3] for line in _gateway_lines(row)] == ["http://10.0.0.1:30000 (prefill)",
+    assert [line[4] for line in _gateway_lines(row)] == ["http://10.0.0.1:30000 (prefill)",
                                                          "http://10.0.0.2:30000 (decode)"]

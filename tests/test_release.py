@@ -30,7 +30,7 @@ def config(**data):
 
 
 def test_launch_args_are_sglang_flags_in_a_fixed_order():
-    assert launch_args(config().launch) == [
+    assert launch_args(config(listen_host="127.0.0.1").launch) == [
         "--model-path", "moonshotai/Kimi-K2.5", "--trust-remote-code", "--tp-size", "8",
         "--speculative-algorithm", "EAGLE3",
         "--speculative-draft-model-path", "lightseekorg/kimi-k2.5-eagle3",

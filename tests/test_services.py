@@ -177,12 +177,12 @@ def test_the_host_read_reads_every_services_releases_in_its_one_command():
 
 
 def test_each_service_is_its_own_gateway_worker_and_must_be_reachable():
-    worker = config(services=[{**TWO[0], "listen_host": "0.0.0.0"}, TWO[1]])
+    worker = config(services=[{**TWO[0], "listen_host": "0.0.0.0"}, {**TWO[1], "listen_host": "127.0.0.1"}])
     gateway = validate_host_data("gw", {**BASE})
     found = gateway_problems({"node1": ["canary"], "gw": ["gateways"]}, {"node1": {}, "gw": {}},
                              {"node1": worker, "gw": gateway}, ["canary"])
     assert found == ["node1: service small's listen_host = '127.0.0.1': the gateways (gw) cannot reach it; "
-                     "set listen_host = \"0.0.0.0\""]
+                     "leave listen_host unset (None: the host's fleet address) or set the address they reach"]
     clash = config(services=[{**TWO[0], "listen_host": "0.0.0.0"},
                              {**TWO[1], "listen_host": "0.0.0.0", "port": 30080}])
     found = gateway_problems({"node1": ["canary"], "gw": ["gateways"]}, {"node1": {"ssh_hostname": "h"},

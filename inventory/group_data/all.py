@@ -24,7 +24,7 @@ enable_flashinfer_allreduce_fusion = False  # applied on SM90/SM100 only (ignore
 enable_torch_symm_mem = False             # breaks sglang < 0.5.14 on SM120 at start-up
 trust_remote_code = False                 # Kimi K2.5 needs True (custom tokenizer code)
 served_model_name = None                  # None: the model path
-listen_host = "127.0.0.1"                 # --host: listen address; 0.0.0.0 behind a router
+listen_host = None                        # --host; None: the host's fleet address where the fleet needs it, else 127.0.0.1
 listen_port = 30000                       # --port: sglang's default port
 enable_metrics = True                     # /metrics feeds the bake and status
 reasoning_parser = None                   # splits a model's reasoning into reasoning_content, e.g. "kimi_k2"
@@ -102,6 +102,16 @@ share_port = 30089                # where a host serves files to its peers durin
 model_share_port = 30090          # where a host serves its model store to its peers during a run (the same)
 share_compile_caches = True       # later hosts of a stack, GPU and driver start with the first one's compile caches
 compile_share_port = 30091        # where a host serves its compile caches to later hosts during a rollout
+
+# --- who may reach what: each host's nftables policy, table inet sglfleet (docs/network.md) ---
+fleet_address = None              # the IP the fleet reaches the host at; None: its ssh_hostname (an IP, then)
+firewall = True                   # False: the operator keeps the host's firewall, and sglfleet's table is removed
+ssh_networks = None               # where SSH is open from, e.g. ["10.0.0.0/24"]; None: anywhere
+client_networks = None            # where a gateway's clients (or, with no gateway, an engine's) come from; None: anywhere
+monitoring_networks = []          # the monitoring hosts: node_exporter, engines' and gateways' metrics, e.g. ["10.0.0.5"]
+node_exporter_port = 9100         # node_exporter's port, open to monitoring_networks
+firewall_extra_rules = []         # your own nft rule lines for sglfleet's input chain, e.g. ["tcp dport 8443 accept"]
+firewall_confirm_s = 30           # a new policy must be confirmed over a new SSH connection within this, or it undoes itself
 
 # --- the unit ---
 service_restart_s = 5             # RestartSec: how long systemd waits before it starts a crashed server again

@@ -30,7 +30,6 @@ speculative_eagle_topk = 1
 speculative_num_draft_tokens = 4
 cuda_graph_max_bs = 64            # matches --max-running-requests below
 extra_flags = ["--max-running-requests", "64"]  # sglang forces 48 with speculative decoding otherwise
-listen_host = "0.0.0.0"           # the router reaches hosts over the network
 listen_port = 30000
 enable_metrics = True
 # Kimi K2.5's SGLang recipe: its reasoning and tool calls reach OpenAI clients as

@@ -25,7 +25,7 @@ from sglfleet.plan.validation import parse_data
 from sglfleet.status.fleet_status import fleet_status, progress
 
 COLUMNS = ("host", "wave", "os", "python", "declared", "current", "serving", "previous", "stack", "unit", "health", "gate", "bake",
-           "models")
+           "models", "firewall")
 
 
 def _cell(row: dict, column: str) -> str:
@@ -68,7 +68,8 @@ def _cell(row: dict, column: str) -> str:
 @click.option("--data", "data", multiple=True, metavar="KEY=VALUE",
               help="Override host data, as pyinfra's --data does (what the declared release is rendered from).")
 def status(inventory, as_json, ssh_user, sudo, data):
-    """Tabulate the hosts of INVENTORY: wave, OS and python3, releases, what serves, stack, unit, health, gate, bake and models."""
+    """Tabulate the hosts of INVENTORY: wave, OS and python3, releases, what serves, stack, unit, health, gate, bake,
+    models, and whether each host's firewall policy is in force."""
     overrides = {**parse_data(data), "ssh_user": ssh_user, "_sudo": sudo}
     rows = fleet_status(inventory, {key: value for key, value in overrides.items() if value is not None})
     if as_json:
@@ -88,17 +89,17 @@ def status(inventory, as_json, ssh_user, sudo, data):
         raise SystemExit(1)
 
 
-GATEWAY_COLUMNS = ("gateway", "url", "unit", "worker", "health", "load")
+GATEWAY_COLUMNS = ("gateway", "url", "unit", "firewall", "worker", "health", "load")
 
 
 def _gateway_lines(row: dict) -> list[tuple[str, ...]]:
     """A gateway's lines: one a worker it lists, with its health (or why it did not answer)."""
-    first = (row["host"], row["gateway"], row.get("error") or row.get("active_state") or "-")
+    first = (row["host"], row["gateway"], row.get("error") or row.get("active_state") or "-", row.get("firewall") or "-")
     if row.get("workers") is None:
         return [(*first, row.get("gateway_error") or "-", "-", "-")]
     if not row["workers"]:
         return [(*first, "(no worker)", "-", "-")]
-    return [(*(first if number == 0 else ("", "", "")), worker["url"] + (f" ({worker['role']})" if worker.get("role") else ""),
+    return [(*(first if number == 0 else ("", "", "", "")), worker["url"] + (f" ({worker['role']})" if worker.get("role") else ""),
              ("healthy" if worker["healthy"] else "unhealthy") + (f" ({worker['status']})" if worker["status"] else ""),
              "-" if worker["load"] is None else str(worker["load"]))
             for number, worker in enumerate(row["workers"])]

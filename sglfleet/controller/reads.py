@@ -47,7 +47,8 @@ def read_arguments(plan: HostPlan, sudo: dict, run: RunRecord) -> dict:
     own_sudo = bool(sudo.get("_sudo")) and not any(
         sudo.get(key) for key in ("_sudo_password", "_sudo_user", "_use_sudo_login", "_preserve_sudo_env"))
     common = {"python": stack.pythons[0], "uv_version": stack.uv.version, "full": config.verify_stacks == "full",
-              "sudo_check": own_sudo, **({"_sudo": False} if own_sudo else {})}
+              "sudo_check": own_sudo, **({"_sudo": False} if own_sudo else {}),
+              "firewall_known": [plan.policy.digest] if plan.policy else None}
     if plan.is_gateway:
         # Its stack for each Python: the host's python3 picks its own in the read.
         variants = {python: {"stack_id": build.stack.id, "patch_path": None, "patch_known": [], "release_id": None}

@@ -34,6 +34,7 @@ PACKAGES = [
     "systemd", "systemd-sysv", "dbus", "openssh-server", "python3",
     "python3-venv", "iproute2", "procps", "iputils-ping", "sudo", "aria2",
     "prometheus-node-exporter",
+    "nftables",  # sglfleet's policy, table inet sglfleet (sglfleet.plan.network)
 ]
 
 SSHD_CONFIG = """\

@@ -39,6 +39,7 @@ from pyinfra.api import FactBase, FactProcessError
 
 from sglfleet.facts import sections as cut_sections
 from sglfleet.facts.files import FileBytesUnlessKnown, FileDigests
+from sglfleet.facts.firewall import FirewallHostState, FirewallState
 from sglfleet.facts.gateway import GatewayService
 from sglfleet.facts.gpu import Gpu, NvidiaGpus
 from sglfleet.facts.models import ModelState
@@ -85,6 +86,9 @@ class HostState:
     + services: ``ReleaseState``'s for each service, by name: ``{"sglang": release}`` on a host of one service
     + users: ``PasswdEntry``'s for each service's user, by service name: ``{"sglang": user}`` likewise
     + installed: ``InstalledServices``'s: the services and gateway whose units sglfleet installed
+    + firewall: ``FirewallState``'s: the policy sglfleet confirmed, and sglfleet's table now
+    + firewall_rules: ``FileBytesUnlessKnown``'s for the confirmed policy's file: its digest where it is
+      the planned one, else its bytes (for the diff); None where the firewall is off
     """
 
     sudo: dict | None = None
@@ -102,6 +106,8 @@ class HostState:
     services: dict = field(default_factory=dict)
     users: dict = field(default_factory=dict)
     installed: Installed = field(default_factory=Installed)
+    firewall: FirewallHostState = field(default_factory=FirewallHostState)
+    firewall_rules: str | bytes | None = None
 
 
 class HostRead(FactBase[HostState]):
@@ -115,14 +121,18 @@ class HostRead(FactBase[HostState]):
 
     def _parts(self, stack_id, python, uv_version, user, paths, patch_path, patch_known, release_id,
                model_spec, full, gateway_unit=None, gateway_runtime_dir=None, service_releases=None,
-               patched=(PATCHED,), patch_more=None):
+               patched=(PATCHED,), patch_more=None, firewall_known=None):
         # Each part's command is made only where the read runs it (a Python's variant runs its own parts alone).
+        network = {"firewall": lambda: FirewallState().command()}
+        if firewall_known is not None:
+            network["firewall_rules"] = lambda: FileBytesUnlessKnown().command(LAYOUT.firewall_rules, firewall_known)
         if gateway_unit:  # a gateway host: its stack, its files and its gateway, nothing of sglang
             return {
                 "stack": lambda: StackState().command(stack_id, python, uv_version, hash_wheels=False, full=full),
                 "files": lambda: FileDigests().command(paths),
                 "gateway": lambda: GatewayService().command(gateway_unit, gateway_runtime_dir),
                 "installed": lambda: InstalledServices().command(),
+                **network,
             }
         parts = {
             "gpus": lambda: f"if command -v nvidia-smi >/dev/null 2>&1; then {NvidiaGpus().command()}; fi",
@@ -133,6 +143,7 @@ class HostRead(FactBase[HostState]):
             "files": lambda: FileDigests().command(paths),
             "patch": lambda: FileBytesUnlessKnown().command(patch_path, patch_known),
             "installed": lambda: InstalledServices().command(),
+            **network,
         }
         parts.update({f"{PATCH_PART}{path}": (lambda path=path, known=known: FileBytesUnlessKnown().command(path, known))
                       for path, known in (patch_more or {}).items()})
@@ -158,7 +169,8 @@ class HostRead(FactBase[HostState]):
                 model_spec: list | None = None, full: bool = False, sudo_check: bool = False,
                 variants: dict[str, dict] | None = None, gateway_unit: str | None = None,
                 gateway_runtime_dir: str | None = None, service_releases: dict[str, str] | None = None,
-                patched: list[str] | tuple = (PATCHED,), patch_more: dict[str, list[str]] | None = None) -> str:
+                patched: list[str] | tuple = (PATCHED,), patch_more: dict[str, list[str]] | None = None,
+                firewall_known: list[str] | None = None) -> str:
         """
         + variants: ``{python: {"stack_id": ..., "patch_path": ..., "patch_known": ..., "release_id": ...}}``
           for each Python the stack serves; the host's ``python3`` picks one. The arguments
@@ -169,6 +181,8 @@ class HostRead(FactBase[HostState]):
           is the first); a variant gives its own
         + gateway_unit, gateway_runtime_dir: on a gateway host, its unit and runtime folder: the read
           then holds its stack, its files and its gateway, nothing of sglang
+        + firewall_known: the planned policy's digest, as a list: its file is read where it differs;
+          None where the firewall is off
         """
         arguments = {name: value for name, value in locals().items() if name != "self"}
         # Made once for each set of arguments: a fleet's hosts mostly share theirs.
@@ -211,7 +225,8 @@ class HostRead(FactBase[HostState]):
             raise FactProcessError(f"the host read ended early, after {', '.join(sections) or 'nothing'}")
         readers = {"os": HostOs(), "gpus": NvidiaGpus(), "rdma": RdmaDevices(), "stack": StackState(), "user": PasswdEntry(),
                    "files": FileDigests(), "patch": FileBytesUnlessKnown(), "release": ReleaseState(),
-                   "models": ModelState(), "gateway": GatewayService(), "installed": InstalledServices()}
+                   "models": ModelState(), "gateway": GatewayService(), "installed": InstalledServices(),
+                   "firewall": FirewallState(), "firewall_rules": FileBytesUnlessKnown()}
         for name, fact in readers.items():
             if name in sections:
                 setattr(found, name, fact.process(sections[name]) if sections[name] else fact.default())

@@ -31,9 +31,10 @@ import time
 
 from .layout import LAYOUT, Layout
 
-# The kinds of drift a converge finds (``sglfleet.operations.output.report_drift``):
+# The kinds of drift a converge finds (``sglfleet.operations.drift.found``):
 KINDS = (
     "current",  # the current link moved by hand; the process still serves the declared release
+    "firewall",  # sglfleet's nftables table changed or removed by hand
     "model",    # a staged model's files changed since they were verified
     "release",  # a staged release's files no longer make its id
     "service",  # the process serves another release than current, which is the declared one

@@ -264,6 +264,28 @@ class Layout:
         """The SGLang stand-in's folder (local fleet only)."""
         return posixpath.join(self.root, "standin")
 
+    # The host's nftables policy, table inet sglfleet (the host's, whatever its services)
+
+    @property
+    def firewall_rules(self) -> str:
+        """The policy in force, confirmed: what ``sglfleet-firewall.service`` applies at boot."""
+        return posixpath.join(self.etc, "sglfleet.nft")
+
+    @property
+    def firewall_pending(self) -> str:
+        """A policy applied and not yet confirmed over a new SSH connection."""
+        return posixpath.join(self.etc, "sglfleet.nft.pending")
+
+    @property
+    def firewall_previous(self) -> str:
+        """What the host puts back when a pending policy is not confirmed in time."""
+        return posixpath.join(self.etc, "sglfleet.nft.previous")
+
+    @property
+    def firewall_state(self) -> str:
+        """The confirmed policy's digest, and the digest of the table as nft listed it then."""
+        return posixpath.join(self.etc, "firewall.state")
+
     @property
     def fault_file(self) -> str:
         """The stand-in's fault file (local fleet only)."""
@@ -282,5 +304,8 @@ def on_host(layout: "Layout") -> list["Layout"]:
 
 
 LAYOUT = Layout()
+# The unit that applies the confirmed policy at boot, and the timer that undoes one not confirmed.
+FIREWALL_UNIT = "sglfleet-firewall.service"
+FIREWALL_REVERT = "sglfleet-firewall-revert"
 # The service of a host in the inventory group ``gateways``: SGLang's gateway, and nothing else.
 GATEWAY = Layout(service="sglang-gateway")

@@ -32,6 +32,7 @@ from sglfleet.host.layout import LAYOUT
 from sglfleet.host.stacks import PATCHED
 from sglfleet.plan.fleet import FleetConfig
 from sglfleet.plan.gateway import address, gateway_url, is_gateway, serving_groups, worker_url
+from sglfleet.plan.network import Policy, fleet_view, host_policy
 from sglfleet.plan.host_files import GatewayFiles, ServiceFiles, gateway_files, service_files, tool_files
 from sglfleet.plan.pd import Worker, role_of, worker_of
 from sglfleet.plan.pd_units import UnitBatch, plan_units
@@ -39,6 +40,7 @@ from sglfleet.plan.release import Release, render_release
 from sglfleet.plan.secrets import load_secrets
 from sglfleet.plan.services import Service, host_services
 from sglfleet.plan.settings import HostConfig
+from sglfleet.plan.templates import TEMPLATES
 from sglfleet.plan.waves import Batch, Wave, limit_waves, plan_batches, plan_waves, until
 
 
@@ -75,6 +77,7 @@ class HostPlan:
     + patch_files: the files of sglang the patch step visits, as the wheel names them
     + models: the pinned models its services load, each once (the store is the host's)
     + api_key: the workers' and the gateways' API key, or None (never shown: not in the repr)
+    + policy: its nftables policy (``sglfleet.plan.network``), or None where ``firewall`` is off
     """
 
     name: str
@@ -91,6 +94,7 @@ class HostPlan:
     patch_files: tuple[str, ...] = ()
     models: tuple[StagedModel, ...] = ()
     api_key: str | None = field(default=None, repr=False)
+    policy: Policy | None = None
 
     def build(self, python: str | None) -> Build:
         """
@@ -180,13 +184,13 @@ class _ReadOnce:
 
 
 def _host_plan(name: str, groups: tuple[str, ...], data: dict, config: HostConfig, workers: list[Worker],
-               read: "_ReadOnce", targeted: bool) -> HostPlan:
+               read: "_ReadOnce", targeted: bool, policy: Policy | None = None) -> HostPlan:
     """One host's plan; its files and builds only where the run targets it."""
     gateway = is_gateway(groups)
     stack = read.stack(config.gateway_stack if gateway else config.stack, config.allow_unhashed_lock)
     secrets = read.secrets(config.secrets_file)
     plan = HostPlan(name=name, config=config, groups=groups, is_gateway=gateway, address=address(name, data),
-                    stack=stack, api_key=secrets.values.get("SGLANG_API_KEY"))
+                    stack=stack, api_key=secrets.values.get("SGLANG_API_KEY"), policy=policy)
     if gateway:
         if not targeted:
             return plan
@@ -255,7 +259,9 @@ def plan_fleet(inventory, configs: dict[str, HostConfig], targets: Iterable[str]
     workers = [worker_of(worker_url(name, data[name], service.port), service.config)
                for name in serving for service in services[name]]
     read = _ReadOnce()
-    plans = {name: _host_plan(name, groups[name], data[name], configs[name], workers, read, name in targets)
+    network = fleet_view(configs, groups, data)
+    plans = {name: _host_plan(name, groups[name], data[name], configs[name], workers, read, name in targets,
+                              host_policy(name, network, TEMPLATES) if name in targets else None)
              for name in names}
     # The gateways are in no wave: they restart one at a time, after the serving hosts.
     waves = limit_waves(plan_waves(serving_groups(groups), fleet.rollout_waves), targets)

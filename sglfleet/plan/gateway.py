@@ -3,7 +3,7 @@
 Hosts in the inventory group ``gateways`` run SGLang's gateway (smg) and nothing
 else: no GPU preflight, no sglang stack, no release, no wave. Every other host
 is a worker of every gateway, under the URL the rollout drains and rejoins it by
-(``http://<ssh_hostname or name>:<listen_port>``), and each of a host's ``services``
+(``http://<fleet_address, ssh_hostname or name>:<listen_port>``), and each of a host's ``services``
 under its own port. Bad input is one line per
 problem before anything connects: a gateway that is also in a wave, gateways
 without workers, a worker the gateways cannot reach, a port that two things want.
@@ -42,8 +42,8 @@ def serving_groups(hosts_with_groups: Mapping[str, Iterable[str]]) -> dict[str, 
 
 
 def address(name: str, data: Mapping) -> str:
-    """Where a host is reached: its ``ssh_hostname``, else its inventory name."""
-    return data.get("ssh_hostname") or name
+    """Where the fleet reaches a host: its ``fleet_address``, else its ``ssh_hostname``, else its inventory name."""
+    return data.get("fleet_address") or data.get("ssh_hostname") or name
 
 
 def worker_url(name: str, data: Mapping, listen_port: int) -> str:
@@ -164,7 +164,8 @@ def gateway_problems(hosts_with_groups: Mapping[str, Iterable[str]], data: Mappi
             wanted.setdefault((address(host, data[host]), port), []).append(f"{host}'s {port_key}")
             if listen_host in LOOPBACK:
                 problems.append(f"{host}: {host_key} = {listen_host!r}: the gateways "
-                                f"({', '.join(gateways)}) cannot reach it; set listen_host = \"0.0.0.0\"")
+                                f"({', '.join(gateways)}) cannot reach it; leave listen_host unset (None: the "
+                                f"host's fleet address) or set the address they reach")
     for (where, port), users in wanted.items():
         if len(users) > 1 and any("gateway" in user for user in users):
             problems.append(f"{where}:{port}: port collision between {' and '.join(users)}; give each its own port")

@@ -13,6 +13,7 @@ into them and says what is wrong, one line a problem.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import shlex
 from typing import Annotated, Any, Literal, Optional, Union
@@ -99,6 +100,25 @@ def _to_serial(value: Any) -> Any:
     return checked
 
 
+def _network(value: Any) -> Any:
+    # "10.0.0.0/24", "10.0.0.7" (one address) or "fd00::/64", as nftables takes them
+    if isinstance(value, str):
+        try:
+            return str(ipaddress.ip_network(value.strip(), strict=False))
+        except ValueError:
+            raise ValueError(f"{value!r} is not an IP address or network") from None
+    return value
+
+
+def _address(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return str(ipaddress.ip_address(value.strip()))
+        except ValueError:
+            raise ValueError(f"{value!r} is not an IP address") from None
+    return value
+
+
 def _to_cap(value: Any) -> Any:
     # --data gpu_compute_cap=12.0 arrives as a float
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -116,6 +136,10 @@ Cap = Annotated[str, BeforeValidator(_to_cap), Field(pattern=r"^\d+\.\d+$")]
 Text = Annotated[str, Field(min_length=1, pattern=r"^[^\x00-\x1f\x7f]+$")]
 Url = Annotated[str, Field(pattern=r"^https?://[^\s/:]+(:\d+)?/?$")]
 Prompts = Annotated[list[Text], BeforeValidator(_to_prompts)]
+Networks = Annotated[list[Annotated[str, BeforeValidator(_network)]], BeforeValidator(_to_names)]
+Address = Annotated[str, BeforeValidator(_address)]
+# One nftables rule, a line of sglfleet's input chain: no newline, no ``;`` (one rule a line).
+Rule = Annotated[str, Field(min_length=1, pattern=r"^[^\x00-\x1f\x7f;]+$")]
 Serial = Annotated[list[Union[int, str]], BeforeValidator(_to_serial)]
 
 
@@ -160,8 +184,11 @@ class LaunchSettings(BaseModel):
                                                          '"kimi_k2", or None')
     tool_call_parser: Optional[Text] = Field(description='a tool-call parser of the stack\'s sglang, e.g. '
                                                          '"kimi_k2", or None')
-    listen_host: Text = Field(description='a listen address, e.g. "127.0.0.1" or "0.0.0.0"',
-                              json_schema_extra={"flag": "--host"})
+    # None: the host's fleet address where anything outside the host needs the server (gateways, a
+    # router, a PD peer), else loopback (sglfleet.plan.network.listen_addresses); never 0.0.0.0 by default.
+    listen_host: Optional[Text] = Field(description='a listen address, e.g. "10.0.0.11" or "127.0.0.1", or None '
+                                                    'for the host\'s fleet address where the fleet needs it',
+                                        json_schema_extra={"flag": "--host"})
     listen_port: Int = Field(ge=1, le=65535, description="a TCP port between 1 and 65535, e.g. 30000",
                              json_schema_extra={"flag": "--port"})
     extra_flags: Argv = Field(description='a list of sglang flags, e.g. ["--max-running-requests", "64"]',
@@ -307,6 +334,21 @@ class HostConfig(BaseModel):
     model_share_port: Int = Field(ge=1, le=65535, description="a TCP port between 1 and 65535, e.g. 30090")
     share_compile_caches: Bool = Field(description="true or false")
     compile_share_port: Int = Field(ge=1, le=65535, description="a TCP port between 1 and 65535, e.g. 30091")
+
+    # who may reach what: each host's nftables policy, table inet sglfleet (sglfleet.plan.network, docs/network.md)
+    fleet_address: Optional[Address] = Field(description='the IP address the fleet reaches this host at, e.g. '
+                                                         '"10.0.0.11", or None for its ssh_hostname')
+    firewall: Bool = Field(description="true or false (false: the operator keeps the host's firewall)")
+    ssh_networks: Optional[Networks] = Field(description='networks SSH is open to, e.g. ["10.0.0.0/24"], '
+                                                         'or None for anywhere')
+    client_networks: Optional[Networks] = Field(description='networks the clients\' ports are open to, e.g. '
+                                                            '["10.1.0.0/16"], or None for anywhere')
+    monitoring_networks: Networks = Field(description='the monitoring hosts\' addresses or networks, e.g. '
+                                                      '["10.0.0.5"], or []')
+    node_exporter_port: Int = Field(ge=1, le=65535, description="a TCP port between 1 and 65535, e.g. 9100")
+    firewall_extra_rules: list[Rule] = Field(description='nft rule lines for sglfleet\'s input chain, e.g. '
+                                                         '["tcp dport 8443 accept"], or []')
+    firewall_confirm_s: Int = Field(ge=10, le=600, description="whole seconds between 10 and 600, e.g. 30")
 
     # housekeeping and safety
     verify_stacks: Literal["quick", "full"] = Field(description='"quick" (the venv against its snapshot) or '

@@ -27,6 +27,7 @@ from sglfleet.plan.fleet import FleetConfig
 from sglfleet.plan.fleet_plan import plan_fleet
 from sglfleet.plan.gateway import gateway_problems, is_gateway, serving_groups
 from sglfleet.plan.measured import measured_caps, measured_os
+from sglfleet.plan.network import listen_addresses
 from sglfleet.plan.pd import backend_wheel_problem, pd_problems, role_of
 from sglfleet.plan.pd_units import plan_units, unit_problems
 from sglfleet.plan.services import host_services
@@ -133,6 +134,7 @@ def validate_inventory(inventory, stacks_dir: Path = STACKS_DIR) -> dict[str, Ho
     if not problems:
         try:
             fleet = FleetConfig.agreed(configs)
+            configs = listen_addresses(configs, groups, data)  # listen_host None: where the fleet needs it
             named = fleet.rollout_waves
             wave_names = named if named is not None else default_waves({g for gs in groups.values() for g in gs})
             problems += gateway_problems(groups, data, configs, wave_names)

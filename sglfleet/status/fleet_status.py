@@ -30,6 +30,7 @@ from pyinfra.api.arguments import CONNECTOR_ARGUMENT_KEYS, pop_global_arguments
 from pyinfra.api.connect import connect_all
 
 from sglfleet.facts import sections
+from sglfleet.facts.firewall import NO_NFT, FirewallHostState, FirewallState
 from sglfleet.facts.os import HostOs, OsInfo
 from sglfleet.facts.sudo import SudoAccess
 from sglfleet.host.layout import GATEWAY, LAYOUT
@@ -38,6 +39,30 @@ from sglfleet.controller import router
 
 # What starts each service's answer in the status read, after the OS's own sections.
 STATE_MARK = "## state "
+FIREWALL_MARK = "## firewall"
+
+
+def firewall_word(found: FirewallHostState | None, policy) -> str:
+    """
+    Whether the host's policy is in force, in a word or two: ``in force 3f2a9c1d0b7e``, ``drifted``,
+    ``differs`` (a converge applies another), ``not confirmed``, ``absent``, ``no nft``, or ``off``.
+
+    + found: the host's ``FirewallState``, or None where it was not read
+    + policy: the planned policy (``HostPlan.policy``), or None where ``firewall`` is off
+    """
+    if found is None:
+        return "-"
+    if policy is None:
+        return "off" if found.digest is None else "off (a converge removes it)"
+    if found.live == NO_NFT:
+        return "no nft"
+    if found.pending:
+        return "not confirmed"
+    if found.digest is None:
+        return "absent"
+    if found.drifted:
+        return "drifted"
+    return f"in force {found.digest[:12]}" if found.digest == policy.digest else "differs"
 
 
 def fleet_status(inventory_path: str, data: dict | None = None) -> list[dict]:
@@ -70,10 +95,10 @@ def fleet_status(inventory_path: str, data: dict | None = None) -> list[dict]:
         if not host.connected:
             rows += [{**base, "service": service.name, "error": "unreachable"} for service in plan.services]
             continue
-        found, answers = _host_state(state, host, plan.services)
+        found, answers, firewall = _host_state(state, host, plan.services)
         for service in plan.services:  # one row a service: its own releases, unit and health
             row = {**base, "service": service.name, "os": found.name if found.pretty else None,
-                   "python": found.python, **answers[service.name]}
+                   "python": found.python, "firewall": firewall_word(firewall, plan.policy), **answers[service.name]}
             # What this inventory declares the service should serve, as a converge would render it
             # for the host's own python3 (none for a Python its stack does not serve).
             if plan.stack.serves(found.python):
@@ -94,8 +119,11 @@ def _gateway_row(state: State, host, url: str, plan) -> dict:
     if not host.connected:
         row["error"] = "unreachable"
         return row
-    ok, output = host.run_shell_command(f"systemctl is-active {GATEWAY.unit}")
-    row["active_state"] = (output.stdout_lines or ["unknown"])[0]
+    ok, output = host.run_shell_command(f"systemctl is-active {GATEWAY.unit}; echo {shlex.quote(FIREWALL_MARK)}; "
+                                        f"{FirewallState().command()}", **_connector(state, host))
+    unit, firewall = _split(output.stdout_lines, FIREWALL_MARK)
+    row["active_state"] = (unit or ["unknown"])[0]
+    row["firewall"] = firewall_word(None if firewall is None else FirewallState().process(firewall), plan.policy)
     try:
         listed = router.workers(url, plan.api_key)
     except router.RouterError as error:
@@ -109,21 +137,27 @@ def _gateway_row(state: State, host, url: str, plan) -> dict:
     return row
 
 
-def _host_state(state: State, host, services) -> tuple[OsInfo, dict[str, dict]]:
-    """The host's OS, and what ``sglfleet-release state`` says of each service (or ``{"error": ...}``), in one command."""
+def _host_state(state: State, host, services) -> tuple[OsInfo, dict[str, dict], FirewallHostState | None]:
+    """
+    The host's OS, what ``sglfleet-release state`` says of each service (or ``{"error": ...}``), and its
+    firewall (None where it was not read), in one command.
+    """
     connector = _connector(state, host)
     if connector.get("_sudo") and not connector.get("_sudo_password"):
         # Asked first, without sudo: a sudo that wants a password would make pyinfra prompt.
         ok, output = host.run_shell_command(SudoAccess().command())
         access = SudoAccess().process(output.stdout_lines)
         if access["status"] != "ok":
-            return OsInfo(), {service.name: {"error": f"sudo: {access['message']}"} for service in services}
+            return OsInfo(), {service.name: {"error": f"sudo: {access['message']}"} for service in services}, None
     asks = " && ".join(f"echo {shlex.quote(STATE_MARK + service.name)} && "
                        + shlex.join([LAYOUT.tool, *service.layout.tool_args,
                                      "state"]) for service in services)
-    ok, output = host.run_shell_command(f"{HostOs().command()}; {asks}", **connector)
-    lines = output.stdout_lines
-    found = HostOs().process(list(itertools.takewhile(lambda line: not line.startswith(STATE_MARK), lines)))
+    ok, output = host.run_shell_command(f"{HostOs().command()}; echo {shlex.quote(FIREWALL_MARK)}; {FirewallState().command()}; "
+                                        f"{asks}", **connector)
+    head = list(itertools.takewhile(lambda line: not line.startswith(STATE_MARK), output.stdout_lines))
+    lines = output.stdout_lines[len(head):]
+    os_lines, firewall = _split(head, FIREWALL_MARK)
+    found = HostOs().process(os_lines)
     answers = {}
     for name, answer in sections(lines, STATE_MARK).items():
         try:
@@ -131,7 +165,16 @@ def _host_state(state: State, host, services) -> tuple[OsInfo, dict[str, dict]]:
         except ValueError:
             pass  # cut short: its error below
     why = output.stderr or "sglfleet-release is not installed"
-    return found, {service.name: answers.get(service.name) or {"error": why} for service in services}
+    return found, {service.name: answers.get(service.name) or {"error": why} for service in services}, \
+        None if firewall is None else FirewallState().process(firewall)
+
+
+def _split(lines: list[str], mark: str) -> tuple[list[str], list[str] | None]:
+    """The lines before ``mark``, and those after it (None where it is missing: the read was cut short)."""
+    if mark not in lines:
+        return lines, None
+    at = lines.index(mark)
+    return lines[:at], lines[at + 1:]
 
 
 def progress(rows: list[dict]) -> str:
