@@ -78,8 +78,10 @@ def test_a_policy_that_cuts_ssh_undoes_itself_and_the_run_names_the_host(fleet, 
     started = time.monotonic()
     cut = deploy("--limit", first, "--data", 'firewall_extra_rules=["tcp dport 22 drop"]')
     assert cut.returncode != 0
-    said = [line for line in cut.stdout.splitlines() if "cut the controller off" in line]
-    assert len(said) == 1 and f"[{first}]" in said[0] and "firewall policy" in said[0], cut.stdout[-3000:]
+    said = [line.strip() for line in cut.stdout.splitlines() if "cut the controller off" in line]
+    assert len(said) == 2, cut.stdout[-3000:]  # the host's one line, then the summary's reason
+    assert said[0].startswith(f"[{first}] firewall policy") and "put its previous rules back" in said[0]
+    assert said[1].startswith(f"--> Rollout: 1 failed: {first} (firewall policy")
     # Within a minute a new SSH connection works, and the rule is gone.
     while True:
         try:

@@ -65,7 +65,7 @@ def apply_command(confirm_s: int) -> str:
     return (f"command -v nft >/dev/null 2>&1 || {{ echo {q(NFT_MISSING)} >&2; exit 2; }}; "
             f"nft -c -f {pending} || exit 2; "
             # What serves now, as one transaction that replaces the table (or removes it, where there is none).
-            f"{{ echo 'table {TABLE}'; echo 'delete table {TABLE}'; nft -s list table {TABLE} 2>/dev/null; }} "
+            f"{{ echo 'table {TABLE}'; echo 'delete table {TABLE}'; nft -s list table {TABLE} 2>/dev/null || true; }} "
             f"> {previous}.tmp && mv -f {previous}.tmp {previous} && "
             f"{{ systemctl stop {FIREWALL_REVERT}.timer 2>/dev/null; "
             f"systemctl reset-failed {FIREWALL_REVERT}.timer {FIREWALL_REVERT}.service 2>/dev/null; true; }} && "
