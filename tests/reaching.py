@@ -18,6 +18,13 @@ def from_controller(address: str, port: int, timeout: float = 3) -> bool:
     return True
 
 
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released): connecting to it is refused at once."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def from_host(fleet, host: str, address: str, port: int) -> bool:
     """Whether ``address:port`` takes a TCP connection from ``host`` (through nsenter: nothing logs in)."""
     return fleet.inside(host, PROBE.format(address=address, port=port)).stdout.strip() == "0"

@@ -22,6 +22,7 @@ import pytest
 from deploying import (SECRETS, eagle_change, host_state, pyinfra, sglfleet, sshd_commands,
                        sshd_logs_sessions)
 from paths import GATEWAY, LAYOUT, UNIT
+from reaching import closed_port
 from routing import Load
 from sglfleet.devfleet.traffic import CLIENT_MIX, KINDS
 from test_rollout import results
@@ -139,7 +140,9 @@ def test_the_demo_counts_its_clients_requests_through_the_gateway(fleet, topolog
     assert [line.split(":")[0].strip() for line in kinds] == [KINDS[kind] for kind in dict.fromkeys(CLIENT_MIX)], \
         counted.stdout
     assert all(re.search(r": (\d+) sent, \1 answered in full, 0 cut, no error$", line) for line in kinds), counted.stdout
-    failing = sglfleet("devfleet", "traffic", "--url", url.replace("30080", "30099"), "--", "sleep", "1", timeout=60)
+    # A URL where nothing listens (on the controller: a gateway host's policy drops, and would make it wait).
+    failing = sglfleet("devfleet", "traffic", "--url", f"http://127.0.0.1:{closed_port()}", "--", "sleep", "1",
+                       timeout=60)
     assert failing.returncode == 1 and "Connection refused" in failing.stdout, failing.stdout
 
 

@@ -64,9 +64,8 @@ def test_each_gateway_problem_is_one_line_that_names_the_fix():
     assert found == [
         "rollout_waves: 'gateways' is the gateways' group, not a wave; take it out of rollout_waves",
         "gw1: in group gateways and in wave wave1; a gateway serves no release: take it out of wave1",
-        "node1: listen_host = '127.0.0.1': the gateways (gw1) cannot reach it; set listen_host = \"0.0.0.0\"",
-        "node2: listen_host = '127.0.0.1': the gateways (gw1) cannot reach it; set listen_host = \"0.0.0.0\"",
-        "node3: listen_host = '127.0.0.1': the gateways (gw1) cannot reach it; set listen_host = \"0.0.0.0\"",
+        *(f"{name}: listen_host = '127.0.0.1': the gateways (gw1) cannot reach it; leave listen_host unset "
+          "(None: the host's fleet address) or set the address they reach" for name in ("node1", "node2", "node3")),
         "10.0.0.4:30080: port collision between gw1's gateway_port and gw1's gateway_metrics_port; "
         "give each its own port",
     ]

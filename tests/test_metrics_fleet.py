@@ -6,7 +6,6 @@ the module runs) and answers queries about the rollout.
 """
 
 import json
-import socket
 import subprocess
 import time
 import urllib.parse
@@ -17,6 +16,7 @@ import pytest
 from deploying import converged, deploy, eagle_change, host_state
 from faulting import new_release
 from paths import LAYOUT
+from reaching import closed_port
 from sglfleet.devfleet import FAULT_FILE
 from sglfleet.host.prometheus import parse
 
@@ -51,7 +51,7 @@ def prometheus(fleet_up, tmp_path_factory):
         {"job_name": "node", "static_configs": [{"targets": exporters}], "relabel_configs": relabel},
         {"job_name": "sglang", "static_configs": [{"targets": standins}], "relabel_configs": relabel}]}
     (folder / "prometheus.yml").write_text(json.dumps(config))  # JSON is YAML
-    port = free_port()
+    port = closed_port()  # free: nothing listens there yet
     process = subprocess.Popen(
         ["prometheus", f"--config.file={folder / 'prometheus.yml'}", f"--storage.tsdb.path={folder / 'data'}",
          f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=1h"],
@@ -70,12 +70,6 @@ def prometheus(fleet_up, tmp_path_factory):
     finally:
         process.terminate()
         process.wait(30)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def query(base: str, promql: str) -> list[dict]:
@@ -114,11 +108,13 @@ def test_node_exporter_serves_the_release_each_host_serves(fleet_up):
 
 def test_prometheus_sees_a_rollout_on_every_host_and_a_failed_canary(fleet_up, prometheus):
     fleet = fleet_up
+    before = {host: host_state(fleet, host)["current"] for host in fleet.hosts}
     done = deploy(*monitored(fleet_up), *CHANGE)
     assert done.returncode == 0, done.stdout[-3000:]
-    release = new_release(done.stdout)
-    serving = eventually(prometheus, "sglfleet_release_info",
-                         lambda result: by_host(result, "release") == {h: release for h in fleet.hosts})
+    # Each host's own release: each listens on its own fleet address (--host), for Prometheus.
+    release = {host: host_state(fleet, host)["current"] for host in fleet.hosts}
+    assert release["node1"] == new_release(done.stdout) and all(release[h] != before[h] for h in fleet.hosts)
+    serving = eventually(prometheus, "sglfleet_release_info", lambda result: by_host(result, "release") == release)
     assert {series["metric"]["service"] for series in serving} == {"sglang"}
     gates = eventually(prometheus, "sglfleet_gate_passed", lambda result: len(result) == len(fleet.hosts))
     assert by_host(gates, "value") == {host: "1" for host in fleet.hosts}
@@ -134,9 +130,9 @@ def test_prometheus_sees_a_rollout_on_every_host_and_a_failed_canary(fleet_up, p
     assert failed.returncode != 0
     canary = eventually(prometheus, 'sglfleet_gate_passed{host="node1"}',
                         lambda result: result and result[0]["value"][1] == "0")
-    assert canary[0]["metric"]["release"] != release  # the release that failed its gate
+    assert canary[0]["metric"]["release"] != release["node1"]  # the release that failed its gate
     # node1 serves its earlier release again; the later waves never moved.
-    assert by_host(query(prometheus, "sglfleet_release_info"), "release") == {h: release for h in fleet.hosts}
+    assert by_host(query(prometheus, "sglfleet_release_info"), "release") == release
 
 
 def exported(fleet, host: str) -> dict:
@@ -171,7 +167,7 @@ def test_drift_stays_marked_until_repaired_and_a_rebuilt_stack_shows_its_build_t
     assert failed.returncode != 0 and f"[node1] Drift: stack {stack} changed on the host" in failed.stdout, \
         failed.stdout[-3000:]
     found = exported(fleet, "node1")
-    assert drift_of(found) == {"current": 0, "model": 0, "release": 0, "service": 0, "stack": 1}
+    assert drift_of(found) == {"current": 0, "firewall": 0, "model": 0, "release": 0, "service": 0, "stack": 1}
     when = {labels["kind"]: value for labels, value in found["sglfleet_drift_found_timestamp_seconds"]}
     assert before - 1 < when["stack"] < time.time() + 1
     # The rebuild ran, and recorded itself, before the restart failed.

@@ -51,9 +51,11 @@ def environment(fleet, pid: str) -> dict:
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
 
 
-def health(fleet, port: int) -> int:
+def health(fleet, port: int, address: str = "127.0.0.1") -> int:
+    """The status of HOST's /health on ``port``, asked on the host, where the service listens: loopback
+    on a lone host, its fleet address behind the gateway."""
     said = fleet.exec(HOST, "python3 -c \"import urllib.request as u; "
-                            f"print(u.urlopen('http://127.0.0.1:{port}/health', timeout=25).status)\"", check=False)
+                            f"print(u.urlopen('http://{address}:{port}/health', timeout=25).status)\"", check=False)
     return int(said.stdout.strip() or 0)
 
 
@@ -217,7 +219,7 @@ def test_a_service_dropped_from_the_inventory_leaves_the_gateway_and_is_removed(
     plan = pyinfra("deploy.py", "--dry", "--data", only_a, env=GATEWAYS)
     assert plan.returncode == 0, plan.stdout[-3000:]
     assert f"will stop and remove {B.unit}: the inventory no longer names it" in plan.stdout
-    assert health(fleet, 30002) == 200  # the plan changed nothing
+    assert health(fleet, 30002, fleet.address(HOST)) == 200  # the plan changed nothing
     done = pyinfra("deploy.py", "-y", "--data", only_a, env=GATEWAYS)
     assert done.returncode == 0, done.stdout[-3000:]
     assert f"will stop and remove {B.unit}: the inventory no longer names it" in done.stdout

@@ -10,6 +10,7 @@ from functools import partial
 import pytest
 
 from paths import LAYOUT
+from reaching import closed_port
 from sglfleet import FILES
 
 from sglfleet.artifacts import wheelhouse
@@ -178,15 +179,6 @@ def test_wheel_selection_takes_the_best_tag_for_the_hosts():
     torch = {"wheels": [{"url": "https://x/torch-2.9.1%2Bcu130-cp311-cp311-manylinux_2_28_x86_64.whl"}]}
     assert best_wheel(torch, tags)["name"] == "torch-2.9.1+cu130-cp311-cp311-manylinux_2_28_x86_64.whl"
     assert best_wheel({"wheels": [{"url": "https://x/a-1-cp312-cp312-manylinux_2_28_x86_64.whl"}]}, tags) is None
-
-
-def closed_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_reachable_tells_a_live_server_from_a_closed_port(index):
