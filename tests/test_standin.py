@@ -668,7 +668,7 @@ SPEC_SHAPE = ["--speculative-eagle-topk", "1", "--speculative-num-draft-tokens",
 
 def test_a_cold_start_compiles_before_it_listens_and_a_warm_one_loads_the_cache(launch, sglang_059_patched,
                                                                                 tmp_path):
-    times = []
+    times, said = [], []
     for _ in range(2):
         started = time.monotonic()
         proc = launch(sglang_059_patched, *KIMI_PATH, *EAGLE3, *SPEC_SHAPE, "--speculative-num-steps", "3",
@@ -678,10 +678,14 @@ def test_a_cold_start_compiles_before_it_listens_and_a_warm_one_loads_the_cache(
         wait_for(proc)
         _, err = stop(proc)
         assert "Capture cuda graph end" in err
-    assert times[0] >= 2.0 and times[1] < 1.5, times
+        said.append(err)
+    # Cold, it listens only after compiling (a lower bound holds on a busy machine); warm, it says it
+    # compiled nothing (what it did, not how long a loaded machine took).
+    assert times[0] >= 2.0, times
+    assert "3 kernels: 0 from the compile cache, 3 compiled" in said[0]
     kernels = sorted(p.name for p in (tmp_path / "compile" / "triton").rglob("*.cubin"))
     assert [name.split("_")[0] for name in kernels] == ["decode", "draft", "target"]
-    assert "3 kernels: 3 from the compile cache, 0 compiled" in err
+    assert "3 kernels: 3 from the compile cache, 0 compiled" in said[1]
 
 
 def test_other_flags_need_other_kernels(launch, sglang_059_patched, tmp_path):
