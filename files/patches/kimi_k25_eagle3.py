@@ -6,9 +6,11 @@ methods are copied into the body of that class, between marker comments.
 Methods the target already defines are skipped, so on sglang 0.5.10 and later,
 which ship these three methods, the file is left alone.
 
-EAGLE-3 calls all three on the target model in 0.5.9: the model runner calls
-set_eagle3_layers_to_capture first, at start-up; the eagle worker calls
-get_embed_and_head; set_embed_and_head is the conventional pair of it. The
+EAGLE-3 calls two of them on the target model in 0.5.9: the model runner calls
+set_eagle3_layers_to_capture at start-up (model_runner.py:622, 1906), the eagle
+worker get_embed_and_head (eagle_worker.py:157); set_embed_and_head (or
+set_embed) it calls on the draft model, not the target (eagle_worker.py:159-168).
+The third is the pair of the second, as upstream's 0.5.10 wrapper has it. The
 wrapper keeps the text model (a DeepseekV3ForCausalLM, which has all three) as
 self.language_model. The bodies and messages follow upstream's own (0.5.10).
 No annotations: they would be evaluated in kimi_k25.py's namespace.
