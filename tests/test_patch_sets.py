@@ -19,9 +19,11 @@ BY_NAME = {s.name: s for s in SETS}
 EXPECTED = {
     "kimi_k25_eagle3": {"0.5.9": APPLIES, "0.5.10": UPSTREAM, "0.5.14": UPSTREAM, "0.5.15": UPSTREAM,
                         "0.5.23": UPSTREAM},
-    "sm120_symm_mem": {"0.5.9": APPLIES, "0.5.10": APPLIES, "0.5.14": UPSTREAM, "0.5.23": UPSTREAM},
+    "sm120_symm_mem": {"0.5.9": APPLIES, "0.5.10": APPLIES, **dict.fromkeys(
+        ["0.5.10.post1", "0.5.11", "0.5.12", "0.5.12.post1", "0.5.13", "0.5.13.post1"], APPLIES),
+        "0.5.14": UPSTREAM, "0.5.23": UPSTREAM},
     "api_key_not_logged": {"0.5.9": APPLIES, "0.5.10": APPLIES},
-    "api_key_not_logged_annotated": {"0.5.14": APPLIES, "0.5.15": APPLIES},
+    "api_key_not_logged_annotated": {"0.5.14": APPLIES, "0.5.15": APPLIES, "0.5.15.post1": APPLIES, "0.5.16": APPLIES},
 }
 API_KEY = [("api_key_not_logged", "0.5.9"), ("api_key_not_logged", "0.5.10"),
            ("api_key_not_logged_annotated", "0.5.14"), ("api_key_not_logged_annotated", "0.5.15")]
