@@ -58,6 +58,25 @@ def test_a_route_not_served_leaves_the_connection_usable(server, method, path, s
     conn.close()
 
 
+def test_a_model_is_retrieved_by_id_and_an_unknown_one_is_an_openai_404(server):
+    """``GET /v1/models/{id}`` as 0.5.9 and 0.5.14 serve it, through the official SDK (``models.retrieve``)."""
+    import openai
+
+    client = openai.OpenAI(base_url=f"http://127.0.0.1:{server.port}/v1", api_key="none", max_retries=0)
+    (listed,) = client.models.list().data
+    card = client.models.retrieve(listed.id)
+    assert (card.id, card.object, card.owned_by) == (listed.id, "model", "sglang")
+    assert card.model_extra["root"] == listed.id and card.model_extra["parent"] is None
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.models.retrieve("no-such-model")
+    assert missing.value.body == {"message": "The model 'no-such-model' does not exist",
+                                  "type": "invalid_request_error", "param": "model", "code": "model_not_found"}
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    code, headers, text = exchange(conn, "POST", f"/v1/models/{listed.id}", b"{}")
+    assert (code, json.loads(text), headers.get("Allow")) == (405, {"detail": "Method Not Allowed"}, "GET")
+    conn.close()
+
+
 def test_a_chunked_request_body_is_read_too(server):
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     parts = [b'{"model": "m", "prompt": ', b'"Hello there", "max_tokens": 2}']

@@ -26,7 +26,8 @@ The stand-in's HTTP surface, as sglang 0.5.9's ``srt/entrypoints/http_server.py`
   flight for the SIGTERM drain until its last byte (``engine.answered``). A client that
   disconnects from a request in flight aborts it
   (``num_aborted_requests_total``, tokenizer_manager.py:1100-1210, 1428-1440).
-- ``/model_info``, ``/server_info`` (and their ``/get_`` names), ``/v1/models``;
+- ``/model_info``, ``/server_info`` (and their ``/get_`` names), ``/v1/models`` and
+  ``/v1/models/{id}`` (the served model's card; another id gets an OpenAI-style 404, ``model_not_found``);
   ``/metrics`` only with ``--enable-metrics`` (404 otherwise), with the HTTP
   request/response counters of ``add_prometheus_track_response_middleware``.
 - With ``--api-key`` every path but ``/health*`` and ``/metrics*`` needs
@@ -57,6 +58,7 @@ import select
 import socket
 import threading
 import time
+import urllib.parse
 import urllib.request
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -133,6 +135,9 @@ class Standin:
         self.server_status = "Up"
         logger.info("The server is fired up and ready to roll!")
         return True
+
+
+MODEL_PREFIX = "/v1/models/"
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -218,6 +223,10 @@ class Handler(BaseHTTPRequestHandler):
         routes = {"GET": self.GET_ROUTES, "POST": self.POST_ROUTES}.get(method, set())
         if path == "/metrics" and self.standin.registry is None:
             return self.reply(404, {"detail": "Not Found"})
+        if path.startswith(MODEL_PREFIX) and len(path) > len(MODEL_PREFIX):  # the {model:path} route
+            if method != "GET":
+                return self.reply(405, {"detail": "Method Not Allowed"}, {"Allow": "GET"})
+            return self.route_v1_model(urllib.parse.unquote(path[len(MODEL_PREFIX):]))
         if path not in routes:  # starlette/routing.py: Router.not_found, Route.handle
             allowed = [name for name, paths in (("GET", self.GET_ROUTES), ("POST", self.POST_ROUTES))
                        if path in paths]
@@ -301,11 +310,23 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def model_card(self, name: str) -> dict:
+        """protocol.py's ModelCard, as FastAPI dumps it: ``parent`` null for the served model."""
+        return {"id": name, "object": "model", "created": int(time.time()), "owned_by": "sglang",
+                "root": name, "parent": None, "max_model_len": self.standin.args.get("context_length")}
+
     def route_v1_models(self):
-        name = self.standin.args.get("served_model_name")
-        self.reply(200, {"object": "list", "data": [
-            {"id": name, "object": "model", "created": int(time.time()), "owned_by": "sglang",
-             "root": name, "max_model_len": self.standin.args.get("context_length")}]})
+        """http_server.py (0.5.9 and 0.5.14): ``ModelList`` of the served model's card."""
+        self.reply(200, {"object": "list", "data": [self.model_card(self.standin.args.get("served_model_name"))]})
+
+    def route_v1_model(self, model: str):
+        """``GET /v1/models/{model:path}`` (0.5.9 http_server.py:1453-1473, 0.5.14 :1745-1767): the
+        served model's card, else an OpenAI-style 404."""
+        if model != self.standin.args.get("served_model_name"):
+            return self.reply(404, {"error": {"message": f"The model '{model}' does not exist",
+                                              "type": "invalid_request_error", "param": "model",
+                                              "code": "model_not_found"}})
+        self.reply(200, self.model_card(model))
 
     def route_generate(self):
         body = self.body()
