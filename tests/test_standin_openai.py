@@ -77,6 +77,24 @@ def test_a_model_is_retrieved_by_id_and_an_unknown_one_is_an_openai_404(server):
     conn.close()
 
 
+def test_an_idle_keep_alive_connection_is_closed_as_uvicorn_closes_it(server):
+    """uvicorn's timeout_keep_alive, 5 s as sglang sets it: the connection stays for a request within it,
+    and is closed (an orderly FIN: recv gives b"") about 5 s after the last answer."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    generate = json.dumps({"text": "Hi", "sampling_params": {"max_new_tokens": 1}}).encode()
+    assert exchange(conn, "POST", "/generate", generate)[0] == 200
+    first = conn.sock
+    time.sleep(3)
+    assert exchange(conn, "POST", "/generate", generate)[0] == 200
+    assert conn.sock is first  # the same connection, still open 3 s after its last answer
+    answered = time.monotonic()
+    first.settimeout(10)
+    assert first.recv(1) == b""  # then closed by the server, with nothing more said
+    idle = time.monotonic() - answered
+    conn.close()
+    assert 4.5 <= idle <= 7.5, idle
+
+
 def test_a_chunked_request_body_is_read_too(server):
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     parts = [b'{"model": "m", "prompt": ', b'"Hello there", "max_tokens": 2}']

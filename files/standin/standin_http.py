@@ -138,6 +138,9 @@ class Standin:
 
 
 MODEL_PREFIX = "/v1/models/"
+# uvicorn's timeout_keep_alive as sglang sets it: 5 (0.5.9 http_server.py:1972; 0.5.14 :2355, its
+# SGLANG_TIMEOUT_KEEP_ALIVE, 5 by default, environ.py:710); uvicorn's, not one of sglang's own waits: unscaled.
+KEEP_ALIVE_S = float(os.environ.get("SGLANG_TIMEOUT_KEEP_ALIVE", "5"))
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -150,6 +153,19 @@ class Handler(BaseHTTPRequestHandler):
     GET_ROUTES = {"/health", "/health_generate", "/model_info", "/get_model_info",
                   "/server_info", "/get_server_info", "/metrics", "/v1/models", "/generate"}
     POST_ROUTES = {"/generate", "/v1/completions", "/v1/chat/completions"}
+
+    def setup(self):
+        super().setup()
+        self.answered_one = False
+
+    def handle_one_request(self):
+        # uvicorn closes a kept-alive connection that stays idle KEEP_ALIVE_S after its last answer:
+        # a client or gateway that reuses it later meets a closed connection, here as there.
+        if self.answered_one and not select.select([self.connection], [], [], KEEP_ALIVE_S)[0]:
+            self.close_connection = True
+            return
+        self.answered_one = True
+        super().handle_one_request()
 
     def log_message(self, format, *args):  # uvicorn's access log line
         logger.info(f'{self.client_address[0]}:{self.client_address[1]} - "{self.requestline}" '
