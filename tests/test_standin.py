@@ -432,8 +432,14 @@ def test_latency_histograms_hold_measured_times(launch, sglang_059):
     assert value(text, "sglang:generation_tokens_total") == 120
     assert value(text, "sglang:num_requests_total") == 2
     assert value(text, "sglang:prompt_tokens_total") == 1 + 2  # "Hi", "Hello there"
-    assert value(text, "sglang:http_responses_total", endpoint="/generate",
-                 status_code="200") == 2
+    # The HTTP middleware counts a response once its last byte is written, in the handler's thread:
+    # on a busy machine the client's next scrape may come first (a bounded wait, not a sleep).
+    deadline = time.monotonic() + 5
+    while value(text, "sglang:http_responses_total", endpoint="/generate", status_code="200") != 2 \
+            and time.monotonic() < deadline:
+        time.sleep(0.05)
+        text = scrape(proc)
+    assert value(text, "sglang:http_responses_total", endpoint="/generate", status_code="200") == 2
 
 
 def _collector_definitions(package: Path) -> dict[str, dict]:
