@@ -27,7 +27,7 @@ def test_plan_on_0_5_9_applies_the_kimi_set_and_two_backports():
     assert statuses(result.stdout) == {
         "api_key_not_logged": "applies", "api_key_not_logged_annotated": "not for this version",
         "kimi_k25_eagle3": "applies", "server_info_keys_redacted": "applies",
-        **dict.fromkeys(["server_info_keys_redacted_kv_events", "server_info_keys_redacted_launch_command",
+        **dict.fromkeys(["server_info_keys_redacted_kv_events", "launch_command_keys_redacted",
                          "server_info_keys_redacted_msgspec", "server_info_keys_redacted_watermark",
                          "server_info_keys_redacted_watermark_0522"], "not for this version"),
         "sm120_symm_mem": "applies"}
@@ -46,7 +46,7 @@ def test_plan_on_0_5_23_finds_the_kimi_methods_upstream():
         **dict.fromkeys(["server_info_keys_redacted", "server_info_keys_redacted_kv_events",
                          "server_info_keys_redacted_msgspec", "server_info_keys_redacted_watermark_0522"],
                         "not for this version"),
-        "server_info_keys_redacted_launch_command": "applies", "server_info_keys_redacted_watermark": "applies",
+        "launch_command_keys_redacted": "applies", "server_info_keys_redacted_watermark": "applies",
         "sm120_symm_mem": "upstream"}
 
 

@@ -28,7 +28,7 @@ EXPECTED = {
     "server_info_keys_redacted": dict.fromkeys(
         ["0.5.9", "0.5.10", "0.5.10.post1", "0.5.11", "0.5.12", "0.5.12.post1"], APPLIES),
     "server_info_keys_redacted_kv_events": dict.fromkeys(["0.5.13", "0.5.13.post1", "0.5.14"], APPLIES),
-    "server_info_keys_redacted_launch_command": {"0.5.22": APPLIES, "0.5.23": APPLIES},
+    "launch_command_keys_redacted": {"0.5.22": APPLIES, "0.5.23": APPLIES},
     "server_info_keys_redacted_msgspec": dict.fromkeys(["0.5.15", "0.5.15.post1", "0.5.16"], APPLIES),
     "server_info_keys_redacted_watermark": {"0.5.23": APPLIES},
     "server_info_keys_redacted_watermark_0522": {"0.5.22": APPLIES},
@@ -436,7 +436,7 @@ def test_resolved_server_args_are_redacted_wherever_sglang_redacts_the_watermark
 def test_launch_command_without_the_keys(version, argv, shown, tmp_path):
     original = sglang_file(version, WATERMARK).read_bytes()
     unpatched = _watermark_module(original, tmp_path).redact_watermark_command_line(argv)
-    patched = _watermark_module(apply_sets(original, [BY_NAME["server_info_keys_redacted_launch_command"]])[0],
+    patched = _watermark_module(apply_sets(original, [BY_NAME["launch_command_keys_redacted"]])[0],
                                 tmp_path).redact_watermark_command_line(argv)
     assert ("sk-" in unpatched) == ("sk-" in " ".join(argv))  # upstream redacts the watermark's config alone
     assert patched == shown and "sk-" not in patched
