@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import os
 import logging
 import types
 
@@ -29,6 +30,8 @@ EXPECTED = {
         ["0.5.9", "0.5.10", "0.5.10.post1", "0.5.11", "0.5.12", "0.5.12.post1"], APPLIES),
     "server_info_keys_redacted_kv_events": dict.fromkeys(["0.5.13", "0.5.13.post1", "0.5.14"], APPLIES),
     "launch_command_keys_redacted": {"0.5.22": APPLIES, "0.5.23": APPLIES},
+    "rerank_template_sandboxed": {"0.5.9": APPLIES, "0.5.10": APPLIES, "0.5.10.post1": APPLIES,
+                                  "0.5.11": UPSTREAM, "0.5.14": UPSTREAM, "0.5.23": UPSTREAM},
     "server_info_keys_redacted_msgspec": dict.fromkeys(["0.5.15", "0.5.15.post1", "0.5.16"], APPLIES),
     "server_info_keys_redacted_watermark": {"0.5.23": APPLIES},
     "server_info_keys_redacted_watermark_0522": {"0.5.22": APPLIES},
@@ -440,3 +443,37 @@ def test_launch_command_without_the_keys(version, argv, shown, tmp_path):
                                 tmp_path).redact_watermark_command_line(argv)
     assert ("sk-" in unpatched) == ("sk-" in " ".join(argv))  # upstream redacts the watermark's config alone
     assert patched == shown and "sk-" not in patched
+
+
+# --- /v1/rerank's templates in a sandbox ---------------------------------------------------------
+
+RERANK = "sglang/srt/entrypoints/openai/serving_rerank.py"
+# CVE-2026-5760's shape (sgl-project/sglang#23660), harmless: a template that reaches the os module.
+HOSTILE = '{{ lipsum.__globals__["os"].getpid() }}{% for m in messages %}{{ m["content"] }}{% endfor %}'
+
+
+def _rerank_render(source: bytes, template: str) -> str:
+    """The file's own ``_render_jinja_chat_template`` (and its ``_get_jinja_env``), run once."""
+    import ast
+
+    text = source.decode()
+    nodes = [n for n in ast.parse(text).body if getattr(n, "name", None) in
+             ("_get_jinja_env", "_render_jinja_chat_template", "_extract_text_from_content")]
+    from typing import Optional
+
+    namespace: dict = {"Optional": Optional, "RerankContent": object, "ChatCompletionMessageContentTextPart": str}
+    exec(compile(ast.Module(nodes, []), RERANK, "exec"), namespace)
+    return namespace["_render_jinja_chat_template"](template, query="q", document="d", instruct=None)
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.10.post1"])
+def test_rerank_renders_a_hostile_template_in_a_sandbox_once_patched(version):
+    import jinja2.exceptions
+
+    original = sglang_file(version, RERANK).read_bytes()
+    assert _rerank_render(original, HOSTILE) == f"{os.getpid()}qd"  # unpatched: the template reached os
+    patched = apply_sets(original, [BY_NAME["rerank_template_sandboxed"]])[0]
+    with pytest.raises(jinja2.exceptions.SecurityError):
+        _rerank_render(patched, HOSTILE)
+    reranker = '{% for m in messages %}<{{ m["role"] }}>{{ m["content"] }}{% endfor %}{{ instruct | default("x") }}'
+    assert _rerank_render(patched, reranker) == _rerank_render(original, reranker) == "<user>q<user>dx"
