@@ -51,7 +51,7 @@ class Check:
     defines: tuple[str, ...] = ()
     contains: tuple[str, ...] = ()
 
-    def failures(self, source: bytes, target: str, function: str | None) -> list[str]:
+    def failures(self, source: bytes, target: str | None, function: str | None) -> list[str]:
         """What of the check ``source`` fails; raises ``PatchRefused`` when the anchor is not there."""
         tree = patcher._parse(source)
         node = replacer.scope(tree, target, function)
