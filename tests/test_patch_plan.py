@@ -26,7 +26,13 @@ def test_plan_on_0_5_9_applies_the_kimi_set_and_two_backports():
     assert result.stdout.splitlines()[0] == "sglang 0.5.9:"
     assert statuses(result.stdout) == {
         "api_key_not_logged": "applies", "api_key_not_logged_annotated": "not for this version",
-        "kimi_k25_eagle3": "applies", "sm120_symm_mem": "applies"}
+        "kimi_k25_eagle3": "applies", "rerank_template_sandboxed": "applies", "server_info_keys_redacted": "applies",
+        **dict.fromkeys(["server_info_keys_redacted_kv_events", "launch_command_keys_redacted",
+                         "server_info_keys_redacted_msgspec", "server_info_keys_redacted_watermark",
+                         "server_info_keys_redacted_watermark_0522"], "not for this version"),
+        "sm120_symm_mem": "applies"}
+    assert "server_info_keys_redacted: applies: sglang/srt/entrypoints/http_server.py (function server_info); " \
+           "local" in result.stdout
     assert "sm120_symm_mem: applies: sglang/srt/distributed/device_communicators/torch_symm_mem.py " \
            "(TorchSymmMemCommunicator.__init__); sgl-project/sglang#24548" in result.stdout
 
@@ -36,7 +42,12 @@ def test_plan_on_0_5_23_finds_the_kimi_methods_upstream():
     assert result.returncode == 0, result.stderr
     assert statuses(result.stdout) == {
         "api_key_not_logged": "not for this version", "api_key_not_logged_annotated": "not for this version",
-        "kimi_k25_eagle3": "upstream", "sm120_symm_mem": "upstream"}
+        "kimi_k25_eagle3": "upstream", "rerank_template_sandboxed": "upstream",
+        **dict.fromkeys(["server_info_keys_redacted", "server_info_keys_redacted_kv_events",
+                         "server_info_keys_redacted_msgspec", "server_info_keys_redacted_watermark_0522"],
+                        "not for this version"),
+        "launch_command_keys_redacted": "applies", "server_info_keys_redacted_watermark": "applies",
+        "sm120_symm_mem": "upstream"}
 
 
 def test_plan_of_a_stack_reads_its_sglang_version():
@@ -50,9 +61,11 @@ def test_plan_diff_names_each_set_before_its_change():
     assert result.returncode == 0, result.stderr
     headers = [line for line in result.stdout.splitlines() if line.startswith("# patch set ")]
     assert [h.split(":")[0] for h in headers] == [
-        "# patch set api_key_not_logged", "# patch set kimi_k25_eagle3", "# patch set sm120_symm_mem"]
+        "# patch set api_key_not_logged", "# patch set kimi_k25_eagle3", "# patch set rerank_template_sandboxed",
+        "# patch set server_info_keys_redacted",
+        "# patch set sm120_symm_mem"]
     assert "+        if self.device_capability not in TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES:" in result.stdout
-    assert sglfleet("patch", "plan", "--sglang", "0.5.23", "--diff").stdout.count("# patch set") == 0
+    assert sglfleet("patch", "plan", "--sglang", "0.5.23", "--diff").stdout.count("# patch set") == 2
 
 
 def test_an_operator_set_whose_anchor_drifted_is_refused_in_one_line(tmp_path):

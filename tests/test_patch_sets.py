@@ -1,6 +1,8 @@
 """Patch sets: every shipped set against the real wheel of every sglang version it names."""
 
 import dataclasses
+import json
+import os
 import logging
 import types
 
@@ -24,6 +26,15 @@ EXPECTED = {
         "0.5.14": UPSTREAM, "0.5.23": UPSTREAM},
     "api_key_not_logged": {"0.5.9": APPLIES, "0.5.10": APPLIES},
     "api_key_not_logged_annotated": {"0.5.14": APPLIES, "0.5.15": APPLIES, "0.5.15.post1": APPLIES, "0.5.16": APPLIES},
+    "server_info_keys_redacted": dict.fromkeys(
+        ["0.5.9", "0.5.10", "0.5.10.post1", "0.5.11", "0.5.12", "0.5.12.post1"], APPLIES),
+    "server_info_keys_redacted_kv_events": dict.fromkeys(["0.5.13", "0.5.13.post1", "0.5.14"], APPLIES),
+    "launch_command_keys_redacted": {"0.5.22": APPLIES, "0.5.23": APPLIES},
+    "rerank_template_sandboxed": {"0.5.9": APPLIES, "0.5.10": APPLIES, "0.5.10.post1": APPLIES,
+                                  "0.5.11": UPSTREAM, "0.5.14": UPSTREAM, "0.5.23": UPSTREAM},
+    "server_info_keys_redacted_msgspec": dict.fromkeys(["0.5.15", "0.5.15.post1", "0.5.16"], APPLIES),
+    "server_info_keys_redacted_watermark": {"0.5.23": APPLIES},
+    "server_info_keys_redacted_watermark_0522": {"0.5.22": APPLIES},
 }
 API_KEY = [("api_key_not_logged", "0.5.9"), ("api_key_not_logged", "0.5.10"),
            ("api_key_not_logged_annotated", "0.5.14"), ("api_key_not_logged_annotated", "0.5.15")]
@@ -66,7 +77,7 @@ def test_every_set_on_every_version_it_names(name, version):
     assert status(result, patch_set, version) == APPLIES
 
 
-@pytest.mark.parametrize("version", ["0.5.9", "0.5.10", "0.5.14", "0.5.15"])
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.10", "0.5.14", "0.5.15", "0.5.22", "0.5.23"])
 def test_all_sets_of_a_version_on_one_file_each(version):
     for file in patchsets.files(for_version(SETS, version)):
         original = sglang_file(version, file).read_bytes()
@@ -94,6 +105,8 @@ def test_removing_a_set_gives_back_the_file_without_it():
     ("sm120_symm_mem", (b"if self.device_capability < 9:", b"if self.device_capability < 8:")),
     ("api_key_not_logged", (b"    admin_api_key: Optional[str] = None", b"    admin_api_key: str = None")),
     ("kimi_k25_eagle3", (b"class KimiK25ForConditionalGeneration(", b"class KimiK25Model(")),
+    ("server_info_keys_redacted", (b"async def server_info():", b"async def server_information():")),
+    ("server_info_keys_redacted", (b'        "version": __version__,\n    }', b'        "v": __version__,\n    }')),
 ])
 def test_a_drifted_anchor_is_refused_and_leaves_the_file(name, drift):
     patch_set = BY_NAME[name]
@@ -105,6 +118,18 @@ def test_a_drifted_anchor_is_refused_and_leaves_the_file(name, drift):
     assert message.startswith(f"patch set {name}: ") and "\n" not in message
     assert "missing" in message or "no class" in message
     assert drifted == before
+
+
+def test_a_function_anchor_is_one_top_level_function():
+    patch_set = BY_NAME["server_info_keys_redacted"]
+    source = sglang_file("0.5.9", HTTP_SERVER).read_bytes()
+    assert patch_set.anchor == "function server_info"
+    for drift, reason in [(b"server_info = None\n", "rebinds server_info at the top level"),
+                          (b"async def server_info():\n    pass\n", "anchor ambiguous: 2 top-level functions")]:
+        with pytest.raises(PatchRefused, match=f"^patch set server_info_keys_redacted: (line \\d+ )?{reason}"):
+            apply_sets(source + b"\n\n" + drift, [patch_set])
+    with pytest.raises(PatchRefused, match="anchor missing: no top-level function server_info"):
+        apply_sets(source.replace(b"async def server_info():", b"async def _server_info():"), [patch_set])
 
 
 def test_an_ambiguous_anchor_is_refused():
@@ -205,6 +230,9 @@ def test_api_key_left_out_of_the_logged_server_args(name, version):
     ('summary="s"\nupstream="local"\nfile="a.py"\nversions=["0.5.9"]\ncolour="red"\n', "unknown key colour"),
     ('summary="s"\nupstream="local"\nfile="a.py"\nversions=["0.5.9"]\n[anchor]\nclass="A"\n'
      '[[change]]\nreplace="x = 1"\nwith="x = 2"\n[verify]\ncontains=["x"]\n', "[upstream_has] needs"),
+    ('summary="s"\nupstream="local"\nfile="a.py"\nversions=["0.5.9"]\n[anchor]\nmodule="m"\n', "`function` alone"),
+    ('summary="s"\nupstream="local"\nfile="a.py"\nversions=["0.5.9"]\n[anchor]\nfunction="f"\n'
+     '[[change]]\nmethods="m.py"\n', "`methods` go into a class"),
 ])
 def test_a_set_that_does_not_parse_is_one_line_naming_the_file(tmp_path, text, message):
     path = tmp_path / "mine.toml"
@@ -279,3 +307,173 @@ def test_a_check_matches_whole_names_not_the_end_of_a_longer_one():
     assert not patch_set.has_upstream(only_admin)
     assert patch_set.verify.failures(only_admin, "ServerArgs", None) == [
         "lacks `api_key: Optional[str] = dataclasses.field(default=None, repr=False)`"]
+
+
+# --- /server_info without the API keys' values: the patched code run --------------------------
+
+HTTP_SERVER = "sglang/srt/entrypoints/http_server.py"
+WATERMARK = "sglang/srt/sampling/watermarking/core.py"
+SERVER_INFO = {"server_info_keys_redacted": ["0.5.9", "0.5.12.post1"],
+               "server_info_keys_redacted_kv_events": ["0.5.13", "0.5.14"],
+               "server_info_keys_redacted_msgspec": ["0.5.15", "0.5.16"]}
+SECRETS = ("api_key", "admin_api_key", "ssl_keyfile_password")
+# (api_key, admin_api_key, ssl_keyfile_password) as launched -> as /server_info answers them, patched.
+KEY_CASES = [(("sk-client", "sk-admin", "sk-ssl"), ("<redacted>",) * 3),
+             ((None, "sk-admin", None), (None, "<redacted>", None)),
+             ((None, None, None), (None, None, None))]
+
+
+def _top_level(text: str, name: str):
+    import ast
+
+    [node] = [n for n in ast.parse(text).body if getattr(n, "name", None) == name]
+    return node
+
+
+def _route(source: bytes, version: str, keys: tuple):
+    """The file's own ``server_info`` route run once, on a stand-in ``_global_state``: its answer and
+    the internal states it was handed (a scheduler's are ``vars()`` of its ServerArgs)."""
+    import ast
+    import asyncio
+    from typing import Any, Dict, List
+
+    text = source.decode()
+    node = _top_level(text, "server_info")
+    node.decorator_list = []  # @app.get(...): the route as a plain coroutine
+
+    @dataclasses.dataclass
+    class ServerArgs:
+        model_path: str = "/models/tiny"
+        api_key: str | None = None
+        admin_api_key: str | None = None
+        ssl_keyfile_password: str | None = None
+
+        def describe_kv_events_publisher(self):
+            return None
+
+    server_args = ServerArgs("/models/tiny", *keys)
+    states = [{**vars(server_args), "last_gen_throughput": 0.0}, {**vars(server_args), "dp_rank": 1}]
+
+    async def get_internal_state():
+        return states
+
+    namespace = {"dataclasses": dataclasses, "List": List, "Dict": Dict, "Any": Any, "__version__": version,
+                 "_global_state": types.SimpleNamespace(
+                     tokenizer_manager=types.SimpleNamespace(server_args=server_args,
+                                                             get_internal_state=get_internal_state),
+                     scheduler_info={"max_total_num_tokens": 4096})}
+    if "msgspec_to_builtins" in text:  # 0.5.15 on: the wheel's own, its Struct branch unreachable here
+        utils = {"msgspec": types.SimpleNamespace(Struct=type("Struct", (), {})), "dataclasses": dataclasses, "Any": Any}
+        convert = _top_level(sglang_file(version, "sglang/srt/utils/msgspec_utils.py").read_text(), "msgspec_to_builtins")
+        exec(compile(ast.Module([convert], []), "msgspec_utils.py", "exec"), utils)
+        namespace["msgspec_to_builtins"] = utils["msgspec_to_builtins"]
+    exec(compile(ast.Module([node], []), HTTP_SERVER, "exec"), namespace)
+    return asyncio.run(namespace["server_info"]()), states
+
+
+@pytest.mark.parametrize("name, version", [(n, v) for n, vs in SERVER_INFO.items() for v in vs])
+@pytest.mark.parametrize("keys, shown", KEY_CASES)
+def test_server_info_answers_the_keys_redacted_and_all_else_as_before(name, version, keys, shown):
+    original = sglang_file(version, HTTP_SERVER).read_bytes()
+    before, _ = _route(original, version, keys)
+    after, handed = _route(apply_sets(original, [BY_NAME[name]])[0], version, keys)
+
+    assert _secrets(before) == [keys] * 3  # unpatched: in plain text, the internal states too
+    assert _secrets(after) == [shown] * 3 and "sk-" not in json.dumps(after)
+    assert _without_secrets(after) == _without_secrets(before)  # the keys stay present; nothing else changes
+    assert [tuple(s[k] for k in SECRETS) for s in handed] == [keys, keys]  # the schedulers' own left alone
+
+
+def _secrets(answer: dict) -> list[tuple]:
+    """The three fields, at the top of an answer and in each of its internal states."""
+    return [tuple(state[k] for k in SECRETS) for state in [answer, *answer["internal_states"]]]
+
+
+def _without_secrets(answer: dict) -> dict:
+    def drop(state: dict) -> dict:
+        return {k: v for k, v in state.items() if k not in SECRETS}
+    return {**drop(answer), "internal_states": [drop(s) for s in answer["internal_states"]]}
+
+
+def _watermark_module(source: bytes, tmp_path):
+    # The file imports torch and msgspec; only the two redaction functions run, on plain data.
+    path = tmp_path / "core.py"
+    path.write_bytes(source)
+    module = load_with_stubs(path, "sglang.srt.sampling.watermarking.core")
+    module.msgspec = types.SimpleNamespace(Struct=type("Struct", (), {}))
+    module.WatermarkRequestConfig = type("WatermarkRequestConfig", (), {})
+    module.WatermarkServerConfig = type("WatermarkServerConfig", (), {})
+    return module
+
+
+@pytest.mark.parametrize("version, name", [("0.5.22", "server_info_keys_redacted_watermark_0522"),
+                                           ("0.5.23", "server_info_keys_redacted_watermark")])
+@pytest.mark.parametrize("keys, shown", KEY_CASES)
+def test_resolved_server_args_are_redacted_wherever_sglang_redacts_the_watermark(version, name, keys, shown,
+                                                                                tmp_path):
+    # /server_info (its internal states included), gRPC, the start-up log and the dumps all pass
+    # resolved_dict() through redact_watermark_secrets (0.5.23 http_server.py:883, engine.py:174).
+    original = sglang_file(version, WATERMARK).read_bytes()
+    resolved = {"model_path": "/models/tiny", **dict(zip(SECRETS, keys)), "watermark_key": None, "tp_size": 1}
+    info = {**resolved, "launch_command": "sglang serve", "internal_states": [dict(resolved), dict(resolved)]}
+    before = _watermark_module(original, tmp_path).redact_watermark_secrets(info)
+    after = _watermark_module(apply_sets(original, [BY_NAME[name]])[0], tmp_path).redact_watermark_secrets(info)
+
+    assert _secrets(before) == [keys] * 3
+    assert _secrets(after) == [shown] * 3 and "sk-" not in json.dumps(after)
+    assert after["watermark_key"] == before["watermark_key"] == "<redacted>"  # upstream's own, unchanged
+    assert _secrets(info) == [keys] * 3  # a copy, as upstream's
+    assert _without_secrets(after) == _without_secrets(before)
+
+
+@pytest.mark.parametrize("version", ["0.5.22", "0.5.23"])
+@pytest.mark.parametrize("argv, shown", [
+    # sglfleet's launch script: the key in a --config file, which 0.5.23 merges into argv first.
+    (["--api-key", "sk-client", "--model-path", "/models/tiny"], "--api-key <redacted> --model-path /models/tiny"),
+    (["--model-path", "m", "--admin-api-key=sk-admin", "--api-key=sk-client"],
+     "--model-path m --admin-api-key=<redacted> --api-key=<redacted>"),
+    (["--watermark-config", "w.json", "--admin-api-key", "sk-admin", "--ssl-keyfile-password", "sk-ssl"],
+     "--watermark-config <redacted> --admin-api-key <redacted> --ssl-keyfile-password <redacted>"),
+    (["--model-path", "api-key"], "--model-path api-key"),
+])
+def test_launch_command_without_the_keys(version, argv, shown, tmp_path):
+    original = sglang_file(version, WATERMARK).read_bytes()
+    unpatched = _watermark_module(original, tmp_path).redact_watermark_command_line(argv)
+    patched = _watermark_module(apply_sets(original, [BY_NAME["launch_command_keys_redacted"]])[0],
+                                tmp_path).redact_watermark_command_line(argv)
+    assert ("sk-" in unpatched) == ("sk-" in " ".join(argv))  # upstream redacts the watermark's config alone
+    assert patched == shown and "sk-" not in patched
+
+
+# --- /v1/rerank's templates in a sandbox ---------------------------------------------------------
+
+RERANK = "sglang/srt/entrypoints/openai/serving_rerank.py"
+# CVE-2026-5760's shape (sgl-project/sglang#23660), harmless: a template that reaches the os module.
+HOSTILE = '{{ lipsum.__globals__["os"].getpid() }}{% for m in messages %}{{ m["content"] }}{% endfor %}'
+
+
+def _rerank_render(source: bytes, template: str) -> str:
+    """The file's own ``_render_jinja_chat_template`` (and its ``_get_jinja_env``), run once."""
+    import ast
+
+    text = source.decode()
+    nodes = [n for n in ast.parse(text).body if getattr(n, "name", None) in
+             ("_get_jinja_env", "_render_jinja_chat_template", "_extract_text_from_content")]
+    from typing import Optional
+
+    namespace: dict = {"Optional": Optional, "RerankContent": object, "ChatCompletionMessageContentTextPart": str}
+    exec(compile(ast.Module(nodes, []), RERANK, "exec"), namespace)
+    return namespace["_render_jinja_chat_template"](template, query="q", document="d", instruct=None)
+
+
+@pytest.mark.parametrize("version", ["0.5.9", "0.5.10.post1"])
+def test_rerank_renders_a_hostile_template_in_a_sandbox_once_patched(version):
+    import jinja2.exceptions
+
+    original = sglang_file(version, RERANK).read_bytes()
+    assert _rerank_render(original, HOSTILE) == f"{os.getpid()}qd"  # unpatched: the template reached os
+    patched = apply_sets(original, [BY_NAME["rerank_template_sandboxed"]])[0]
+    with pytest.raises(jinja2.exceptions.SecurityError):
+        _rerank_render(patched, HOSTILE)
+    reranker = '{% for m in messages %}<{{ m["role"] }}>{{ m["content"] }}{% endfor %}{{ instruct | default("x") }}'
+    assert _rerank_render(patched, reranker) == _rerank_render(original, reranker) == "<user>q<user>dx"

@@ -117,6 +117,7 @@ from standin_metrics import Registry, start_cpu_monitor
 from standin_model import eagle3_check, load_weights, model_class_check, model_config
 from standin_server_args import (check_server_args, find_sglang, merge_config, server_args_repr,
                                  resolve, sglang_version)
+from standin_secrets import hidden_from_repr, redacts_server_info
 
 logger = logging.getLogger("sglang.standin")
 
@@ -209,7 +210,8 @@ def main(argv: list[str]) -> int:
     args = resolve(flagset, parsed, config.get("architectures"))  # may raise, as 0.5.9
     version = sglang_version(package)
     fault = read_fault()
-    logger.info(f"server_args={server_args_repr(args)}")  # api_key too, as 0.5.9 engine.py:1031
+    # api_key too, as 0.5.9 engine.py:1031, unless the installed server_args.py declares it repr=False
+    logger.info(f"server_args={server_args_repr(args, hidden_from_repr(package))}")
     logger.info(f"stand-in for sglang {version} (no GPU): {package}"
                 + (f"; fault mode {fault.mode}" if fault else ""))
     check_server_args(args)  # _launch_subprocesses, before the schedulers start
@@ -281,6 +283,7 @@ def main(argv: list[str]) -> int:
     if fault is not None and fault.mode == "hang":
         hang(host, port)
     standin = Standin(args, version, config, engine, registry, fault)
+    standin.redacts_server_info = redacts_server_info(package)  # as the installed http_server.py answers
     # A prefill's bootstrap server starts with the tokenizer manager, before the port opens (standin_disagg).
     standin.disagg = Disaggregation.start(args, argv, version, registry)
     engine.start()

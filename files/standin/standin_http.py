@@ -26,6 +26,8 @@ The stand-in's HTTP surface, as sglang 0.5.9's ``srt/entrypoints/http_server.py`
   flight for the SIGTERM drain until its last byte (``engine.answered``). A client that
   disconnects from a request in flight aborts it
   (``num_aborted_requests_total``, tokenizer_manager.py:1100-1210, 1428-1440).
+- ``/server_info`` answers the API keys as the installed release does: in plain text, or
+  redacted where sglfleet's ``server_info_keys_redacted*`` patched it (``standin_secrets``).
 - ``/model_info``, ``/server_info`` (and their ``/get_`` names), ``/v1/models`` and
   ``/v1/models/{id}`` (the served model's card; another id gets an OpenAI-style 404, ``model_not_found``);
   ``/metrics`` only with ``--enable-metrics`` (404 otherwise), with the HTTP
@@ -64,6 +66,7 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import standin_openai as openai
+import standin_secrets as secrets
 from standin_chat import ChatTemplate
 from standin_engine import Engine, Req
 
@@ -91,6 +94,9 @@ class Standin:
         self.first_request = threading.Event()  # auto_create_handle_loop has run
         self.in_flight = 0  # HTTP requests being answered, for a graceful uvicorn stop
         self.in_flight_changed = threading.Condition()
+        # /server_info's keys: in plain text, as sglang answers them, unless its files carry
+        # sglfleet's server_info_keys_redacted* (standin_secrets.redacts_server_info).
+        self.redacts_server_info = False
 
     def url(self) -> str:
         host = self.args.get("host") or "127.0.0.1"
@@ -303,17 +309,19 @@ class Handler(BaseHTTPRequestHandler):
     route_get_model_info = route_model_info
 
     def route_server_info(self):
-        # 0.5.9: asdict(server_args) + scheduler info + internal states + version.
+        # 0.5.9: asdict(server_args) + scheduler info + internal states + version; the keys in
+        # plain text at the top and in each state (vars of the scheduler's ServerArgs), or redacted.
         args, engine = self.standin.args, self.standin.engine
+        shown = secrets.redacted if self.standin.redacts_server_info else dict
         state = {**args, "last_gen_throughput": engine.last_gen_throughput,  # scheduler.py:2650-2674
                  "memory_usage": {"token_capacity": engine.stats["max_total_num_tokens"]},
                  "effective_max_running_requests_per_dp": engine.max_running}
         if engine.spec and engine.spec_total_num_forward_ct > 0:
             state["avg_spec_accept_length"] = (engine.spec_total_num_accepted_tokens
                                                / engine.spec_total_num_forward_ct)
-        self.reply(200, {**args, "max_total_num_tokens": engine.stats["max_total_num_tokens"],
+        self.reply(200, {**shown(args), "max_total_num_tokens": engine.stats["max_total_num_tokens"],
                          "max_req_input_len": args.get("context_length") or 0,
-                         "internal_states": [state], "version": self.standin.version})
+                         "internal_states": [shown(state)], "version": self.standin.version})
 
     route_get_server_info = route_server_info
 

@@ -276,7 +276,8 @@ def check_server_args(v: dict) -> None:
             "enable_mixed_chunk is required for speculative decoding"
 
 
-def server_args_repr(args: dict) -> str:
+def server_args_repr(args: dict, hidden: set[str] = frozenset()) -> str:
     """The ServerArgs dataclass's repr, as 0.5.9 logs it (``logger.info(f"{server_args=}")``,
-    entrypoints/engine.py:1031): every field, the API keys too (they are plain fields, server_args.py:404)."""
-    return "ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in args.items()) + ")"
+    entrypoints/engine.py:1031): every field, the API keys too (they are plain fields, server_args.py:404),
+    but those ``hidden`` (declared ``repr=False``, as sglfleet's api_key_not_logged sets declare the keys)."""
+    return "ServerArgs(" + ", ".join(f"{k}={v!r}" for k, v in args.items() if k not in hidden) + ")"

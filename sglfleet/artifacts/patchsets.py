@@ -3,7 +3,7 @@
 A patch set is a TOML file under ``files/patches/`` (or an operator's folder,
 ``patch_sets_dir``). It says what it fixes and where the fix comes from, the
 sglang versions it is for, the file and the anchor it changes (a top-level
-class, or one method of it), the change, how to check it applied, and how to
+class, one method of it, or a top-level function), the change, how to check it applied, and how to
 recognise that upstream already has it. The file is data: nothing in it runs
 on the controller. See ``docs/patches.md`` for the format.
 
@@ -51,7 +51,7 @@ class Check:
     defines: tuple[str, ...] = ()
     contains: tuple[str, ...] = ()
 
-    def failures(self, source: bytes, target: str, function: str | None) -> list[str]:
+    def failures(self, source: bytes, target: str | None, function: str | None) -> list[str]:
         """What of the check ``source`` fails; raises ``PatchRefused`` when the anchor is not there."""
         tree = patcher._parse(source)
         node = replacer.scope(tree, target, function)
@@ -71,8 +71,8 @@ class PatchSet:
     upstream: str                 # a PR or commit, or "local"
     versions: tuple[str, ...]     # the sglang releases it is for, checked against their wheels
     file: str                     # the file it changes, as the wheel names it
-    target: str                   # the anchor: a top-level class ...
-    function: str | None          # ... or one method of it
+    target: str | None            # the anchor: a top-level class ...
+    function: str | None          # ... or one method of it; with no class, a top-level function
     changes: tuple[Patch | replacer.Replacement, ...]
     verify: Check
     upstream_has: Check
@@ -86,6 +86,8 @@ class PatchSet:
 
     @property
     def anchor(self) -> str:
+        if self.target is None:
+            return f"function {self.function}"
         return f"{self.target}.{self.function}" if self.function else f"class {self.target}"
 
     def has_upstream(self, source: bytes) -> bool:
@@ -149,8 +151,11 @@ def _build(path: Path, data: dict) -> PatchSet:
         raise ValueError("`versions` must list the sglang releases it is for, e.g. [\"0.5.9\"]")
     anchor = data.get("anchor") or {}
     target, function = anchor.get("class"), anchor.get("function")
-    if not isinstance(target, str) or not target.isidentifier() or (function is not None and not str(function).isidentifier()):
-        raise ValueError("`anchor` needs `class` (and optionally `function`), Python names")
+    if (set(anchor) - {"class", "function"} or (target is None and function is None)
+            or (target is not None and not (isinstance(target, str) and target.isidentifier()))
+            or (function is not None and not (isinstance(function, str) and function.isidentifier()))):
+        raise ValueError("`anchor` needs `class` (and optionally `function`), or `function` alone "
+                         "(a top-level function), Python names")
     changes_data = data.get("change")
     changes_data = [changes_data] if isinstance(changes_data, dict) else changes_data
     if not isinstance(changes_data, list) or not changes_data:
@@ -160,7 +165,7 @@ def _build(path: Path, data: dict) -> PatchSet:
     for i, change in enumerate(changes_data, start=1):
         marker = name if len(changes_data) == 1 else f"{name}.{i}"
         if set(change) == {"methods"}:
-            if function is not None:
+            if target is None or function is not None:
                 raise ValueError("`methods` go into a class: the anchor must name no function")
             patch = patcher.load_patch(path.parent / change["methods"])
             if patch.target != target:

@@ -4,8 +4,8 @@ Pure: bytes in, bytes out, or ``PatchRefused`` with a one-line reason. The
 statement to replace is given as source text and found by comparing syntax
 trees (``ast.dump``), so formatting, comments and line breaks of the file do
 not matter, and a statement that differs in any token does not match. It is
-searched only directly in the body of the anchor: a top-level class, or one
-method of it. None found or more than one is a refusal.
+searched only directly in the body of the anchor: a top-level class, one
+method of it, or a top-level function. None found or more than one is a refusal.
 
 The replacement keeps every byte outside the statement's lines. It sits between
 two marker comments and carries the replaced lines as ``# |`` comments, so a
@@ -28,7 +28,7 @@ import hashlib
 import textwrap
 from dataclasses import dataclass, field
 
-from sglfleet.artifacts.patcher import PatchRefused, _common_eol, _encoding, _find_class, _parse
+from sglfleet.artifacts.patcher import PatchRefused, _common_eol, _encoding, _find_class, _parse, _top_level_names
 
 KEPT = "# | "  # the prefix of a replaced line, kept as a comment inside the block
 _TAG = "replaced the lines marked '# |'"
@@ -36,10 +36,10 @@ _TAG = "replaced the lines marked '# |'"
 
 @dataclass(frozen=True)
 class Replacement:
-    """One statement of ``target`` (or of its method ``function``) replaced by ``new``."""
+    """One statement of ``target`` (or of its method ``function``, or of the top-level ``function``) replaced by ``new``."""
 
     name: str               # written into the markers
-    target: str             # the top-level class
+    target: str | None      # the top-level class, or None for a top-level function
     function: str | None    # a method directly in its body, or None for the class body itself
     old: str                # the statement as source text
     new: str                # what replaces it, one statement or more
@@ -63,6 +63,8 @@ class Replacement:
 
     @property
     def where(self) -> str:
+        if self.target is None:
+            return f"function {self.function}"
         return f"{self.target}.{self.function}" if self.function else f"class {self.target}"
 
     @property
@@ -83,9 +85,11 @@ def is_replacement_marker(line: bytes) -> bool:
     return _TAG.encode() in line
 
 
-def scope(tree: ast.Module, target: str, function: str | None) -> ast.ClassDef | ast.FunctionDef:
+def scope(tree: ast.Module, target: str | None,
+          function: str | None) -> ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef:
     """
-    The anchor's node: the top-level class ``target``, or its method ``function``.
+    The anchor's node: the top-level class ``target``, or its method ``function``;
+    with no ``target``, the top-level function ``function``.
 
     + tree: the parsed file
     + target, function: the anchor
@@ -95,7 +99,10 @@ def scope(tree: ast.Module, target: str, function: str | None) -> ast.ClassDef |
     .. code:: python
 
         node = scope(ast.parse(source), "ServerArgs", None)
+        route = scope(ast.parse(source), None, "server_info")   # async def server_info() at the top level
     """
+    if target is None:
+        return _find_function(tree, function)
     cls = _find_class(tree, target)
     if function is None:
         return cls
@@ -105,6 +112,20 @@ def scope(tree: ast.Module, target: str, function: str | None) -> ast.ClassDef |
     if len(found) > 1:
         raise PatchRefused(f"anchor ambiguous: class {target} defines {function} {len(found)} times "
                            f"(lines {', '.join(str(n.lineno) for n in found)})")
+    return found[0]
+
+
+def _find_function(tree: ast.Module, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef:
+    # As a class anchor: exactly one, at the top level, and nothing else at the top level binds its name.
+    found = [n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == name]
+    if not found:
+        raise PatchRefused(f"anchor missing: no top-level function {name} in the file; is this the right file and version?")
+    if len(found) > 1:
+        raise PatchRefused(f"anchor ambiguous: {len(found)} top-level functions named {name} "
+                           f"(lines {', '.join(str(n.lineno) for n in found)})")
+    for node in tree.body:
+        if node is not found[0] and name in _top_level_names(node):
+            raise PatchRefused(f"line {node.lineno} rebinds {name} at the top level; expected exactly one function")
     return found[0]
 
 

@@ -4,7 +4,8 @@ Loads the inventory as pyinfra does (group data included, ``--data`` applied),
 validates it against the schema and the wave plan, loads each host's stack,
 renders its unit, env file and release, and lints its launch flags against the
 stack's sglang flag set and the host's architecture (``gpu_compute_cap``).
-Prints one line per finding; exits 1 when anything is an error.
+Prints one line per finding (an open advisory of a host's sglang is a warning); on stderr, the
+advisories its hosts' releases have that are closed there, and why; exits 1 when anything is an error.
 
 **Example:**
 
@@ -22,6 +23,7 @@ from pathlib import Path
 import click
 
 from sglfleet.errors import ConfigError
+from sglfleet.plan.advisories import closed_lines
 from sglfleet.plan.templates import TEMPLATES
 from sglfleet.plan.validation import check_inventory, load_inventory, parse_data
 
@@ -34,14 +36,17 @@ from sglfleet.plan.validation import check_inventory, load_inventory, parse_data
               show_default=True, help="The templates directory to render.")
 def lint(inventory, data, templates):
     """Check INVENTORY's launch configuration against its stacks' sglang flags and GPUs."""
+    accounting: list = []
     try:
-        lines = check_inventory(load_inventory(inventory, parse_data(data)), Path(templates))
+        lines = check_inventory(load_inventory(inventory, parse_data(data)), Path(templates), accounting=accounting)
     except ConfigError as error:
         for line in error.problems:
             click.echo(line)
         sys.exit(1)
     for line in lines:
         click.echo(line)
+    for line in closed_lines(accounting):  # none silently: the closed ones too, apart from the findings
+        click.echo(f"sglfleet lint: {line}", err=True)
     errors = sum(": error: " in line for line in lines)
     click.echo(f"sglfleet lint: {errors} errors, {len(lines) - errors} warnings", err=True)
     sys.exit(1 if errors else 0)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from sglfleet.artifacts.patchsets import SHIPPED as SHIPPED_SETS, load_sets
 from sglfleet.errors import ConfigError
+from sglfleet.plan.advisories import load_advisories, message as advisory_message, verdict
 from sglfleet.plan.fleet import FleetConfig
 from sglfleet.plan.fleet_plan import plan_fleet
 from sglfleet.plan.gateway import gateway_problems, is_gateway, serving_groups
@@ -203,6 +204,21 @@ def _interpreter_findings(name: str, config: HostConfig, stack, severity: str, c
             for problem in interpreter_problems(name, stack, found, others)]
 
 
+def _advisories(known, config: HostConfig, version: str, loaded, flags) -> list:
+    """
+    Each known advisory's verdict on a host of sglang ``version`` launched with ``flags``.
+
+    + known: ``load_advisories()``
+    + loaded: ``sglfleet.artifacts.patchsets.load_sets`` of a folder, or a cache of it
+    """
+    from sglfleet.artifacts.patchsets import for_version, resolve_sets_dir
+
+    naming = {s.name for s in for_version(loaded(resolve_sets_dir(config.patch_sets_dir)), version)}
+    applied = naming - set(config.patch_sets_skip)
+    return [(advisory, verdict(advisory, version, naming & set(advisory.patch_sets), applied, list(flags)))
+            for advisory in known]
+
+
 def _patch_sets(config: HostConfig, version: str | None, loaded) -> list:
     """
     The patch sets a host's stack gets: its sglang version's, less ``patch_sets_skip``.
@@ -215,7 +231,8 @@ def _patch_sets(config: HostConfig, version: str | None, loaded) -> list:
     return [s for s in sets if s.name not in config.patch_sets_skip]
 
 
-def check_inventory(inventory, templates: Path = TEMPLATES, measured_os_severity: str = "error") -> list[str]:
+def check_inventory(inventory, templates: Path = TEMPLATES, measured_os_severity: str = "error",
+                    accounting: list | None = None) -> list[str]:
     """
     Everything wrong with an inventory pyinfra has built, as lines; errors say ``error``.
 
@@ -224,13 +241,16 @@ def check_inventory(inventory, templates: Path = TEMPLATES, measured_os_severity
     + measured_os_severity: what a ``python3`` or glibc that preflight measured and the stack
       cannot serve is: an ``error`` for ``sglfleet lint``; a ``warning`` before a deploy connects,
       whose preflight measures again (a stale measurement must not keep out the run that renews it)
+    + accounting: a list that receives ``(host, sglang version, Advisory, Verdict)`` for every known
+      advisory of each host's release, open or not (``sglfleet lint`` prints the closed ones)
 
     Raises ``ConfigError`` when the inventory does not validate.
     """
-    return checked(inventory, templates, measured_os_severity)[0]
+    return checked(inventory, templates, measured_os_severity, accounting)[0]
 
 
-def checked(inventory, templates: Path = TEMPLATES, measured_os_severity: str = "error"):
+def checked(inventory, templates: Path = TEMPLATES, measured_os_severity: str = "error",
+            accounting: list | None = None):
     """``check_inventory``'s lines, and the hosts' ``HostConfig`` by name they were checked from."""
     from sglfleet.plan.flagsets import flagset_for
     from sglfleet.plan import patch_verdicts
@@ -244,6 +264,7 @@ def checked(inventory, templates: Path = TEMPLATES, measured_os_severity: str = 
     configs = validate_inventory(inventory)
     candidates = cache(loadable)  # read once for this inventory's hosts, when one was measured
     sets_in = cache(load_sets)  # each folder's patch sets, read once for this inventory's hosts
+    known = load_advisories(set_names={s.name for s in sets_in(None)})
     findings: list[Finding] = []
     for name, config in configs.items():
         if is_gateway(inventory.get_host(name).groups):
@@ -258,6 +279,18 @@ def checked(inventory, templates: Path = TEMPLATES, measured_os_severity: str = 
             findings += model_findings(name, service.config)
         try:
             stack = load_stack(config.stack, allow_unhashed=config.allow_unhashed_lock)
+        except StackError as error:
+            findings.append(Finding("error", name, "stack", str(error)))
+            continue
+        version = stack.sglang_version
+        # The release's known advisories, whatever else holds the stack back (a lock still to complete).
+        for service in services if version else ():
+            for advisory, found in _advisories(known, config, version, sets_in, service.config.launch.extra_flags):
+                if accounting is not None:
+                    accounting.append((name, version, advisory, found))
+                if found.is_open:
+                    findings.append(Finding("warning", name, "advisory", advisory_message(advisory, version, found)))
+        try:
             stack.require_complete()
         except StackError as error:
             findings.append(Finding("error", name, "stack", str(error)))
@@ -275,7 +308,6 @@ def checked(inventory, templates: Path = TEMPLATES, measured_os_severity: str = 
         for service in services:
             if wheel := backend_wheel_problem(name, service.config, stack):
                 findings.append(Finding("error", name, "disaggregation_transfer_backend", wheel))
-        version = stack.sglang_version
         if version is None:
             findings.append(Finding("warning", name, "stack", f"{stack.name} names no sglang version; "
                                     f"flags were not checked"))
