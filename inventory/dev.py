@@ -57,6 +57,7 @@ def _host(name, extra=None):
         "ssh_key": _state["ssh_key"],
         "ssh_known_hosts_file": _state["known_hosts"],
         "ssh_strict_host_key_checking": "yes",
+        "secrets_file": str(_fleet.secrets_file),  # this fleet's keys: `sglfleet keys list inventory/dev.py`
         **({"ssh_config_file": _state["ssh_config"] + ".jump"} if _jump and name != "node1" else {}),
         "gpu_less": True,     # no GPU: preflight skips GPU checks, the unit runs the stand-in
         "stack": "dev",       # files/stacks/dev.toml: real wheels, sglang without CUDA deps

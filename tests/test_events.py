@@ -16,7 +16,7 @@ import pytest
 
 from deploying import SECRETS, converged, deploy, eagle_change, sglfleet
 from sglfleet.events import REASONS, EventLog, parse_since, read_events
-from sglfleet.plan.secrets import SecretsError, load_secrets, secret_values
+from sglfleet.plan.secrets import SecretsError, engine_env, load_secrets, secret_values
 from sglfleet.hooks.webhooks import Webhook, WebhookError
 
 TOKEN = "whk-tokenV8q2Lr6"  # the webhook's secret: never in a line, a log or an event
@@ -171,7 +171,8 @@ def test_the_webhook_token_may_sit_in_the_secrets_file_and_never_reaches_the_hos
     path = tmp_path / "secrets.env"
     path.write_text(f"SGLFLEET_API_KEY=k3y\nSGLFLEET_WEBHOOK_TOKEN={TOKEN}\n")
     path.chmod(0o600)
-    assert load_secrets(str(path), {}).values == {"SGLANG_API_KEY": "k3y"}  # what sglang.env gets
+    # what sglang.env gets, where clients reach the engine directly
+    assert engine_env(load_secrets(str(path), {}), behind_gateways=False) == {"SGLANG_API_KEY": "k3y"}
     hook = Webhook.from_config({"url": "http://127.0.0.1:9/{token}", "reasons": ["RunFinished"]}, (str(path),))
     assert hook.secret == TOKEN
     path.chmod(0o644)  # checked as the other secrets are: a file others can read is refused

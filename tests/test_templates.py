@@ -11,7 +11,7 @@ from paths import LAYOUT, UNIT
 from sglfleet.host.layout import Layout
 from sglfleet.plan.release import render_release
 from sglfleet.plan.schema import validate_host_data
-from sglfleet.plan.secrets import SecretsError, load_secrets, render_env
+from sglfleet.plan.secrets import SecretsError, engine_env, load_secrets, render_env
 from sglfleet.plan.templates import TemplateRenderError, render_unit
 
 CONFIG = validate_host_data("node1", {"stack": "dev", "model_path": "m", "speculative_algorithm": None})
@@ -95,12 +95,12 @@ def test_a_stop_goes_to_the_launch_script_alone_and_restarts_wait_as_set():
 
 def test_env_file_and_its_redacted_form(tmp_path):
     secrets = load_secrets(None, {"SGLFLEET_HF_TOKEN": HF, "SGLFLEET_API_KEY": KEY})
-    text = render_env(secrets)
+    text = render_env(engine_env(secrets, behind_gateways=False))
     assert f"HF_TOKEN={HF}\n" in text and f"SGLANG_API_KEY={KEY}\n" in text
-    shown = render_env(secrets, redacted=True)
+    shown = render_env(engine_env(secrets, behind_gateways=False), redacted=True)
     assert HF not in shown and KEY not in shown and "SGLANG_API_KEY=<redacted sha256:" in shown
     rotated = load_secrets(None, {"SGLFLEET_HF_TOKEN": HF, "SGLFLEET_API_KEY": KEY + "2"})
-    assert render_env(rotated, redacted=True) != shown  # a rotation still shows as a diff
+    assert render_env(engine_env(rotated, behind_gateways=False), redacted=True) != shown  # a rotation: a diff
     assert KEY not in repr(secrets)
 
 
@@ -109,7 +109,7 @@ def test_secrets_file_outside_repo_private_and_overridden_by_environment(tmp_pat
     path.write_text(f"SGLFLEET_HF_TOKEN={HF}\nSGLFLEET_API_KEY=from-file\n")
     path.chmod(0o600)
     secrets = load_secrets(str(path), {"SGLFLEET_API_KEY": KEY})
-    assert secrets.values == {"HF_TOKEN": HF, "SGLANG_API_KEY": KEY}
+    assert (secrets.hf_token, secrets.client_keys) == (HF, {"default": KEY})
     path.chmod(0o644)
     with pytest.raises(SecretsError, match="chmod 600"):
         load_secrets(str(path), {})
@@ -117,7 +117,7 @@ def test_secrets_file_outside_repo_private_and_overridden_by_environment(tmp_pat
         load_secrets(str(Path(__file__)), {})
     with pytest.raises(SecretsError, match="SGLFLEET_API_KEY: contains spaces"):
         load_secrets(None, {"SGLFLEET_API_KEY": "a b"})
-    assert load_secrets(str(tmp_path / "absent.env"), {}).values == {}
+    assert load_secrets(str(tmp_path / "absent.env"), {}).values == ()
 
 
 def test_a_template_that_does_not_render_names_itself(tmp_path):

@@ -48,6 +48,10 @@ import urllib.request
 
 from smg.launch_router import launch_router, parse_router_args
 
+# The env file's names (sglfleet.plan.secrets.gateway_env): a client key per tenant, and the control plane's.
+CLIENT_PREFIX = "SGLFLEET_CLIENT_KEY_"
+GATEWAY_ADMIN = "SGLFLEET_GATEWAY_ADMIN_KEY"
+
 
 def _notify(message: str) -> None:
     """One datagram to systemd's notify socket (sd_notify(3)); nothing without one."""
@@ -120,10 +124,16 @@ def main() -> None:
     if os.environ.get("RUNTIME_DIRECTORY"):
         with open(os.path.join(os.environ["RUNTIME_DIRECTORY"], "config"), "w") as config:
             config.write(os.environ.get("SGLFLEET_GATEWAY_CONFIG", "") + "\n")
-    args.api_key = os.environ.pop("SGLANG_API_KEY", None) or None
+    # The keys leave the environment here: smg and its children never see them there.
+    args.tenant_api_keys = [(variable[len(CLIENT_PREFIX):], key) for variable in sorted(os.environ)
+                            if variable.startswith(CLIENT_PREFIX) for key in [os.environ.pop(variable)] if key]
+    admin = os.environ.pop(GATEWAY_ADMIN, None)
+    if admin:
+        args.control_plane_api_keys = [("sglfleet", "sglfleet controller", admin, "admin")]
+        args.control_plane_audit_enabled = True
     # In PD mode the workers are its prefills (URL, bootstrap port) and decodes, not --worker-urls.
     workers = [*args.worker_urls, *(url for url, _ in args.prefill_urls or ()), *(args.decode_urls or ())]
-    threading.Thread(target=notify_when_ready, args=(args.port, workers, args.api_key), daemon=True).start()
+    threading.Thread(target=notify_when_ready, args=(args.port, workers, admin), daemon=True).start()
     launch_router(args)
 
 

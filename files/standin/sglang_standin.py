@@ -117,6 +117,7 @@ from standin_metrics import Registry, start_cpu_monitor
 from standin_model import eagle3_check, load_weights, model_class_check, model_config
 from standin_server_args import (check_server_args, find_sglang, merge_config, server_args_repr,
                                  resolve, sglang_version)
+from standin_auth import route_levels
 from standin_secrets import hidden_from_repr, redacts_server_info
 
 logger = logging.getLogger("sglang.standin")
@@ -284,6 +285,7 @@ def main(argv: list[str]) -> int:
         hang(host, port)
     standin = Standin(args, version, config, engine, registry, fault)
     standin.redacts_server_info = redacts_server_info(package)  # as the installed http_server.py answers
+    standin.auth_routes = route_levels(package)
     # A prefill's bootstrap server starts with the tokenizer manager, before the port opens (standin_disagg).
     standin.disagg = Disaggregation.start(args, argv, version, registry)
     engine.start()

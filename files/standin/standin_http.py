@@ -65,6 +65,7 @@ import urllib.request
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import standin_auth as auth
 import standin_openai as openai
 import standin_secrets as secrets
 from standin_chat import ChatTemplate
@@ -97,6 +98,8 @@ class Standin:
         # /server_info's keys: in plain text, as sglang answers them, unless its files carry
         # sglfleet's server_info_keys_redacted* (standin_secrets.redacts_server_info).
         self.redacts_server_info = False
+        # Each route's auth level, as the installed http_server.py declares it (standin_auth.route_levels).
+        self.auth_routes = []
 
     def url(self) -> str:
         host = self.args.get("host") or "127.0.0.1"
@@ -157,8 +160,8 @@ class Handler(BaseHTTPRequestHandler):
     standin: Standin  # set on the subclass made by serve()
 
     GET_ROUTES = {"/health", "/health_generate", "/model_info", "/get_model_info",
-                  "/server_info", "/get_server_info", "/metrics", "/v1/models", "/generate"}
-    POST_ROUTES = {"/generate", "/v1/completions", "/v1/chat/completions"}
+                  "/server_info", "/get_server_info", "/metrics", "/v1/models", "/generate", "/flush_cache"}
+    POST_ROUTES = {"/generate", "/v1/completions", "/v1/chat/completions", "/flush_cache"}
 
     def setup(self):
         super().setup()
@@ -220,14 +223,15 @@ class Handler(BaseHTTPRequestHandler):
 
     def route(self, method: str) -> None:
         path = self.path.split("?", 1)[0]
-        key = self.standin.args.get("api_key")
-        # 0.5.9 utils/auth.py: /health* and /metrics* never need the key.
-        if key and not path.startswith(("/health", "/metrics")):
-            header = self.headers.get("Authorization") or ""
-            scheme, _, token = header.partition(" ")
-            if scheme.lower() != "bearer" or token != key:
+        args = self.standin.args
+        # 0.5.9 utils/auth.py's middleware, there where a key is set (http_server.py:1939-1950).
+        if args.get("api_key") or args.get("admin_api_key"):
+            allowed, status = auth.decide(method, path, self.headers.get("Authorization"), args.get("api_key"),
+                                          args.get("admin_api_key"),
+                                          auth.level_of(self.standin.auth_routes, method, path))
+            if not allowed:
                 self.outside_cors = True
-                return self.reply(401, {"error": "Unauthorized"})
+                return self.reply(status, {"error": "Unauthorized" if status == 401 else "Forbidden"})
         http = self.standin.engine.http
         if http is not None:  # inside the API-key middleware, as 0.5.9 adds them
             labels = {"endpoint": path, "method": method}
@@ -324,6 +328,16 @@ class Handler(BaseHTTPRequestHandler):
                          "internal_states": [shown(state)], "version": self.standin.version})
 
     route_get_server_info = route_server_info
+
+    def route_flush_cache(self):
+        """http_server.py:710-719: the stand-in keeps no radix cache; the answer is sglang's, as text."""
+        self.status = 200
+        body = (b"Cache flushed.\nPlease check backend logs for more details. "
+                b"(When there are running or waiting requests, the operation will not be performed.)\n")
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def route_metrics(self):
         body = self.standin.registry.render().encode()

@@ -10,6 +10,7 @@ SUBCOMMANDS = {
     "patch": "sglfleet.commands.patch:patch",
     "devfleet": "sglfleet.commands.devfleet:devfleet",
     "events": "sglfleet.commands.events:events",
+    "keys": "sglfleet.commands.keys:keys",
     "lint": "sglfleet.commands.lint:lint",
     "lock": "sglfleet.commands.stacks:lock",
     "model": "sglfleet.commands.models:model",
@@ -30,4 +31,4 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup)
 def main():
-    """Provision SGLang + EAGLE-3 fleets: patch, local fleet, lint, lock, model, status, events."""
+    """Provision SGLang + EAGLE-3 fleets: patch, local fleet, keys, lint, lock, model, status, events."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import importlib.util
+import hashlib
 import ipaddress
 import json
 import os
@@ -132,6 +133,15 @@ class Fleet:
     @property
     def ssh_config(self) -> Path:
         return self.state_dir / "ssh_config"
+
+    @property
+    def secrets_file(self) -> Path:
+        """
+        The controller's secrets file for this fleet's runs (its keys, ``sglfleet keys``): outside the
+        repository, where sglfleet refuses one, and one for each fleet, named for its state folder.
+        """
+        digest = hashlib.sha256(str(self.state_dir.resolve()).encode()).hexdigest()[:8]
+        return Path.home() / ".config" / "sglfleet" / f"devfleet-{self.state_dir.name.lstrip('.')}-{digest}.env"
 
     def state(self) -> dict:
         """fleet.json as a dict, or an empty fleet when there is none."""
@@ -637,6 +647,9 @@ class Fleet:
             # Leftover host dirs of a fleet.json lost in a crash: unmount and remove.
             _remove_tree(self.state_dir / "hosts")
             self._teardown_fleet(state)
+            # Its keys open nothing once its hosts are gone; the next fleet gets new ones.
+            for path in (self.secrets_file, self.secrets_file.with_name(f".{self.secrets_file.name}.lock")):
+                path.unlink(missing_ok=True)
             return sorted(state.get("hosts", {}), key=lambda h: int(h[4:]))
 
     def _stop(self, record: dict, timeout: float = 15) -> None:

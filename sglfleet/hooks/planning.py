@@ -11,8 +11,10 @@ Validate and plan the fleet once pyinfra holds the inventory, before any connect
 
 from __future__ import annotations
 
+import os
 import sys
 
+from sglfleet.artifacts.keys import ADMIN_VARIABLES, KeysError, KeyStore
 from sglfleet.errors import ConfigError
 from sglfleet.plan.fleet_plan import plan_fleet
 from sglfleet.plan.validation import checked
@@ -37,6 +39,28 @@ def plan_before_connecting(state, inventory) -> None:
         print(line, file=sys.stderr)
     if any(": warning: " not in line for line in findings):
         raise SystemExit(2)
+    made_admin_keys(config.secrets_file for config in configs.values())
     limit = state.limit_hosts  # a list where --limit or --exclude narrowed the run
     state.sglfleet_plan = plan_fleet(inventory, configs,
                                      targets=[h.name for h in limit] if isinstance(limit, list) else None)
+
+
+def made_admin_keys(secrets_files, environ=os.environ) -> None:
+    """
+    Make gateway-admin and engine-admin where a secrets file lacks them (and the environment does
+    not give them), so that no fleet runs with its control planes open; say so once for each.
+
+    + secrets_files: the hosts' ``secrets_file``s (None where a host has none: nothing to keep them in)
+    + environ: the controller's environment, whose keys win over the file's
+    """
+    if all(environ.get(variable) for variable in ADMIN_VARIABLES.values()):
+        return
+    for path in dict.fromkeys(path for path in secrets_files if path):
+        try:
+            made = KeyStore(path).ensure_admin_keys()
+        except (KeysError, OSError) as error:
+            print(f"sglfleet: error: {path}: cannot keep the admin keys: {error}", file=sys.stderr)
+            raise SystemExit(2) from None
+        for key in made:
+            print(f"sglfleet: made the {key.role} key in {key.source} (`sglfleet keys list` shows it)",
+                  file=sys.stderr)

@@ -37,6 +37,7 @@ from sglfleet.plan.host_files import GatewayFiles, ServiceFiles, gateway_files, 
 from sglfleet.plan.pd import Worker, role_of, worker_of
 from sglfleet.plan.pd_units import UnitBatch, plan_units
 from sglfleet.plan.release import Release, render_release
+from sglfleet.artifacts.keys import GATEWAY_ADMIN
 from sglfleet.plan.secrets import load_secrets
 from sglfleet.plan.services import Service, host_services
 from sglfleet.plan.settings import HostConfig
@@ -76,7 +77,8 @@ class HostPlan:
     + patch_sets: the sets its stack's sglang gets, in order, less ``patch_sets_skip``
     + patch_files: the files of sglang the patch step visits, as the wheel names them
     + models: the pinned models its services load, each once (the store is the host's)
-    + api_key: the workers' and the gateways' API key, or None (never shown: not in the repr)
+    + gateway_admin_key: gateway-admin, the key of the gateways' control plane, or None (never shown: not in
+      the repr)
     + policy: its nftables policy (``sglfleet.plan.network``), or None where ``firewall`` is off
     """
 
@@ -93,7 +95,7 @@ class HostPlan:
     patch_sets: tuple[PatchSet, ...] = ()
     patch_files: tuple[str, ...] = ()
     models: tuple[StagedModel, ...] = ()
-    api_key: str | None = field(default=None, repr=False)
+    gateway_admin_key: str | None = field(default=None, repr=False)
     policy: Policy | None = None
 
     def build(self, python: str | None) -> Build:
@@ -184,13 +186,13 @@ class _ReadOnce:
 
 
 def _host_plan(name: str, groups: tuple[str, ...], data: dict, config: HostConfig, workers: list[Worker],
-               read: "_ReadOnce", targeted: bool, policy: Policy | None = None) -> HostPlan:
+               read: "_ReadOnce", targeted: bool, policy: Policy | None = None, gateways: bool = False) -> HostPlan:
     """One host's plan; its files and builds only where the run targets it."""
     gateway = is_gateway(groups)
     stack = read.stack(config.gateway_stack if gateway else config.stack, config.allow_unhashed_lock)
     secrets = read.secrets(config.secrets_file)
     plan = HostPlan(name=name, config=config, groups=groups, is_gateway=gateway, address=address(name, data),
-                    stack=stack, api_key=secrets.values.get("SGLANG_API_KEY"), policy=policy)
+                    stack=stack, gateway_admin_key=secrets.admin(GATEWAY_ADMIN), policy=policy)
     if gateway:
         if not targeted:
             return plan
@@ -209,7 +211,8 @@ def _host_plan(name: str, groups: tuple[str, ...], data: dict, config: HostConfi
                                  for model in staged_models(service.config)}.values()))
     if not targeted:
         return plan
-    files = {service.name: service_files(service, secrets) for service in services}
+    behind_gateways = bool(gateways) and not config.router_url
+    files = {service.name: service_files(service, secrets, behind_gateways) for service in services}
     patch_digest = patch_sets_digest(list(sets))
 
     def releases(built: Stack) -> dict[str, Release]:
@@ -260,8 +263,9 @@ def plan_fleet(inventory, configs: dict[str, HostConfig], targets: Iterable[str]
                for name in serving for service in services[name]]
     read = _ReadOnce()
     network = fleet_view(configs, groups, data)
+    gateways = any(is_gateway(groups[name]) for name in names)
     plans = {name: _host_plan(name, groups[name], data[name], configs[name], workers, read, name in targets,
-                              host_policy(name, network, TEMPLATES) if name in targets else None)
+                              host_policy(name, network, TEMPLATES) if name in targets else None, gateways)
              for name in names}
     # The gateways are in no wave: they restart one at a time, after the serving hosts.
     waves = limit_waves(plan_waves(serving_groups(groups), fleet.rollout_waves), targets)

@@ -7,7 +7,7 @@ unit, launcher and env file. Pure but for reading the project's own files.
 
 .. code:: python
 
-    files = service_files(service, load_secrets(config.secrets_file))
+    files = service_files(service, load_secrets(config.secrets_file), behind_gateways=True)
     files.unit          # "[Unit]\\nDescription=SGLang ..."
     files.env_redacted  # "HF_TOKEN=<redacted sha256:1f2e3d4c>\\n"
 """
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from sglfleet import FILES, PROJECT_ROOT
 from sglfleet.host.layout import LAYOUT
 from sglfleet.plan.gateway import gateway_args
-from sglfleet.plan.secrets import Secrets, gateway_secrets, render_env
+from sglfleet.plan.secrets import Secrets, engine_env, gateway_env, render_env
 from sglfleet.plan.services import Service
 from sglfleet.plan.templates import render, render_gateway_unit, render_unit
 
@@ -58,15 +58,17 @@ class GatewayFiles:
     digest: str
 
 
-def service_files(service: Service, secrets: Secrets) -> ServiceFiles:
+def service_files(service: Service, secrets: Secrets, behind_gateways: bool) -> ServiceFiles:
     """
     One service's unit and env file.
 
     + service: one of the host's services (``sglfleet.plan.services.host_services``)
     + secrets: the host's secrets (``load_secrets``)
+    + behind_gateways: whether the fleet's own gateways stand in front of it (``engine_env``)
     """
-    return ServiceFiles(unit=render_unit(service.config, layout=service.layout), env=render_env(secrets),
-                        env_redacted=render_env(secrets, redacted=True))
+    env = engine_env(secrets, behind_gateways)
+    return ServiceFiles(unit=render_unit(service.config, layout=service.layout), env=render_env(env),
+                        env_redacted=render_env(env, redacted=True))
 
 
 def gateway_files(config, secrets: Secrets, workers: list, python: str) -> GatewayFiles:
@@ -74,12 +76,12 @@ def gateway_files(config, secrets: Secrets, workers: list, python: str) -> Gatew
     A gateway host's unit, launcher and env file, for the gateway stack's ``python`` on the host.
 
     + config: the gateway host's ``HostConfig``
-    + secrets: its secrets (``load_secrets``): the env file holds the API key alone
+    + secrets: its secrets (``load_secrets``): the env file holds the client keys and gateway-admin
     + workers: every worker of the fleet (``sglfleet.plan.pd.Worker``), in inventory order
     + python: the gateway stack's python on the host (its venv's, for the host's own python3)
     """
-    secrets = gateway_secrets(secrets)
-    env = render_env(secrets, template="sglang-gateway.env.j2")
+    values = gateway_env(secrets)
+    env = render_env(values, template="sglang-gateway.env.j2")
     launcher = GATEWAY_LAUNCHER.read_bytes()
     args = gateway_args(config, workers)
     # The digest covers everything the gateway starts from; the unit carries it, so it is
@@ -87,7 +89,7 @@ def gateway_files(config, secrets: Secrets, workers: list, python: str) -> Gatew
     bare = render_gateway_unit(config, args, python, digest="")
     digest = hashlib.sha256(b"\0".join([bare.encode(), env.encode(), launcher])).hexdigest()[:16]
     return GatewayFiles(unit=render_gateway_unit(config, args, python, digest=digest), launcher=launcher, env=env,
-                        env_redacted=render_env(secrets, redacted=True, template="sglang-gateway.env.j2"),
+                        env_redacted=render_env(values, redacted=True, template="sglang-gateway.env.j2"),
                         digest=digest)
 
 

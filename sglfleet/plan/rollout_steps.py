@@ -65,7 +65,7 @@ class BatchStep:
     + worker_url: this host's URL as the router (or the gateways) know it
     + gateways: without ``router_url``, the base URL of each of the fleet's gateways: the host
       leaves and rejoins them all
-    + gateway_api_key: the gateways' API key (never shown: not in the step's repr)
+    + gateway_api_key: gateway-admin, for the gateways' control plane (never shown: not in the step's repr)
     + gateway_timeout_s: how long a drain or a join may take at one gateway
     + timeout_s: how long the controller waits for the host's answer to a switch
       before it reports the host lost (a link that never comes back); None waits forever
@@ -144,8 +144,8 @@ def routers(fleet, plan) -> dict:
     if not config.router_url and not gateways:
         return {}
     return {"router_url": config.router_url, "gateways": gateways,
-            # smg's one API key is the workers' own (sglfleet.plan.secrets.gateway_secrets)
-            "gateway_api_key": plan.api_key if gateways else None,
+            # the gateways' control plane opens to gateway-admin alone (sglfleet.artifacts.keys)
+            "gateway_api_key": plan.gateway_admin_key if gateways else None,
             "gateway_timeout_s": config.gateway_drain_timeout_s}
 
 

@@ -256,7 +256,7 @@ def checked(inventory, templates: Path = TEMPLATES, measured_os_severity: str = 
     from sglfleet.plan import patch_verdicts
     from sglfleet.plan.lint import Finding, lint, model_findings
     from sglfleet.plan.release import render_release
-    from sglfleet.plan.secrets import SecretsError, load_secrets, render_env
+    from sglfleet.plan.secrets import SecretsError, engine_env, load_secrets, render_env
     from sglfleet.plan.services import host_services
     from sglfleet.artifacts.stacks import StackError, load_stack, loadable
     from sglfleet.plan.templates import TemplateRenderError, render_unit
@@ -266,6 +266,7 @@ def checked(inventory, templates: Path = TEMPLATES, measured_os_severity: str = 
     sets_in = cache(load_sets)  # each folder's patch sets, read once for this inventory's hosts
     known = load_advisories(set_names={s.name for s in sets_in(None)})
     findings: list[Finding] = []
+    gateways = any(is_gateway(inventory.get_host(name).groups) for name in configs)
     for name, config in configs.items():
         if is_gateway(inventory.get_host(name).groups):
             # No sglang to lint: the gateway's settings were checked with the schema, its stack is checked here.
@@ -297,7 +298,8 @@ def checked(inventory, templates: Path = TEMPLATES, measured_os_severity: str = 
             continue
         try:
             secrets = load_secrets(config.secrets_file)
-            render_env(secrets, redacted=True, templates=templates)
+            render_env(engine_env(secrets, behind_gateways=gateways and not config.router_url), redacted=True,
+                       templates=templates)
             for service in services:
                 render_unit(service.config, templates, layout=service.layout)
                 render_release(service.config, stack.id, "", templates, layout=service.layout, gpus=service.gpus)

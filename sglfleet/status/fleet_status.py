@@ -125,7 +125,7 @@ def _gateway_row(state: State, host, url: str, plan) -> dict:
     row["active_state"] = (unit or ["unknown"])[0]
     row["firewall"] = firewall_word(None if firewall is None else FirewallState().process(firewall), plan.policy)
     try:
-        listed = router.workers(url, plan.api_key)
+        listed = router.workers(url, plan.gateway_admin_key)
     except router.RouterError as error:
         row["gateway_error"] = str(error)
         return row
