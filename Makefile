@@ -19,6 +19,10 @@ demo: export SGLFLEET_DEV_GATEWAYS = 1
 demo: deps
 	$(BIN)/sglfleet devfleet up --hosts $(HOSTS)
 	$(BIN)/sglfleet devfleet mirror up
+	@# The clients' key, issued as an operator would (the fleet's other keys are made by its first converge).
+	@$(BIN)/sglfleet keys show inventory/dev.py demo >/dev/null 2>&1 || \
+		$(BIN)/sglfleet keys issue inventory/dev.py demo >/dev/null
+	@echo "The clients' key 'demo' is kept in $$($(BIN)/python -c 'from sglfleet.devfleet import Fleet; print(Fleet().secrets_file)'); sglfleet keys list inventory/dev.py lists the fleet's keys."
 	$(BIN)/pyinfra inventory/dev.py deploy.py -y
 	$(BIN)/sglfleet status inventory/dev.py
 	$(BIN)/pyinfra inventory/dev.py deploy.py --dry --diff $(CHANGE)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from paths import LAYOUT, UNIT
 from sglfleet import PROJECT_ROOT
+from sglfleet.artifacts.keys import KeyStore
 from sglfleet.artifacts.stacks import Stack, load_stack
 
 PYINFRA = str(Path(sys.executable).with_name("pyinfra"))
@@ -36,6 +37,16 @@ def pyinfra(playbook: str, *args: str, timeout: float = 600, env: dict | None = 
     for value in SECRETS.values():
         assert value not in result.stdout, "a secret appeared in pyinfra's output"
     return result
+
+
+def fleet_key(fleet, name: str = "gateway-admin") -> str:
+    """
+    Key ``name`` of the fleet's secrets file (``sglfleet.artifacts.keys``): ``gateway-admin`` and
+    ``engine-admin`` are made by its first converge, a client key by ``sglfleet keys issue``.
+    """
+    found = KeyStore(fleet.secrets_file).find(name)
+    assert found is not None, f"no {name} in {fleet.secrets_file}: converge first"
+    return found.value
 
 
 def sglfleet(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -19,7 +19,8 @@ import urllib.request
 
 import pytest
 
-from deploying import (SECRETS, eagle_change, host_state, pyinfra, sglfleet, sshd_commands,
+from sglfleet.devfleet import Fleet
+from deploying import (fleet_key, SECRETS, eagle_change, host_state, pyinfra, sglfleet, sshd_commands,
                        sshd_logs_sessions)
 from paths import GATEWAY, LAYOUT, UNIT
 from reaching import closed_port
@@ -39,8 +40,8 @@ def deploy(*args: str, timeout: float = 600):
 
 
 def listed(url: str) -> dict[str, dict]:
-    """The gateway's workers by URL (``GET /workers``, with the API key)."""
-    request = urllib.request.Request(f"{url}/workers", headers={"Authorization": f"Bearer {KEY}"})
+    """The gateway's workers by URL (``GET /workers``, with gateway-admin)."""
+    request = urllib.request.Request(f"{url}/workers", headers={"Authorization": f"Bearer {fleet_key(Fleet())}"})
     return {w["url"]: w for w in json.load(urllib.request.urlopen(request, timeout=5))["workers"]}
 
 
@@ -97,6 +98,58 @@ def test_the_gateway_host_runs_the_gateway_and_nothing_of_sglang(fleet, topology
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(f"{url}/workers", timeout=5)
     assert refused.value.code == 401
+
+
+def _call(url: str, key: str | None = None, body: dict | None = None, method: str | None = None):
+    """(status, body) of one request, with ``key`` as the bearer token."""
+    request = urllib.request.Request(url, method=method, data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json",
+                                              **({"Authorization": f"Bearer {key}"} if key else {})})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def _from_gateway(fleet, gateway: str, url: str, key: str, path: str) -> str:
+    """The status of ``POST url+path`` with ``key``, sent from the gateway host (the engines answer it alone)."""
+    return fleet.inside(gateway, "python3 -c 'import sys, urllib.request, urllib.error\n"
+                                 "r = urllib.request.Request(sys.argv[1], data=b\"{}\", headers={\"Authorization\": "
+                                 "\"Bearer \" + sys.argv[2], \"Content-Type\": \"application/json\"})\n"
+                                 "try: print(urllib.request.urlopen(r, timeout=30).status)\n"
+                                 "except urllib.error.HTTPError as e: print(e.code)' "
+                                 f"{url}{path} {key}").stdout.strip()
+
+
+def test_each_key_opens_only_what_its_role_needs(fleet, topology):
+    gateway, url, workers, worker_urls = topology
+    client, admin, engine_admin = KEY, fleet_key(fleet), fleet_key(fleet, "engine-admin")
+    # Only gateway-admin adds a worker: no key and a client key are refused, and nothing is added.
+    stranger = {"url": "http://10.255.255.1:30000"}
+    assert _call(f"{url}/workers", None, stranger)[0] == 401
+    assert _call(f"{url}/workers", client, stranger)[0] == 401
+    assert _call(f"{url}/workers", engine_admin, stranger)[0] == 401
+    assert set(listed(url)) == set(worker_urls)
+    # Clients need a client key; gateway-admin is no client key.
+    ask = {"text": "The capital of France is", "sampling_params": {"max_new_tokens": 2}}
+    assert _call(f"{url}/generate", None, ask)[0] == 401
+    assert _call(f"{url}/generate", admin, ask)[0] == 401
+    status, answer = _call(f"{url}/generate", client, ask)
+    assert status == 200 and json.loads(answer)["meta_info"]["completion_tokens"] == 2
+    # smg passes /get_server_info to a worker with the caller's headers: no key of any role in it.
+    status, info = _call(f"{url}/get_server_info", client)
+    assert status == 200 and json.loads(info)["admin_api_key"] == "<redacted>"
+    assert not {client, admin, engine_admin} & set(re.findall(r"[\w-]{20,}", info))
+    # An engine's management endpoints answer engine-admin alone, even from its gateway.
+    for path in ("/flush_cache", "/update_weights_from_disk"):
+        assert _from_gateway(fleet, gateway, worker_urls[0], client, path) == "401"
+    assert _from_gateway(fleet, gateway, worker_urls[0], engine_admin, "/flush_cache") == "200"
+    # No key in a command line, a unit or a journal, on any host.
+    for host in fleet.hosts:
+        seen = fleet.inside(host, "ps -eo args; systemctl cat 'sglang*' 2>/dev/null; "
+                                  "journalctl -o cat --no-pager", timeout=120).stdout
+        assert not {client, admin, engine_admin} & set(re.findall(r"[\w-]{16,}", seen)), host
 
 
 def test_a_second_converge_changes_nothing_in_one_read_a_host(fleet, topology):
@@ -238,6 +291,52 @@ def test_a_gateway_change_is_a_diff_then_one_restart(fleet, topology):
     assert {worker: w["is_healthy"] for worker, w in listed(url).items()} == dict.fromkeys(worker_urls, True)
     # Back to the inventory's policy, for the tests after this one.
     assert deploy(*eagle_change(2)).returncode == 0
+
+
+def test_keys_rotate_and_a_revoked_one_is_refused_under_client_traffic(fleet, topology):
+    """
+    Rotating gateway-admin and engine-admin and issuing a second client key rolls out as any change:
+    the engines in batches behind their drains, the gateway restarted once. A client whose key stays
+    valid never sees a 401; what it meets is the gateway's restart alone (its refused second, as in
+    the gateway change above). A revoked key is refused after the next converge.
+    """
+    gateway, url, workers, worker_urls = topology
+    releases = {host: host_state(fleet, host)["current"] for host in workers}
+    admin, engine_admin = fleet_key(fleet), fleet_key(fleet, "engine-admin")
+    for role in ("gateway-admin", "engine-admin"):
+        assert sglfleet("keys", "rotate", "inventory/dev.py", role).returncode == 0
+    issued = sglfleet("keys", "issue", "inventory/dev.py", "second")
+    assert issued.returncode == 0, issued.stderr
+    second = issued.stdout.splitlines()[-1]
+    listing = sglfleet("keys", "list", "inventory/dev.py").stdout
+    assert "second" in listing and second not in listing and fleet_key(fleet) not in listing
+    since = time.time()
+    load = Load(url, threads=2, rate=5.0, mix=CLIENT_MIX)
+    try:
+        done = deploy()
+    finally:
+        time.sleep(2)
+        load.stop()
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert not {second, admin, engine_admin, fleet_key(fleet)} & set(done.stdout.split())
+    exited, ready = gap(fleet, gateway, since)
+    assert all(outcome != 401 for _, outcome in load.sent), load.summary()  # a valid key is never refused
+    assert all(exited - 0.2 <= sent <= ready + 0.2 for sent, outcome in load.sent if outcome != 200), load.summary()
+    assert load.cut() == [], load.summary()
+    # Every engine restarted on its new key (a new release), every one rejoined; the old keys open nothing.
+    assert all(host_state(fleet, host)["current"] != releases[host] for host in workers)
+    assert {worker: w["is_healthy"] for worker, w in listed(url).items()} == dict.fromkeys(worker_urls, True)
+    assert _call(f"{url}/workers", admin)[0] == 401
+    assert _from_gateway(fleet, gateway, worker_urls[0], engine_admin, "/flush_cache") == "401"
+    ask = {"text": "The capital of France is", "sampling_params": {"max_new_tokens": 2}}
+    assert _call(f"{url}/generate", second, ask)[0] == 200
+    # Revoked: the next converge restarts the gateway alone, and the key is refused.
+    assert sglfleet("keys", "revoke", "inventory/dev.py", "second").returncode == 0
+    releases = {host: host_state(fleet, host)["current"] for host in workers}
+    assert deploy().returncode == 0
+    assert _call(f"{url}/generate", second, ask)[0] == 401
+    assert _call(f"{url}/generate", KEY, ask)[0] == 200
+    assert {host: host_state(fleet, host)["current"] for host in workers} == releases
 
 
 def test_a_worker_that_fails_its_gate_never_rejoins(fleet, topology):

@@ -22,7 +22,8 @@ import urllib.request
 
 import pytest
 
-from deploying import SECRETS, eagle_change, host_state, pyinfra, sglfleet, sshd_commands, sshd_connections, \
+from sglfleet.devfleet import Fleet
+from deploying import fleet_key, SECRETS, eagle_change, host_state, pyinfra, sglfleet, sshd_commands, sshd_connections, \
     sshd_logs_sessions, journal_shows_logins
 from paths import GATEWAY, UNIT
 from reaching import from_controller, from_host
@@ -43,7 +44,8 @@ def deploy(*args: str, timeout: float = 900):
 
 
 def listed(url: str) -> dict[str, dict]:
-    request = urllib.request.Request(f"{url}/workers", headers={"Authorization": f"Bearer {KEY}"})
+    """The gateway's workers by URL (``GET /workers``, with gateway-admin)."""
+    request = urllib.request.Request(f"{url}/workers", headers={"Authorization": f"Bearer {fleet_key(Fleet())}"})
     return {w["url"]: w for w in json.load(urllib.request.urlopen(request, timeout=5))["workers"]}
 
 

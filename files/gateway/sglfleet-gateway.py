@@ -1,16 +1,21 @@
 """
 Run SGLang's gateway (smg) as ``sglang-gateway.service``: smg's own launcher,
-with the API key taken from the environment, and systemd told once it serves.
+with its keys taken from the environment, and systemd told once it serves.
 
 ``smg launch ARGS`` is ``parse_router_args`` then ``launch_router`` (smg 1.13.0
 ``smg/cli.py:78-84``); this does the same with two differences:
 
-- the API key comes from ``SGLANG_API_KEY`` (the unit's root-only env file),
-  never from argv, which every user of the host can read in ``/proc``. smg's
-  ``api_key`` (``smg/router_args.py:111``) is one key for both sides: clients
-  and its admin API must send it (``/generate`` and ``/workers`` answer 401
-  without it, ``/health`` does not ask), and it is the bearer token it sends to
-  its workers (seen with the 1.13.0 wheel), so it is the fleet's sglang key.
+- the keys come from the unit's root-only env file, never from argv, which every
+  user of the host can read in ``/proc``: each ``SGLFLEET_CLIENT_KEY_<name>`` is
+  a tenant key (``RouterArgs.tenant_api_keys``, ``(name, key)``), the data plane's
+  only keys: ``/generate`` and the OpenAI routes answer 401 without one (seen
+  with 1.13.0). ``SGLFLEET_GATEWAY_ADMIN_KEY`` is the one control-plane key,
+  role admin (``control_plane_api_keys``, ``(id, name, key, role)``,
+  ``smg/router_args.py:2654-2676``), with the audit log on: ``/workers``,
+  ``/flush_cache`` and the rest answer it alone, a client key 401. No shared
+  ``--api-key``: smg passes each client's own ``Authorization`` to the worker it
+  picks (``header_utils.rs:296-315``), so the engines behind it ask for none and
+  their network policy lets the gateways alone reach them.
 - the configuration's digest (the unit's ``SGLFLEET_GATEWAY_CONFIG``) goes to
   ``$RUNTIME_DIRECTORY/config``, which lives as long as the process: a converge
   reads there what the running gateway started from. (Not from
@@ -33,7 +38,8 @@ Standard library and smg only; run by the gateway stack's python.
 
 .. code:: shell
 
-    SGLANG_API_KEY=... venv/bin/python sglfleet-gateway --host 0.0.0.0 --port 30080 \\
+    SGLFLEET_CLIENT_KEY_billing=... SGLFLEET_GATEWAY_ADMIN_KEY=... venv/bin/python sglfleet-gateway \\
+        --host 0.0.0.0 --port 30080 \\
         --worker-urls http://node1:30000 http://node2:30000 --policy round_robin
 """
 

@@ -179,9 +179,11 @@ def traffic(url, rate, generate_only, command):
     The mix: the openai SDK's streamed chat completions (some long), its completions,
     native /generate, and a route no server has; counted by kind (sent, answered in
     full, streams cut before [DONE], errors by status). Exits with COMMAND's status,
-    or 1 when it succeeded but a request was not answered as expected. The API key,
-    when the fleet has one, comes from SGLFLEET_API_KEY.
+    or 1 when it succeeded but a request was not answered as expected. The client key
+    is SGLFLEET_API_KEY where set, else the fleet's client key ``demo``
+    (``sglfleet keys issue inventory/dev.py demo``, as ``make demo`` does).
     """
+    from sglfleet.artifacts.keys import KeyStore
     from sglfleet.devfleet.traffic import CLIENT_MIX, GENERATE_ONLY, Traffic
 
     fleet = _fleet()
@@ -190,7 +192,8 @@ def traffic(url, rate, generate_only, command):
         if not hosts:
             _fail(DevFleetError("no fleet; run: sglfleet devfleet up"))
         url = f"http://{fleet.address(hosts[-1])}:30080"
-    load = Traffic(url, api_key=os.environ.get("SGLFLEET_API_KEY"), rate=rate,
+    demo = KeyStore(fleet.secrets_file).find("demo")
+    load = Traffic(url, api_key=os.environ.get("SGLFLEET_API_KEY") or (demo.value if demo else None), rate=rate,
                    mix=GENERATE_ONLY if generate_only else CLIENT_MIX)
     try:
         code = subprocess.run(list(command)).returncode
