@@ -66,6 +66,17 @@ def test_a_client_key_is_issued_revoked_and_rotated_by_name(store):
         store.revoke("engine-admin")
 
 
+def test_a_rotated_gateway_admin_stays_the_controllers_fallback_until_revoked(store):
+    store.ensure_admin_keys()
+    old = store.find("gateway-admin").value
+    new = store.rotate("gateway-admin").value
+    secrets = load_secrets(store.path, {})
+    assert secrets.gateway_admin_keys == (new, old)  # tried in this order: a gateway not restarted holds the old
+    assert gateway_env(secrets)["SGLFLEET_GATEWAY_ADMIN_KEY"] == new and old not in gateway_env(secrets).values()
+    assert store.revoke("gateway-admin-previous").value == old
+    assert load_secrets(store.path, {}).gateway_admin_keys == (new,)
+
+
 def test_one_key_for_two_roles_is_refused(store):
     store.ensure_admin_keys()
     admin = store.find("engine-admin").value

@@ -11,6 +11,9 @@ Three roles, each opening only what it needs:
 - **engine-admin** (``SGLFLEET_ENGINE_ADMIN_KEY``): sglang's ``--admin-api-key``, the
   controller's alone: the engines' management endpoints answer nothing else.
 
+A rotated gateway-admin keeps its old value as ``gateway-admin-previous``, which the
+controller tries where a gateway that has not restarted yet refuses the new one.
+
 The file is ``KEY=value`` lines (mode 0600, outside the repository); a key the
 controller made carries when, as a comment on its line. Every change takes the
 file's lock, keeps the lines it does not touch, and replaces the file with one
@@ -43,6 +46,10 @@ CLIENT = "client"
 GATEWAY_ADMIN = "gateway-admin"
 ENGINE_ADMIN = "engine-admin"
 ADMIN_VARIABLES = {GATEWAY_ADMIN: "SGLFLEET_GATEWAY_ADMIN_KEY", ENGINE_ADMIN: "SGLFLEET_ENGINE_ADMIN_KEY"}
+# gateway-admin's rotated-out value: the gateways take the new one only when they restart, after the
+# serving hosts, so the run that rolls a rotation out calls them with the old one until then.
+GATEWAY_ADMIN_PREVIOUS = "gateway-admin-previous"
+ROTATED_OUT = {GATEWAY_ADMIN: ("SGLFLEET_GATEWAY_ADMIN_KEY_PREVIOUS", GATEWAY_ADMIN_PREVIOUS)}
 CLIENT_PREFIX = "SGLFLEET_CLIENT_KEY_"
 LEGACY_CLIENT = ("SGLFLEET_API_KEY", "default")  # the one key of earlier releases: a client key
 # What a key starts with, so that one found in a log or a paste says what it opens.
@@ -82,6 +89,9 @@ def role_of(variable: str) -> tuple[str, str] | None:
     for role, admin in ADMIN_VARIABLES.items():
         if variable == admin:
             return role, role
+    for variable_out, role in ROTATED_OUT.values():
+        if variable == variable_out:
+            return role, role
     if variable == LEGACY_CLIENT[0]:
         return LEGACY_CLIENT[1], CLIENT
     if variable.startswith(CLIENT_PREFIX):
@@ -93,6 +103,9 @@ def variable_of(name: str) -> str:
     """The variable that holds key ``name`` (a client's name, ``gateway-admin`` or ``engine-admin``)."""
     if name in ADMIN_VARIABLES:
         return ADMIN_VARIABLES[name]
+    for variable, role in ROTATED_OUT.values():
+        if name == role:
+            return variable
     if name == LEGACY_CLIENT[1]:
         return LEGACY_CLIENT[0]
     return CLIENT_PREFIX + name
@@ -198,7 +211,10 @@ class KeyStore:
         return self.find(name)
 
     def revoke(self, name: str) -> Key:
-        """Remove client key ``name``; returns what was removed. The admin keys are rotated, never revoked."""
+        """
+        Remove client key ``name`` (or ``gateway-admin-previous``, once every gateway runs the new one);
+        returns what was removed. The admin keys are rotated, never revoked.
+        """
         if name in ADMIN_VARIABLES:
             raise KeysError(f"{name} cannot be revoked: the controller needs it; `sglfleet keys rotate "
                             f"INVENTORY {name}` replaces it")
@@ -206,8 +222,8 @@ class KeyStore:
             gone = lines.pop(variable_of(name), None)
         if gone is None:
             raise KeysError(f"no client key {name!r} in {self.path}; `sglfleet keys list` shows them")
-        return Key(name=name, role=CLIENT, variable=variable_of(name), value=gone[0], made=gone[1],
-                   source=str(self.path))
+        return Key(name=name, role=role_of(variable_of(name))[1], variable=variable_of(name), value=gone[0],
+                   made=gone[1], source=str(self.path))
 
     def rotate(self, name: str, value: str | None = None) -> Key:
         """A new secret (``value``, or a new one) for ``name``: ``gateway-admin``, ``engine-admin``, or a client's."""
@@ -215,6 +231,8 @@ class KeyStore:
             variable = variable_of(name)
             if name not in ADMIN_VARIABLES and variable not in lines:
                 raise KeysError(f"no client key {name!r} in {self.path}; `sglfleet keys issue` makes one")
+            if name in ROTATED_OUT and lines.get(variable):
+                lines[ROTATED_OUT[name][0]] = lines[variable]
             lines[variable] = (value or new_key(role_of(variable)[1]), now())
         return self.find(name)
 

@@ -40,21 +40,39 @@ class RouterDown(RouterError):
     """Nothing listens where the router should be: it is not running."""
 
 
+# A bearer key, or keys tried in order where the router answers one 401 (sglfleet.plan.fleet_plan's
+# gateway_admin_key: gateway-admin, then the one it replaced).
+ApiKeys = str | tuple[str, ...] | None
+
+
 class RouterConflict(RouterError):
     """The router already has the worker it was asked to add (409), listed or not yet."""
 
 
-def _call(method: str, url: str, body: dict | None = None, timeout: float = 5.0, api_key: str | None = None):
+def _call(method: str, url: str, body: dict | None = None, timeout: float = 5.0, api_key: ApiKeys = None):
+    # A gateway-admin rotated this run: the gateways take the new key only once they restart, after
+    # the serving hosts. A key they answer 401 gives way to the next (the one rotated out).
+    keys = [key for key in ((api_key,) if isinstance(api_key, str) or api_key is None else api_key)] or [None]
+    for number, key in enumerate(keys):
+        try:
+            return _call_once(method, url, body, timeout, key)
+        except urllib.error.HTTPError as error:
+            if error.code == 401 and number + 1 < len(keys):
+                continue
+            if error.code == 409:
+                raise RouterConflict(f"router {url}: {method} refused: it has that worker already (409)") from None
+            raise RouterError(f"router {url}: {method} failed ({error})") from None
+
+
+def _call_once(method: str, url: str, body: dict | None, timeout: float, api_key: str | None):
     data = json.dumps(body).encode() if body is not None else None
     headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
     request = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return json.loads(response.read() or b"null")
-    except urllib.error.HTTPError as error:
-        if error.code == 409:
-            raise RouterConflict(f"router {url}: {method} refused: it has that worker already (409)") from None
-        raise RouterError(f"router {url}: {method} failed ({error})") from None
+    except urllib.error.HTTPError:
+        raise
     except urllib.error.URLError as error:
         if isinstance(error.reason, ConnectionRefusedError):
             raise RouterDown(f"router {url}: {method} refused (nothing listens)") from None
@@ -63,13 +81,13 @@ def _call(method: str, url: str, body: dict | None = None, timeout: float = 5.0,
         raise RouterError(f"router {url}: {method} failed ({error})") from None
 
 
-def workers(router_url: str, api_key: str | None = None) -> dict[str, dict]:
+def workers(router_url: str, api_key: ApiKeys = None) -> dict[str, dict]:
     """The router's workers, by URL."""
     listing = _call("GET", f"{router_url}/workers", api_key=api_key)
     return {worker["url"]: worker for worker in listing.get("workers", [])}
 
 
-def _wait(router_url: str, done, what: str, timeout: float, api_key: str | None) -> None:
+def _wait(router_url: str, done, what: str, timeout: float, api_key: ApiKeys) -> None:
     deadline = time.monotonic() + timeout
     while not done(workers(router_url, api_key)):
         if time.monotonic() >= deadline:
@@ -77,7 +95,7 @@ def _wait(router_url: str, done, what: str, timeout: float, api_key: str | None)
         time.sleep(0.2)
 
 
-def drain(router_url: str, worker_url: str, timeout: float = 60.0, api_key: str | None = None,
+def drain(router_url: str, worker_url: str, timeout: float = 60.0, api_key: ApiKeys = None,
           down_ok: bool = False) -> None:
     """
     Remove ``worker_url`` from the router and wait until no request the router
@@ -104,7 +122,7 @@ def drain(router_url: str, worker_url: str, timeout: float = 60.0, api_key: str 
             raise
 
 
-def join(router_url: str, worker_url: str, timeout: float = 60.0, api_key: str | None = None,
+def join(router_url: str, worker_url: str, timeout: float = 60.0, api_key: ApiKeys = None,
          down_ok: bool = False, spec: dict | None = None) -> None:
     """
     Add ``worker_url`` to the router and wait until the router lists it healthy.
@@ -148,7 +166,7 @@ def join(router_url: str, worker_url: str, timeout: float = 60.0, api_key: str |
             raise
 
 
-def stop_routing(router_url: str, worker_urls, timeout: float = 60.0, api_key: str | None = None,
+def stop_routing(router_url: str, worker_urls, timeout: float = 60.0, api_key: ApiKeys = None,
                  down_ok: bool = False) -> None:
     """
     Take every one of ``worker_urls`` out of the router at once and wait until none of them gets a new
@@ -179,7 +197,7 @@ def _explicit_pairing(listed: dict) -> str | None:
     return listed.get("pairing_protocol") or (listed.get("labels") or {}).get("pairing_protocol")
 
 
-def flip(router_url: str, old_urls, new: dict[str, dict], timeout: float = 60.0, api_key: str | None = None,
+def flip(router_url: str, old_urls, new: dict[str, dict], timeout: float = 60.0, api_key: ApiKeys = None,
          down_ok: bool = False) -> None:
     """
     Move a PD gateway from one release to the next with no instant at which it has no pair to pick

@@ -37,7 +37,6 @@ from sglfleet.plan.host_files import GatewayFiles, ServiceFiles, gateway_files, 
 from sglfleet.plan.pd import Worker, role_of, worker_of
 from sglfleet.plan.pd_units import UnitBatch, plan_units
 from sglfleet.plan.release import Release, render_release
-from sglfleet.artifacts.keys import GATEWAY_ADMIN
 from sglfleet.plan.secrets import load_secrets
 from sglfleet.plan.services import Service, host_services
 from sglfleet.plan.settings import HostConfig
@@ -77,8 +76,8 @@ class HostPlan:
     + patch_sets: the sets its stack's sglang gets, in order, less ``patch_sets_skip``
     + patch_files: the files of sglang the patch step visits, as the wheel names them
     + models: the pinned models its services load, each once (the store is the host's)
-    + gateway_admin_key: gateway-admin, the key of the gateways' control plane, or None (never shown: not in
-      the repr)
+    + gateway_admin_key: gateway-admin, the key of the gateways' control plane, then the one it replaced, which
+      a gateway not restarted yet still holds; None without one (never shown: not in the repr)
     + policy: its nftables policy (``sglfleet.plan.network``), or None where ``firewall`` is off
     """
 
@@ -95,7 +94,7 @@ class HostPlan:
     patch_sets: tuple[PatchSet, ...] = ()
     patch_files: tuple[str, ...] = ()
     models: tuple[StagedModel, ...] = ()
-    gateway_admin_key: str | None = field(default=None, repr=False)
+    gateway_admin_key: tuple[str, ...] | None = field(default=None, repr=False)
     policy: Policy | None = None
 
     def build(self, python: str | None) -> Build:
@@ -192,7 +191,7 @@ def _host_plan(name: str, groups: tuple[str, ...], data: dict, config: HostConfi
     stack = read.stack(config.gateway_stack if gateway else config.stack, config.allow_unhashed_lock)
     secrets = read.secrets(config.secrets_file)
     plan = HostPlan(name=name, config=config, groups=groups, is_gateway=gateway, address=address(name, data),
-                    stack=stack, gateway_admin_key=secrets.admin(GATEWAY_ADMIN), policy=policy)
+                    stack=stack, gateway_admin_key=secrets.gateway_admin_keys, policy=policy)
     if gateway:
         if not targeted:
             return plan

@@ -65,7 +65,8 @@ class BatchStep:
     + worker_url: this host's URL as the router (or the gateways) know it
     + gateways: without ``router_url``, the base URL of each of the fleet's gateways: the host
       leaves and rejoins them all
-    + gateway_api_key: gateway-admin, for the gateways' control plane (never shown: not in the step's repr)
+    + gateway_api_key: gateway-admin (then the one it replaced), for the gateways' control plane (never shown:
+      not in the step's repr)
     + gateway_timeout_s: how long a drain or a join may take at one gateway
     + timeout_s: how long the controller waits for the host's answer to a switch
       before it reports the host lost (a link that never comes back); None waits forever
@@ -87,7 +88,7 @@ class BatchStep:
     router_url: str | None = defaults()["router_url"]
     worker_url: str | None = None
     gateways: tuple[str, ...] = ()
-    gateway_api_key: str | None = field(default=None, repr=False)
+    gateway_api_key: tuple[str, ...] | None = field(default=None, repr=False)
     gateway_timeout_s: float = defaults()["gateway_drain_timeout_s"]
     timeout_s: float | None = None
     lock_wait_s: float = held_lock_s(defaults()["gate_warmup_s"], defaults()["gate_bake_s"])

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sglfleet import PROJECT_ROOT
-from sglfleet.artifacts.keys import (CLIENT, CLIENT_PREFIX, ENGINE_ADMIN, GATEWAY_ADMIN, Key, KeysError, KeyStore,
-                                     keys_in, role_of)
+from sglfleet.artifacts.keys import (CLIENT, CLIENT_PREFIX, ENGINE_ADMIN, GATEWAY_ADMIN, GATEWAY_ADMIN_PREVIOUS, Key,
+                                     KeysError, KeyStore, keys_in, role_of)
 from sglfleet.plan.templates import TEMPLATES, render
 
 HF_TOKEN = "SGLFLEET_HF_TOKEN"
@@ -69,6 +69,12 @@ class Secrets:
     def admin(self, role: str) -> str | None:
         """The key of ``gateway-admin`` or ``engine-admin``, or None."""
         return next((key.value for key in self.keys if key.role == role), None)
+
+    @property
+    def gateway_admin_keys(self) -> tuple[str, ...] | None:
+        """gateway-admin, then the value it replaced where one was rotated out; None without one."""
+        keys = tuple(key for key in (self.admin(GATEWAY_ADMIN), self.admin(GATEWAY_ADMIN_PREVIOUS)) if key)
+        return keys or None
 
     @property
     def values(self) -> tuple[str, ...]:
