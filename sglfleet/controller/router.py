@@ -105,7 +105,7 @@ def drain(router_url: str, worker_url: str, timeout: float = 60.0, api_key: ApiK
     + router_url: the router's base URL
     + worker_url: the worker as the router knows it
     + timeout: seconds to wait for the removal
-    + api_key: the router's API key (smg's ``--api-key``), if it asks one
+    + api_key: the router's admin key (gateway-admin for the fleet's own gateways), if it asks one
     + down_ok: a router that is not running (nothing listens) sends the worker nothing: done
     """
     try:
@@ -130,7 +130,7 @@ def join(router_url: str, worker_url: str, timeout: float = 60.0, api_key: ApiKe
     + router_url: the router's base URL
     + worker_url: the worker as the router should know it
     + timeout: seconds to wait for the router to accept it
-    + api_key: the router's API key (smg's ``--api-key``), if it asks one; the worker's too
+    + api_key: the router's admin key (gateway-admin for the fleet's own gateways), if it asks one
     + down_ok: a router that is not running is not joined: it lists the worker from its
       own command line when it starts
     + spec: a PD worker's role, ``{"worker_type": "prefill", "bootstrap_port": 8998}`` or
@@ -146,9 +146,9 @@ def join(router_url: str, worker_url: str, timeout: float = 60.0, api_key: ApiKe
             listed = None
         if listed is None:
             try:
-                _call("POST", f"{router_url}/workers",
-                      {"url": worker_url, **(spec or {}), **({"api_key": api_key} if api_key else {})},
-                      api_key=api_key)
+                # No worker key in the body: smg would send it to the worker on its own calls
+                # (health, loads), and the engines behind it ask for none (sglfleet.plan.secrets).
+                _call("POST", f"{router_url}/workers", {"url": worker_url, **(spec or {})}, api_key=api_key)
             except RouterConflict:
                 # smg 1.13.0 still registers it (from its command line, or a call before), unlisted
                 # until its start-up job ends: seen on the local fleet. It is joining; wait for it.
