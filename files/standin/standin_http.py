@@ -496,25 +496,20 @@ class Handler(BaseHTTPRequestHandler):
                 return None
 
     def stream(self, req: Req) -> None:
-        """Server-sent events, one per output, then ``[DONE]``; a dropped client aborts."""
-        self.status = 200
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.close_connection = True
-        try:
+        """Server-sent events, one per output, then ``[DONE]`` (a ``StreamingResponse``, 0.5.9
+        http_server.py:650-676, 0.5.14 :769-805: chunked, the connection kept); a dropped client aborts."""
+        def events():
             while True:
                 out = req.outputs.get()
                 if not req.response_sent_to_client_ts:
                     req.response_sent_to_client_ts = time.time()
                     out["meta_info"]["response_sent_to_client_ts"] = req.response_sent_to_client_ts
-                self.wfile.write(b"data: " + json.dumps(out).encode() + b"\n\n")
-                self.wfile.flush()
+                yield f"data: {openai.dumps(out)}\n\n"  # orjson.dumps: compact
                 if out["meta_info"]["finish_reason"] is not None:
                     break
-            self.wfile.write(b"data: [DONE]\n\n")
-        except OSError:
+            yield "data: [DONE]\n\n"
+
+        if not self.event_stream(events()):
             # create_abort_task (tokenizer_manager.py:1428-1440): abort 2 s later if still running.
             threading.Timer(2, self.standin.engine.abort, (req,)).start()
 
