@@ -30,6 +30,10 @@ The stand-in's HTTP surface, as sglang 0.5.9's ``srt/entrypoints/http_server.py`
   ``/v1/models/{id}`` (the served model's card; another id gets an OpenAI-style 404, ``model_not_found``);
   ``/metrics`` only with ``--enable-metrics`` (404 otherwise), with the HTTP
   request/response counters of ``add_prometheus_track_response_middleware``.
+- **0.5.14's stop** (``sglang_standin.sigterm_watchdog``): once ``loop_blocked`` is set, as
+  uvicorn's event loop is while 0.5.14's watchdog waits for its schedulers, the port still takes
+  connections and nothing is read or answered on any, nor an idle one closed, until the process
+  SIGKILLs itself.
 - With ``--api-key`` every path but ``/health*`` and ``/metrics*`` needs
   ``Authorization: Bearer <key>`` (401 otherwise; ``srt/utils/auth.py``).
 - A route it does not serve is answered as FastAPI (Starlette's router) answers
@@ -89,6 +93,7 @@ class Standin:
         self.server_status = "Starting"  # ServerStatus, tokenizer_manager.py:2437-2440
         self.gracefully_exit = False
         self.first_request = threading.Event()  # auto_create_handle_loop has run
+        self.loop_blocked = threading.Event()  # 0.5.14's stop waits for its schedulers in the event loop
         self.in_flight = 0  # HTTP requests being answered, for a graceful uvicorn stop
         self.in_flight_changed = threading.Condition()
 
@@ -161,7 +166,12 @@ class Handler(BaseHTTPRequestHandler):
     def handle_one_request(self):
         # uvicorn closes a kept-alive connection that stays idle KEEP_ALIVE_S after its last answer:
         # a client or gateway that reuses it later meets a closed connection, here as there.
-        if self.answered_one and not select.select([self.connection], [], [], KEEP_ALIVE_S)[0]:
+        idle = self.answered_one and not select.select([self.connection], [], [], KEEP_ALIVE_S)[0]
+        if self.standin.loop_blocked.is_set():
+            # uvicorn's loop is blocked (sglang_standin.sigterm_watchdog): no request is read, none
+            # answered, no idle connection closed, until the process's SIGKILL resets them all.
+            threading.Event().wait()
+        if idle:
             self.close_connection = True
             return
         self.answered_one = True
