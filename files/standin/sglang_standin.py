@@ -87,7 +87,8 @@ detokenizer), only the metrics a unified
 (non-PD), non-LoRA, grammar-free server shows, and the warm-up is a
 ``/generate`` even for Kimi K2.5 (0.5.9 sends an image through
 ``/v1/chat/completions`` to a model with a vision config). With a later
-sglang installed the flags follow it, the behaviour stays 0.5.9's. Logs go to stderr (journald);
+sglang installed the flags follow it, the behaviour stays 0.5.9's but for the stop
+after SIGTERM (6.) and ``reasoning_tokens`` (``standin_engine``). Logs go to stderr (journald);
 the API key never does. Standard library only (python3.11 on the hosts), but jinja2
 for chat templates (``standin_chat``; the dev stacks carry it, as sglang's own do).
 
@@ -272,7 +273,7 @@ def main(argv: list[str]) -> int:
                     step_s=float(os.environ.get("SGLFLEET_STANDIN_STEP_S", "0.005")),
                     accept_length=float(os.environ.get("SGLFLEET_STANDIN_SPEC_ACCEPT_LENGTH",
                                                        "2.8")),
-                    prefill_extra_s=prefill_extra, crash=scheduler_crashed)
+                    prefill_extra_s=prefill_extra, crash=scheduler_crashed, version=version)
     try:
         started = time.monotonic()
         loaded = load_weights(args.get("model_path"))

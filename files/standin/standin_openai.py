@@ -28,7 +28,8 @@ the headers are already out: 200, one ``data: {"error": {...}}`` event, then ``d
 
 **Answers and chunks** (pydantic's ``model_dump_json``: compact, ``None`` as ``null``, keys in
 field order): ``chat.completion`` (``protocol.py:787-830``, ``serving_chat.py:890-998``) with
-``usage`` (``UsageInfo``, 131-137: ``reasoning_tokens`` 0, ``prompt_tokens_details`` null
+``usage`` (``UsageInfo``, 131-137: ``reasoning_tokens`` 0, as 0.5.9 reports it, or from 0.5.10 the
+reasoning's tokens, its end token included (``standin_engine``); ``prompt_tokens_details`` null
 without ``--enable-cache-report``) and ``metadata.weight_version``; a chat stream
 (``serving_chat.py:603-863``): for each engine output, a first chunk ``delta`` ``{role:
 "assistant", content: ""}``, then the new text as ``delta.content`` (incremental: the output's
@@ -213,6 +214,7 @@ class Script:
 
     def __init__(self, tokens: list[str], finish: dict, final_text: str | None = None):
         self.tokens, self.finish, self.final_text = tokens, finish, final_text
+        self.think_end: str | None = None  # set where the request asks for reasoning
 
     @classmethod
     def cut(cls, said: list[str], limit: int | None, eos, stop: list[str]) -> Script:
@@ -237,6 +239,7 @@ class Script:
         req = Req(rid or uuid.uuid4().hex, max(prompt_tokens, 1), len(self.tokens), stream,
                   sampled=sampled)
         req.tokens, req.finish, req.final_text = self.tokens, self.finish, self.final_text
+        req.think_end = self.think_end
         return req
 
 
@@ -307,8 +310,12 @@ class ChatPlan:
             limit = self.served.context_length() - prompt_tokens - 1
         if fields["ignore_eos"]:
             said += words(max(limit - len(said), 0), start=len(said))
-            return Script.cut(said, limit, False, fields["stop"])
-        return Script.cut(said, limit, self.served.eos_token_id(), fields["stop"])
+            script = Script.cut(said, limit, False, fields["stop"])
+        else:
+            script = Script.cut(said, limit, self.served.eos_token_id(), fields["stop"])
+        if thinking(parser, self.kwargs):  # require_reasoning (serving_chat.py:552 in 0.5.14)
+            script.think_end = ReasoningParser.tokens(parser)[1]
+        return script
 
     def response(self, out: dict) -> dict:
         """``_build_chat_response`` (serving_chat.py:890-998)."""
@@ -343,10 +350,12 @@ class ChatPlan:
 
 
 def usage(meta: dict, exclude_none: bool = False) -> dict:
-    """``UsageProcessor.calculate_token_usage`` (usage_processor.py), ``UsageInfo`` (protocol.py:131-137)."""
+    """``UsageProcessor.calculate_token_usage`` (usage_processor.py), ``UsageInfo`` (protocol.py:131-137).
+    ``reasoning_tokens``: 0.5.9 never sets it (0, the field's default; usage_processor.py:73-84); 0.5.10
+    and later take the output's ``meta_info`` figure (0.5.14 usage_processor.py:34-37, serving_chat.py:1014-1016)."""
     prompt, completion = meta["prompt_tokens"], meta["completion_tokens"]
     info = {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion,
-            "prompt_tokens_details": None, "reasoning_tokens": 0}
+            "prompt_tokens_details": None, "reasoning_tokens": meta.get("reasoning_tokens", 0)}
     if exclude_none:
         del info["prompt_tokens_details"]
     return info
