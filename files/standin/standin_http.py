@@ -156,8 +156,9 @@ class Handler(BaseHTTPRequestHandler):
     standin: Standin  # set on the subclass made by serve()
 
     GET_ROUTES = {"/health", "/health_generate", "/model_info", "/get_model_info",
-                  "/server_info", "/get_server_info", "/metrics", "/v1/models", "/generate"}
+                  "/server_info", "/get_server_info", "/metrics", "/v1/models"}
     POST_ROUTES = {"/generate", "/v1/completions", "/v1/chat/completions"}
+    PUT_ROUTES = {"/generate"}  # methods=["POST", "PUT"] (0.5.9 http_server.py:649, 0.5.14 :764-768)
 
     def setup(self):
         super().setup()
@@ -207,6 +208,9 @@ class Handler(BaseHTTPRequestHandler):
         # ServerErrorMiddleware's 500 do not pass through it.
         if not self.outside_cors:
             self.send_header("Vary", "Origin")
+        if self.close_connection and self.request_version == "HTTP/1.0":
+            # h11 under uvicorn says so to an HTTP/1.0 client without keep-alive, then closes.
+            self.send_header("Connection", "close")
         super().end_headers()
 
     def counted(self, method: str) -> None:
@@ -246,7 +250,7 @@ class Handler(BaseHTTPRequestHandler):
                 http.active.inc(labels, -1)
 
     def dispatch(self, path: str, method: str) -> None:
-        routes = {"GET": self.GET_ROUTES, "POST": self.POST_ROUTES}.get(method, set())
+        routes = {"GET": self.GET_ROUTES, "POST": self.POST_ROUTES, "PUT": self.PUT_ROUTES}.get(method, set())
         if path == "/metrics" and self.standin.registry is None:
             return self.reply(404, {"detail": "Not Found"})
         if path.startswith(MODEL_PREFIX) and len(path) > len(MODEL_PREFIX):  # the {model:path} route
@@ -254,13 +258,13 @@ class Handler(BaseHTTPRequestHandler):
                 return self.reply(405, {"detail": "Method Not Allowed"}, {"Allow": "GET"})
             return self.route_v1_model(urllib.parse.unquote(path[len(MODEL_PREFIX):]))
         if path not in routes:  # starlette/routing.py: Router.not_found, Route.handle
-            allowed = [name for name, paths in (("GET", self.GET_ROUTES), ("POST", self.POST_ROUTES))
-                       if path in paths]
+            allowed = [name for name, paths in (("GET", self.GET_ROUTES), ("POST", self.POST_ROUTES),
+                                                ("PUT", self.PUT_ROUTES)) if path in paths]
             if not allowed:
                 return self.reply(404, {"detail": "Not Found"})
             return self.reply(405, {"detail": "Method Not Allowed"},
                               {"Allow": ", ".join(allowed)})
-        handler = getattr(self, "route_" + path.strip("/").replace("/", "_"))
+        handler = getattr(self, "route_" + path.strip("/").replace("/", "_"))  # PUT /generate is POST's
         try:
             handler()
         except (TypeError, ValueError) as error:  # a malformed request body
@@ -337,9 +341,11 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def model_card(self, name: str) -> dict:
-        """protocol.py's ModelCard, as FastAPI dumps it: ``parent`` null for the served model."""
+        """protocol.py's ModelCard, as FastAPI dumps it: ``parent`` null for the served model, and
+        ``max_model_len`` the model's context length (``model_config.context_len``, 0.5.9
+        http_server.py:1433, 0.5.14 :1725): ``--context-length``, else the model config's."""
         return {"id": name, "object": "model", "created": int(time.time()), "owned_by": "sglang",
-                "root": name, "parent": None, "max_model_len": self.standin.args.get("context_length")}
+                "root": name, "parent": None, "max_model_len": self.served().context_length()}
 
     def route_v1_models(self):
         """http_server.py (0.5.9 and 0.5.14): ``ModelList`` of the served model's card."""
@@ -389,7 +395,7 @@ class Handler(BaseHTTPRequestHandler):
                 site = str(find_sglang())
             except Exception:
                 pass
-            standin.openai_served = openai.Served(args, standin.config, template, site)
+            standin.openai_served = openai.Served(args, standin.config, template, site, standin.version)
         return standin.openai_served
 
     def route_v1_completions(self):
