@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from sglfleet import PROJECT_ROOT
-from test_standin import KIMI_PATH, STANDIN, free_port, launch, sglang_059, wait_for  # noqa: F401  (fixtures)
+from test_standin import STANDIN, free_port, wait_for
 
 sys.path.insert(0, str(PROJECT_ROOT / "bench"))
 import gpu_acceptance  # noqa: E402  (the record's tiny Llama)
