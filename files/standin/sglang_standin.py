@@ -138,9 +138,12 @@ CPU_MONITOR_S = 5 * TIME_SCALE  # metrics/cpu_monitor.py:7: interval=5.0
 # time.sleep in the event loop (0.5.14 tokenizer_manager.py:2646-2654; absent up to 0.5.13.post1).
 SHUTDOWN_REQ_SINCE = (0, 5, 14)
 SCHEDULER_EXIT_DEADLINE_S = 15 * TIME_SCALE  # :2652, deadline = time.monotonic() + 15: sglang's own wait
-# How long the schedulers take to exit is their work (release, CUDA and NCCL teardown), not a wait
-# sglang sets: like loading, it is not scaled. The H200 record (tiny Llama, tp 1) took 3.1 s idle and
-# 2.4 s after a drain from the watchdog's look to the SIGKILL; the default is between.
+# A stop's phases, and which scale: the 503 window ends at the watchdog's look (its sleep, sglang's own:
+# scaled); the silent window is the schedulers' exit, their work (release, CUDA and NCCL teardown), not
+# a wait sglang sets, so like loading it is not scaled, but the 15 s deadline that caps it is; the kill
+# is at once. The H200 record (tiny Llama, tp 1) took 3.1 s idle and 2.4 s after a drain from the
+# watchdog's look to the SIGKILL; the default is between. At the local fleet's 0.1 the cap makes it
+# 1.5 s, paid by each stop of a host on 0.5.14 or later (its 0.5.9 hosts pay nothing).
 SCHEDULER_EXIT_S = float(os.environ.get("SGLFLEET_STANDIN_SCHEDULER_EXIT_S", "2.7"))
 
 
