@@ -177,6 +177,49 @@ def test_a_crash_or_a_kill_nobody_asked_for_stays_a_failure(started):
     assert launch.wait(10) == -signal.SIGKILL  # the script ends by the same signal: Restart= applies
 
 
+def test_the_standins_0514_stop_is_a_clean_stop_of_the_launch_script(tmp_path):
+    """The real launch script running the stand-in over 0.5.14's files, as the local fleet runs it
+    (scale 0.1): a stop waits out its silent window (the port taken, nothing answered) and its own
+    SIGKILL, and the script, which counts that as sglang's end, exits 0."""
+    import sys
+    import urllib.request
+
+    from test_server_flags import python_tree
+    from test_standin import STANDIN, free_port, wait_for
+
+    port = free_port()
+    script = render_release(config(server="standin", gpu_less=True, standin_warmup_s=0.2, standin_compile_s=0,
+                                   standin_sampling_jit_s=0, standin_time_scale=0.1, listen_port=port), "s", "p").launch_script
+    script = script.replace(f"{LAYOUT.python('s')} {LAYOUT.standin}/sglang_standin.py", f"{sys.executable} {STANDIN}")
+    script = script.replace(LAYOUT.compile_cache("s"), str(tmp_path / "compile"))
+    launch = tmp_path / "launch"
+    launch.write_text(script)
+    launch.chmod(0o755)
+    env = {"PATH": os.environ["PATH"], "RUNTIME_DIRECTORY": str(tmp_path), "PYTHONPATH": str(python_tree("0.5.14")),
+           "SGLFLEET_STANDIN_FAULT_FILE": str(tmp_path / "fault")}
+    log = tmp_path / "journal"
+    with open(log, "w") as out:
+        proc = subprocess.Popen([str(launch)], env=env, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        proc.url, proc.port = f"http://127.0.0.1:{port}", port
+        wait_for(proc)
+        proc.send_signal(signal.SIGTERM)  # systemctl stop, with KillMode=mixed
+        unanswered = 0
+        while proc.poll() is None:
+            try:
+                urllib.request.urlopen(proc.url + "/health", timeout=0.3).close()
+            except TimeoutError:
+                unanswered += 1  # the schedulers' exit: taken, not answered
+            except OSError:
+                pass  # 503 while it drains; a reset or a refusal at its end
+        assert unanswered >= 2, "no silent window"
+        assert proc.wait(10) == 0, log.read_text()[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+
+
 def launch_with(tmp_path, server: str):
     """The real launch script in ``tmp_path``, with sglang replaced by the bash script ``server``."""
     probe = tmp_path / "server"

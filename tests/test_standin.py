@@ -542,6 +542,26 @@ def test_sigterm_drains_in_flight_requests_then_the_server_kills_itself(launch, 
     assert "Gracefully exiting... Remaining number of requests 1." in err
 
 
+def test_059_refuses_at_the_watchdogs_look_with_no_silent_window(launch, sglang_059):
+    """0.5.9 kills its tree at the watchdog's look (tokenizer_manager.py:2146-2148): /health answers
+    503 until the port refuses. 0.5.14's wait for its schedulers, with nothing answered (held to the
+    H200 record in test_standin_http_record.py), is not 0.5.9's, however long it is set."""
+    proc = launch(sglang_059, *KIMI_PATH, SGLFLEET_STANDIN_SCHEDULER_EXIT_S="2")
+    wait_for(proc)
+    os.kill(proc.pid, signal.SIGTERM)
+    seen, deadline = [], time.monotonic() + 10
+    while not seen or seen[-1] != "refused":
+        assert time.monotonic() < deadline, seen
+        try:
+            seen.append(get(proc.url + "/health", timeout=0.3)[0])
+        except OSError as error:  # no answer (a timeout, a reset), or refused
+            refused = isinstance(getattr(error, "reason", None), ConnectionRefusedError)
+            seen.append("refused" if refused else type(error).__name__)
+        time.sleep(0.02)
+    assert set(seen) == {503, "refused"}, seen
+    assert proc.wait(10) == -signal.SIGKILL
+
+
 def test_sglangs_own_waits_are_its_real_ones_unless_scaled(launch, sglang_059):
     """0.5.9's fixed waits by default (5 s SIGTERM watchdog, 1 s looks of /health and of the
     warm-up, cited where they are set); SGLFLEET_STANDIN_TIME_SCALE shrinks each alike."""

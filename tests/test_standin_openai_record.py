@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from sglfleet import PROJECT_ROOT
-from test_standin import KIMI_PATH, launch, sglang_059, wait_for  # noqa: F401  (fixtures)
+from test_standin import KIMI_PATH, get, launch, sglang_059, wait_for  # noqa: F401  (fixtures)
 from test_standin_openai import staged
 
 RECORDS = PROJECT_ROOT / "tests" / "data" / "gpu"
@@ -205,3 +205,83 @@ def test_the_stand_in_answers_as_the_recorded_server(launch, sglang_059, tmp_pat
     assert differences == MODEL[server], [
         (e, a, aspects(record[e])[a], aspects(as_0514(ours[e])[0])[a]) for e, a in differences]
     assert applied == set(VERSION)  # each named difference is still there
+
+
+# -- usage.reasoning_tokens, per release ---------------------------------------------------------
+
+def reasoning(answer: dict) -> dict | None:
+    """A chat or completion answer's ``usage.reasoning_tokens`` beside what it shows of the reasoning."""
+    if "events" in answer:
+        parsed = [event["json"] for event in answer["events"] if "json" in event]
+        usage = parsed[-1].get("usage")
+        said = [c["choices"][0].get("delta", c["choices"][0]) for c in parsed if c.get("choices")]
+    else:
+        usage = answer["json"].get("usage")
+        said = [c.get("message", c) for c in answer["json"].get("choices", [])]
+    if not usage:
+        return None
+    return {"reasoning_tokens": usage["reasoning_tokens"], "completion_tokens": usage["completion_tokens"],
+            "thought": "".join(d.get("reasoning_content") or "" for d in said),
+            "ended": any(d.get("content") or d.get("tool_calls") for d in said)}  # anything after the thinking
+
+
+def test_reasoning_tokens_count_the_reasoning_from_0510_and_are_0_in_059(launch, sglang_059, tmp_path):
+    """
+    0.5.9 never sets ``usage.reasoning_tokens`` (0, UsageInfo's default: protocol.py:137,
+    usage_processor.py:73-84) and its ``meta_info`` has none. From 0.5.10 a request that asks
+    for reasoning counts its output tokens up to and including the parser's end token, all of
+    them when the end never came (0.5.14 schedule_batch.py:1557-1569, batch_result_processor.py:874-881,
+    tokenizer_manager.py:1889, usage_processor.py:34-37); completions and /generate ask for none.
+    The record holds the second case (the tiny Kimi never closed its thinking: 16 of 16); the
+    stand-in's model closes it after 9 words, which with the end token count 10.
+    """
+    from test_server_flags import python_tree
+
+    name, model, parsers = SERVERS["kimi"]
+    record = json.loads((RECORDS / name).read_text())
+    recorded = {k: reasoning(v) for k, v in record["exchanges"].items() if isinstance(v, dict) and v["status"] == 200}
+    for exchange, seen in recorded.items():
+        chat = exchange.startswith(("chat", "unknown_model", "after"))
+        assert seen == ({"reasoning_tokens": 16, "completion_tokens": 16, "thought": seen["thought"], "ended": False}
+                        if chat else {"reasoning_tokens": 0, "completion_tokens": 16, "thought": "", "ended": False}), exchange
+    assert record["server"]["generate"]["meta_info"]["reasoning_tokens"] == 0
+
+    def replayed(site: Path) -> tuple[dict, dict]:
+        proc = launch(site, *KIMI_PATH, *parsers, "--served-model-name", model, "--api-key", KEY,
+                      "--context-length", str(record["exchanges"]["context_length"]), "--skip-server-warmup",
+                      SGLFLEET_STANDIN_STEP_S="0.001")
+        wait_for(proc, "/health")
+        ours = recorder().record("127.0.0.1", proc.port, KEY, model, context_length=record["exchanges"]["context_length"])
+        generated = json.loads(get(proc.url + "/generate", headers={"Authorization": f"Bearer {KEY}"},
+                                   body={"text": "Hi", "sampling_params": {"max_new_tokens": 4}})[1])
+        return {k: reasoning(ours[k]) for k in recorded}, generated["meta_info"]
+
+    answers, meta = replayed(python_tree("0.5.14"))
+    for exchange, seen in answers.items():
+        if exchange.startswith("completions"):
+            assert seen["reasoning_tokens"] == 0 and not seen["thought"], exchange
+        else:  # the thinking, word by word (a word is a token), then its end token, then the answer
+            assert seen["ended"] and seen["reasoning_tokens"] == len(seen["thought"].split()) + 1 == 10, exchange
+    assert meta["reasoning_tokens"] == 0 and list(meta).index("reasoning_tokens") == list(meta).index("completion_tokens") - 1
+
+    answers, meta = replayed(sglang_059)
+    assert all(seen["reasoning_tokens"] == 0 for seen in answers.values()) and "reasoning_tokens" not in meta
+    assert answers["chat"]["thought"]  # it did think
+
+
+def test_reasoning_tokens_are_all_the_output_when_the_thinking_never_ends(launch):
+    """The record's case on the stand-in: cut inside its thinking, every token counts (0.5.14);
+    with thinking turned off, none (require_reasoning False: serving_chat.py:1725-1795)."""
+    from test_server_flags import python_tree
+
+    proc = launch(python_tree("0.5.14"), *KIMI_PATH, "--reasoning-parser", "kimi_k2", "--skip-server-warmup",
+                  SGLFLEET_STANDIN_STEP_S="0.001")
+    wait_for(proc, "/health")
+    ask = {"model": "m", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5}
+    json_body = {"Content-Type": "application/json"}
+    cut = json.loads(get(proc.url + "/v1/chat/completions", json_body, ask)[1])
+    assert (cut["usage"]["reasoning_tokens"], cut["usage"]["completion_tokens"]) == (5, 5)
+    assert cut["choices"][0]["message"]["content"] is None
+    off = json.loads(get(proc.url + "/v1/chat/completions", json_body, {
+        **ask, "max_tokens": 16, "chat_template_kwargs": {"thinking": False}})[1])
+    assert off["usage"]["reasoning_tokens"] == 0 and off["choices"][0]["message"]["reasoning_content"] is None

@@ -48,6 +48,13 @@ It follows sglang 0.5.9 (file:line below are of the 0.5.9 wheel, under
    SIGKILLs itself (``kill_process_tree(..., include_parent=True)``,
    ``utils/common.py:1149-1153``): its parent sees ``status=9/KILL`` (sglfleet's
    launch script, the unit's main process, reports a stop asked for as a success).
+   With 0.5.14 or later installed, between the watchdog's last look and the kill, the
+   schedulers' exit (0.5.14 ``tokenizer_manager.py:2646-2655``: ``ShutdownReq``, then
+   ``time.sleep`` in the event loop until they are gone, at most 15 s): the port
+   still accepts, nothing is answered, ``SGLFLEET_STANDIN_SCHEDULER_EXIT_S`` long, as
+   the H200 record shows (``tests/test_standin_http_record.py``). 0.5.19 and later
+   end otherwise after it (their children reaped, then ``sys.exit(0)`` or uvicorn's
+   stop, not a SIGKILL of themselves); the stand-in ends them as 0.5.14.
    **SIGINT** stays uvicorn's: a graceful stop, then death by SIGINT.
 
 Environment:
@@ -58,6 +65,8 @@ Environment:
   looks); default 1, sglang's timing. The local fleet's inventory sets it lower
   (``standin_time_scale``).
 - ``SGLFLEET_STANDIN_STEP_S``: seconds one forward pass takes (default 0.005).
+- ``SGLFLEET_STANDIN_SCHEDULER_EXIT_S``: seconds 0.5.14's schedulers take to exit on a
+  stop (default 2.7, the H200 record's; not scaled: it is their work, not a wait of sglang's).
 - ``SGLFLEET_STANDIN_SPEC_ACCEPT_LENGTH``: mean tokens per EAGLE verify step
   (default 2.8, between 1 and the draft tokens); the gauges and ``meta_info``
   are computed from the steps it gives, as 0.5.9 computes them.
@@ -78,7 +87,8 @@ detokenizer), only the metrics a unified
 (non-PD), non-LoRA, grammar-free server shows, and the warm-up is a
 ``/generate`` even for Kimi K2.5 (0.5.9 sends an image through
 ``/v1/chat/completions`` to a model with a vision config). With a later
-sglang installed the flags follow it, the behaviour stays 0.5.9's. Logs go to stderr (journald);
+sglang installed the flags follow it, the behaviour stays 0.5.9's but for the stop
+after SIGTERM (6.) and ``reasoning_tokens`` (``standin_engine``). Logs go to stderr (journald);
 the API key never does. Standard library only (python3.11 on the hosts), but jinja2
 for chat templates (``standin_chat``; the dev stacks carry it, as sglang's own do).
 
@@ -114,7 +124,7 @@ from standin_engine import Engine
 from standin_faults import read_fault
 from standin_http import TIME_SCALE, Standin, serve
 from standin_metrics import Registry, start_cpu_monitor
-from standin_model import eagle3_check, load_weights, model_class_check, model_config
+from standin_model import eagle3_check, load_weights, model_class_check, model_config, release_tuple
 from standin_server_args import (check_server_args, find_sglang, merge_config, server_args_repr,
                                  resolve, sglang_version)
 from standin_auth import route_levels
@@ -126,6 +136,17 @@ logger = logging.getLogger("sglang.standin")
 LOG_FORMAT = "[%(asctime)s] %(message)s"
 SIGTERM_WATCHDOG_S = 5 * TIME_SCALE  # tokenizer_manager.py:2115, 2144: asyncio.sleep(5)
 CPU_MONITOR_S = 5 * TIME_SCALE  # metrics/cpu_monitor.py:7: interval=5.0
+# From 0.5.14 the watchdog asks the schedulers to exit (ShutdownReq) and waits for them with
+# time.sleep in the event loop (0.5.14 tokenizer_manager.py:2646-2654; absent up to 0.5.13.post1).
+SHUTDOWN_REQ_SINCE = (0, 5, 14)
+SCHEDULER_EXIT_DEADLINE_S = 15 * TIME_SCALE  # :2652, deadline = time.monotonic() + 15: sglang's own wait
+# A stop's phases, and which scale: the 503 window ends at the watchdog's look (its sleep, sglang's own:
+# scaled); the silent window is the schedulers' exit, their work (release, CUDA and NCCL teardown), not
+# a wait sglang sets, so like loading it is not scaled, but the 15 s deadline that caps it is; the kill
+# is at once. The H200 record (tiny Llama, tp 1) took 3.1 s idle and 2.4 s after a drain from the
+# watchdog's look to the SIGKILL; the default is between. At the local fleet's 0.1 the cap makes it
+# 1.5 s, paid by each stop of a host on 0.5.14 or later (its 0.5.9 hosts pay nothing).
+SCHEDULER_EXIT_S = float(os.environ.get("SGLFLEET_STANDIN_SCHEDULER_EXIT_S", "2.7"))
 
 
 def die_of(signum: int) -> None:
@@ -147,7 +168,7 @@ def scheduler_crashed(error: Exception, trace: str | None = None) -> None:
 
 
 def sigterm_watchdog(standin: Standin) -> None:
-    """``TokenizerManager.sigterm_watchdog`` (tokenizer_manager.py:2113-2149)."""
+    """``TokenizerManager.sigterm_watchdog`` (0.5.9 tokenizer_manager.py:2113-2149, 0.5.14 :2612-2656)."""
     while not standin.gracefully_exit:
         time.sleep(SIGTERM_WATCHDOG_S)
     while True:
@@ -164,6 +185,11 @@ def sigterm_watchdog(standin: Standin) -> None:
             time.sleep(SIGTERM_WATCHDOG_S)
         else:
             break
+    if release_tuple(standin.version) >= SHUTDOWN_REQ_SINCE:
+        # The event loop sleeps until the schedulers are gone: the port still takes connections
+        # (the kernel's backlog) and nothing on any connection is read or answered (standin_http).
+        standin.loop_blocked.set()
+        time.sleep(min(SCHEDULER_EXIT_S, SCHEDULER_EXIT_DEADLINE_S))
     die_of(signal.SIGKILL)  # kill_process_tree(os.getpid(), include_parent=True)
 
 
@@ -253,7 +279,7 @@ def main(argv: list[str]) -> int:
                     step_s=float(os.environ.get("SGLFLEET_STANDIN_STEP_S", "0.005")),
                     accept_length=float(os.environ.get("SGLFLEET_STANDIN_SPEC_ACCEPT_LENGTH",
                                                        "2.8")),
-                    prefill_extra_s=prefill_extra, crash=scheduler_crashed)
+                    prefill_extra_s=prefill_extra, crash=scheduler_crashed, version=version)
     try:
         started = time.monotonic()
         loaded = load_weights(args.get("model_path"))

@@ -36,7 +36,11 @@ timed passes, the way 0.5.9 computes it:
   latency at each later one, counters and e2e at the end.
 - **meta_info** (``tokenizer_manager.py:1476-1626, 1825-1912``) at the end:
   ``spec_accept_length = completion_tokens / spec_verify_ct`` and the other
-  spec fields; with ``--enable-metrics`` the timing fields.
+  spec fields; with ``--enable-metrics`` the timing fields. From 0.5.10 (0.5.14
+  ``tokenizer_manager.py:1887-1892``) ``reasoning_tokens`` too, before
+  ``completion_tokens``: a request that asks for reasoning (``Req.think_end``) counts its
+  output tokens up to and including the parser's end token, all of them when it never came
+  (0.5.14 ``schedule_batch.py:1557-1569``, ``batch_result_processor.py:874-881``); 0 otherwise.
 
 Standard library only.
 
@@ -61,6 +65,7 @@ import time
 import uuid
 
 from standin_metrics import HttpMetrics, Registry, SchedulerMetrics, TokenizerMetrics
+from standin_model import release_tuple
 
 logger = logging.getLogger("sglang.standin")
 
@@ -103,6 +108,9 @@ class Req:
         self.tokens: list[str] | None = None
         self.finish: dict | None = None
         self.final_text: str | None = None  # the text once finished, a stop string trimmed
+        # The reasoning parser's end token where the request asks for reasoning (0.5.14's
+        # require_reasoning, serving_chat.py:552), whose tokens 0.5.10 and later count.
+        self.think_end: str | None = None
 
     @classmethod
     def make(cls, prompt, sampling: dict, stream: bool = False, rid: str | None = None,
@@ -115,6 +123,13 @@ class Req:
         temperature = float(sampling.get("temperature", 1.0))  # sglang's default: sampled
         return cls(rid or uuid.uuid4().hex, max(tokens, 1), n, stream, log_metrics,
                    sampled=not 0 <= temperature < SAMPLING_EPS)
+
+    def reasoning_tokens(self) -> int:
+        """``Req.update_reasoning_tokens`` (0.5.14 schedule_batch.py:1557-1569) over the output so far."""
+        if self.think_end is None or self.tokens is None:
+            return 0
+        out = self.tokens[:len(self.output_ids)]
+        return out.index(self.think_end) + 1 if self.think_end in out else len(out)
 
     def text(self) -> str:
         if self.finished and self.final_text is not None:
@@ -135,8 +150,9 @@ class Engine:
     """
 
     def __init__(self, args: dict, registry: Registry | None, step_s: float,
-                 accept_length: float, prefill_extra_s: float = 0.0, crash=None):
+                 accept_length: float, prefill_extra_s: float = 0.0, crash=None, version: str = "0.5.9"):
         self.args = args
+        self.counts_reasoning = release_tuple(version) >= (0, 5, 10)  # not in 0.5.9's meta_info
         self.compiler = None  # set once the startup kernels are in: it compiles the sampled path
         self.crash = crash  # a scheduler exception ends the server
         self.spec = args.get("speculative_algorithm") is not None
@@ -393,6 +409,8 @@ class Engine:
                         prefill_finished_ts=req.prefill_finished_ts)
         # tokenizer_manager.py:1526-1539: a list of None without HiCache
         # (scheduler_output_processor_mixin.py:57-67, 1026) is still a list, so the key is there.
+        if self.counts_reasoning:
+            meta["reasoning_tokens"] = req.reasoning_tokens()
         meta.update(completion_tokens=n, cached_tokens=0, cached_tokens_details=None)
         if req.finished:
             meta["finish_reason"] = req.finish or {"type": "length", "length": req.max_new_tokens}

@@ -32,6 +32,10 @@ The stand-in's HTTP surface, as sglang 0.5.9's ``srt/entrypoints/http_server.py`
   ``/v1/models/{id}`` (the served model's card; another id gets an OpenAI-style 404, ``model_not_found``);
   ``/metrics`` only with ``--enable-metrics`` (404 otherwise), with the HTTP
   request/response counters of ``add_prometheus_track_response_middleware``.
+- **0.5.14's stop** (``sglang_standin.sigterm_watchdog``): once ``loop_blocked`` is set, as
+  uvicorn's event loop is while 0.5.14's watchdog waits for its schedulers, the port still takes
+  connections and nothing is read or answered on any, nor an idle one closed, until the process
+  SIGKILLs itself.
 - With ``--api-key`` every path but ``/health*`` and ``/metrics*`` needs
   ``Authorization: Bearer <key>`` (401 otherwise; ``srt/utils/auth.py``).
 - A route it does not serve is answered as FastAPI (Starlette's router) answers
@@ -93,6 +97,7 @@ class Standin:
         self.server_status = "Starting"  # ServerStatus, tokenizer_manager.py:2437-2440
         self.gracefully_exit = False
         self.first_request = threading.Event()  # auto_create_handle_loop has run
+        self.loop_blocked = threading.Event()  # 0.5.14's stop waits for its schedulers in the event loop
         self.in_flight = 0  # HTTP requests being answered, for a graceful uvicorn stop
         self.in_flight_changed = threading.Condition()
         # /server_info's keys: in plain text, as sglang answers them, unless its files carry
@@ -160,8 +165,9 @@ class Handler(BaseHTTPRequestHandler):
     standin: Standin  # set on the subclass made by serve()
 
     GET_ROUTES = {"/health", "/health_generate", "/model_info", "/get_model_info",
-                  "/server_info", "/get_server_info", "/metrics", "/v1/models", "/generate", "/flush_cache"}
+                  "/server_info", "/get_server_info", "/metrics", "/v1/models", "/flush_cache"}
     POST_ROUTES = {"/generate", "/v1/completions", "/v1/chat/completions", "/flush_cache"}
+    PUT_ROUTES = {"/generate"}  # methods=["POST", "PUT"] (0.5.9 http_server.py:649, 0.5.14 :764-768)
 
     def setup(self):
         super().setup()
@@ -170,7 +176,12 @@ class Handler(BaseHTTPRequestHandler):
     def handle_one_request(self):
         # uvicorn closes a kept-alive connection that stays idle KEEP_ALIVE_S after its last answer:
         # a client or gateway that reuses it later meets a closed connection, here as there.
-        if self.answered_one and not select.select([self.connection], [], [], KEEP_ALIVE_S)[0]:
+        idle = self.answered_one and not select.select([self.connection], [], [], KEEP_ALIVE_S)[0]
+        if self.standin.loop_blocked.is_set():
+            # uvicorn's loop is blocked (sglang_standin.sigterm_watchdog): no request is read, none
+            # answered, no idle connection closed, until the process's SIGKILL resets them all.
+            threading.Event().wait()
+        if idle:
             self.close_connection = True
             return
         self.answered_one = True
@@ -206,6 +217,9 @@ class Handler(BaseHTTPRequestHandler):
         # ServerErrorMiddleware's 500 do not pass through it.
         if not self.outside_cors:
             self.send_header("Vary", "Origin")
+        if self.close_connection and self.request_version == "HTTP/1.0":
+            # h11 under uvicorn says so to an HTTP/1.0 client without keep-alive, then closes.
+            self.send_header("Connection", "close")
         super().end_headers()
 
     def counted(self, method: str) -> None:
@@ -246,7 +260,7 @@ class Handler(BaseHTTPRequestHandler):
                 http.active.inc(labels, -1)
 
     def dispatch(self, path: str, method: str) -> None:
-        routes = {"GET": self.GET_ROUTES, "POST": self.POST_ROUTES}.get(method, set())
+        routes = {"GET": self.GET_ROUTES, "POST": self.POST_ROUTES, "PUT": self.PUT_ROUTES}.get(method, set())
         if path == "/metrics" and self.standin.registry is None:
             return self.reply(404, {"detail": "Not Found"})
         if path.startswith(MODEL_PREFIX) and len(path) > len(MODEL_PREFIX):  # the {model:path} route
@@ -254,13 +268,13 @@ class Handler(BaseHTTPRequestHandler):
                 return self.reply(405, {"detail": "Method Not Allowed"}, {"Allow": "GET"})
             return self.route_v1_model(urllib.parse.unquote(path[len(MODEL_PREFIX):]))
         if path not in routes:  # starlette/routing.py: Router.not_found, Route.handle
-            allowed = [name for name, paths in (("GET", self.GET_ROUTES), ("POST", self.POST_ROUTES))
-                       if path in paths]
+            allowed = [name for name, paths in (("GET", self.GET_ROUTES), ("POST", self.POST_ROUTES),
+                                                ("PUT", self.PUT_ROUTES)) if path in paths]
             if not allowed:
                 return self.reply(404, {"detail": "Not Found"})
             return self.reply(405, {"detail": "Method Not Allowed"},
                               {"Allow": ", ".join(allowed)})
-        handler = getattr(self, "route_" + path.strip("/").replace("/", "_"))
+        handler = getattr(self, "route_" + path.strip("/").replace("/", "_"))  # PUT /generate is POST's
         try:
             handler()
         except (TypeError, ValueError) as error:  # a malformed request body
@@ -349,9 +363,11 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def model_card(self, name: str) -> dict:
-        """protocol.py's ModelCard, as FastAPI dumps it: ``parent`` null for the served model."""
+        """protocol.py's ModelCard, as FastAPI dumps it: ``parent`` null for the served model, and
+        ``max_model_len`` the model's context length (``model_config.context_len``, 0.5.9
+        http_server.py:1433, 0.5.14 :1725): ``--context-length``, else the model config's."""
         return {"id": name, "object": "model", "created": int(time.time()), "owned_by": "sglang",
-                "root": name, "parent": None, "max_model_len": self.standin.args.get("context_length")}
+                "root": name, "parent": None, "max_model_len": self.served().context_length()}
 
     def route_v1_models(self):
         """http_server.py (0.5.9 and 0.5.14): ``ModelList`` of the served model's card."""
@@ -401,7 +417,7 @@ class Handler(BaseHTTPRequestHandler):
                 site = str(find_sglang())
             except Exception:
                 pass
-            standin.openai_served = openai.Served(args, standin.config, template, site)
+            standin.openai_served = openai.Served(args, standin.config, template, site, standin.version)
         return standin.openai_served
 
     def route_v1_completions(self):
@@ -518,25 +534,20 @@ class Handler(BaseHTTPRequestHandler):
                 return None
 
     def stream(self, req: Req) -> None:
-        """Server-sent events, one per output, then ``[DONE]``; a dropped client aborts."""
-        self.status = 200
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.close_connection = True
-        try:
+        """Server-sent events, one per output, then ``[DONE]`` (a ``StreamingResponse``, 0.5.9
+        http_server.py:650-676, 0.5.14 :769-805: chunked, the connection kept); a dropped client aborts."""
+        def events():
             while True:
                 out = req.outputs.get()
                 if not req.response_sent_to_client_ts:
                     req.response_sent_to_client_ts = time.time()
                     out["meta_info"]["response_sent_to_client_ts"] = req.response_sent_to_client_ts
-                self.wfile.write(b"data: " + json.dumps(out).encode() + b"\n\n")
-                self.wfile.flush()
+                yield f"data: {openai.dumps(out)}\n\n"  # orjson.dumps: compact
                 if out["meta_info"]["finish_reason"] is not None:
                     break
-            self.wfile.write(b"data: [DONE]\n\n")
-        except OSError:
+            yield "data: [DONE]\n\n"
+
+        if not self.event_stream(events()):
             # create_abort_task (tokenizer_manager.py:1428-1440): abort 2 s later if still running.
             threading.Timer(2, self.standin.engine.abort, (req,)).start()
 

@@ -22,19 +22,22 @@ only ``base:adapter`` names an adapter): any ``model`` is served and echoed in t
 tokens ``>=`` the context length, or input + ``max_new_tokens`` ``>=`` it. Not streamed: 400
 ``BadRequestError`` (``serving_chat.py:874-878``, ``serving_completions.py:375-382``). Streamed,
 the headers are already out: 200, one ``data: {"error": {...}}`` event, then ``data: [DONE]``
-(``serving_chat.py:859-863``, ``serving_completions.py:362-366``). The context length is
+(``serving_chat.py:859-863``, ``serving_completions.py:362-366``); from 0.5.10 the same 400 as
+unstreamed, before any stream (``Served.refuses_before_stream``). The context length is
 ``--context-length``, else the model config's (``max_position_embeddings`` and its kin), else
 2048, transformers' LlamaConfig default (Kimi K2.5's 262144 when the model is not staged).
 
 **Answers and chunks** (pydantic's ``model_dump_json``: compact, ``None`` as ``null``, keys in
 field order): ``chat.completion`` (``protocol.py:787-830``, ``serving_chat.py:890-998``) with
-``usage`` (``UsageInfo``, 131-137: ``reasoning_tokens`` 0, ``prompt_tokens_details`` null
+``usage`` (``UsageInfo``, 131-137: ``reasoning_tokens`` 0, as 0.5.9 reports it, or from 0.5.10 the
+reasoning's tokens, its end token included (``standin_engine``); ``prompt_tokens_details`` null
 without ``--enable-cache-report``) and ``metadata.weight_version``; a chat stream
 (``serving_chat.py:603-863``): for each engine output, a first chunk ``delta`` ``{role:
 "assistant", content: ""}``, then the new text as ``delta.content`` (incremental: the output's
 text past what was sent); after the last, a chunk with an empty delta and ``finish_reason``
 (``stop`` becomes ``tool_calls`` where calls were parsed), a ``usage`` chunk with ``choices: []``
 where ``stream_options.include_usage``, then ``data: [DONE]``. ``created`` is taken per chunk.
+From 0.5.13 the role, text and finish chunks are sse_utils' (``sse_chunk``), null fields left out.
 ``text_completion`` (``protocol.py:328-393``, ``serving_completions.py:184-486``): each chunk
 carries its ``finish_reason``; ``created`` is taken once; the usage chunk drops its ``null``
 keys (``exclude_none``, ``serving_completions.py:355``). ``id`` is the request's rid (a uuid4 hex, 0.5.9
@@ -69,6 +72,7 @@ import time
 import uuid
 
 from standin_engine import SAMPLING_EPS, WORDS, Req
+from standin_model import release_tuple
 from standin_parsers import FunctionCallParser, ReasoningParser
 from standin_protocol import CHAT, COMPLETION, Refused, read_json, validate
 
@@ -139,10 +143,17 @@ def sampling_checks(fields: dict, max_new_tokens: int | None) -> None:
 # -- the served model ------------------------------------------------------------------------
 
 class Served:
-    """What the answers need of the server: its arguments, its model's config and template."""
+    """What the answers need of the server: its arguments, its model's config and template, its release."""
 
-    def __init__(self, args: dict, config: dict, template, site: str):
+    def __init__(self, args: dict, config: dict, template, site: str, version: str = "0.5.9"):
         self.args, self.config, self.template, self.site = args, config, template, site
+        release = release_tuple(version)
+        # 0.5.10 runs a stream's generator up to its first chunk before the 200: a refusal of
+        # generate_request is a 400 JSON, not an SSE event (0.5.14 serving_chat.py:949-955,
+        # serving_completions.py:196-200; 0.5.9 streams it, serving_chat.py:859-863).
+        self.refuses_before_stream = release >= (0, 5, 10)
+        # 0.5.13 writes a chat stream's role, text and finish chunks with sse_utils (``sse_chunk``).
+        self.sse_chunks = release >= (0, 5, 13)
 
     def context_length(self) -> int:
         if self.args.get("context_length"):
@@ -213,6 +224,7 @@ class Script:
 
     def __init__(self, tokens: list[str], finish: dict, final_text: str | None = None):
         self.tokens, self.finish, self.final_text = tokens, finish, final_text
+        self.think_end: str | None = None  # set where the request asks for reasoning
 
     @classmethod
     def cut(cls, said: list[str], limit: int | None, eos, stop: list[str]) -> Script:
@@ -237,6 +249,7 @@ class Script:
         req = Req(rid or uuid.uuid4().hex, max(prompt_tokens, 1), len(self.tokens), stream,
                   sampled=sampled)
         req.tokens, req.finish, req.final_text = self.tokens, self.finish, self.final_text
+        req.think_end = self.think_end
         return req
 
 
@@ -307,8 +320,12 @@ class ChatPlan:
             limit = self.served.context_length() - prompt_tokens - 1
         if fields["ignore_eos"]:
             said += words(max(limit - len(said), 0), start=len(said))
-            return Script.cut(said, limit, False, fields["stop"])
-        return Script.cut(said, limit, self.served.eos_token_id(), fields["stop"])
+            script = Script.cut(said, limit, False, fields["stop"])
+        else:
+            script = Script.cut(said, limit, self.served.eos_token_id(), fields["stop"])
+        if thinking(parser, self.kwargs):  # require_reasoning (serving_chat.py:552 in 0.5.14)
+            script.think_end = ReasoningParser.tokens(parser)[1]
+        return script
 
     def response(self, out: dict) -> dict:
         """``_build_chat_response`` (serving_chat.py:890-998)."""
@@ -343,10 +360,12 @@ class ChatPlan:
 
 
 def usage(meta: dict, exclude_none: bool = False) -> dict:
-    """``UsageProcessor.calculate_token_usage`` (usage_processor.py), ``UsageInfo`` (protocol.py:131-137)."""
+    """``UsageProcessor.calculate_token_usage`` (usage_processor.py), ``UsageInfo`` (protocol.py:131-137).
+    ``reasoning_tokens``: 0.5.9 never sets it (0, the field's default; usage_processor.py:73-84); 0.5.10
+    and later take the output's ``meta_info`` figure (0.5.14 usage_processor.py:34-37, serving_chat.py:1014-1016)."""
     prompt, completion = meta["prompt_tokens"], meta["completion_tokens"]
     info = {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion,
-            "prompt_tokens_details": None, "reasoning_tokens": 0}
+            "prompt_tokens_details": None, "reasoning_tokens": meta.get("reasoning_tokens", 0)}
     if exclude_none:
         del info["prompt_tokens_details"]
     return info
@@ -367,11 +386,30 @@ def chat_chunk(rid: str, model: str, delta: dict | None = None, finish: dict | N
     return body
 
 
+def sse_chunk(rid: str, model: str, delta: dict | None = None, finish: dict | None = None,
+              usage_info: dict | None = None) -> dict:
+    """``build_sse_content`` from 0.5.13 (0.5.14 sse_utils.py:13-99, serving_chat.py:377, 420, 1067,
+    1105): msgspec with ``omit_defaults``, so the delta keeps ``reasoning_content`` always and
+    first and drops a null role or content (no ``tool_calls``), and the chunk has no ``usage``
+    unless it is set. Tool-call and usage chunks stay pydantic's (``chat_chunk``)."""
+    delta = delta or {}
+    kept = {"reasoning_content": delta.get("reasoning_content"),
+            **{k: delta[k] for k in ("role", "content") if delta.get(k) is not None}}
+    body = {"id": rid, "object": "chat.completion.chunk", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "delta": kept, "logprobs": None,
+                         "finish_reason": finish["type"] if finish else None,
+                         "matched_stop": finish.get("matched") if finish else None}]}
+    if usage_info is not None:
+        body["usage"] = usage_info
+    return body
+
+
 class ChatStream:
     """``_generate_chat_stream`` (serving_chat.py:603-863): the events of one streamed chat answer."""
 
     def __init__(self, plan: ChatPlan):
         self.plan = plan
+        self.chunk = sse_chunk if plan.served.sse_chunks else chat_chunk  # role, text and finish chunks
         self.first, self.sent = True, ""
         self.reasoning = plan.reasoning_parser(stream=True)
         self.tools = (FunctionCallParser(plan.tools, plan.served.args["tool_call_parser"], plan.tool_choice)
@@ -391,17 +429,17 @@ class ChatStream:
         chunks = []
         if self.first:  # 663-677
             self.first = False
-            chunks.append(chat_chunk(meta["id"], model, {"role": "assistant", "content": ""}))
+            chunks.append(self.chunk(meta["id"], model, {"role": "assistant", "content": ""}))
         delta = out["text"][len(self.sent):]
         self.sent += delta
         if self.reasoning is not None:  # 683-707
             reasoning, delta = self.reasoning.parse_stream_chunk(delta)
             if reasoning:
-                chunks.append(self.continuous(chat_chunk(meta["id"], model, {"reasoning_content": reasoning}), meta))
+                chunks.append(self.continuous(self.chunk(meta["id"], model, {"reasoning_content": reasoning}), meta))
         if self.tools is not None:  # 710-733, 1234-1338
             normal, calls = self.tools.parse_stream_chunk(delta, self.plan.history_tool_calls())
             if normal:
-                chunks.append(self.continuous(chat_chunk(meta["id"], model, {"content": normal}), meta))
+                chunks.append(self.continuous(self.chunk(meta["id"], model, {"content": normal}), meta))
             for call in calls:
                 self.has_tool_calls = True
                 chunks.append(self.continuous(chat_chunk(meta["id"], model, {"tool_calls": [call]}), meta))
@@ -410,7 +448,7 @@ class ChatStream:
                 if remaining is not None:
                     chunks.append(chat_chunk(meta["id"], model, {"tool_calls": [remaining]}))
         elif delta:  # 735-759
-            chunks.append(self.continuous(chat_chunk(meta["id"], model, {"content": delta}), meta))
+            chunks.append(self.continuous(self.chunk(meta["id"], model, {"content": delta}), meta))
         return chunks
 
     def end(self) -> list[dict]:
@@ -422,7 +460,7 @@ class ChatStream:
             finish = dict(finish)
             if self.has_tool_calls and finish["type"] == "stop":
                 finish["type"] = "tool_calls"
-            chunks.append(chat_chunk(meta["id"], model, finish=finish))
+            chunks.append(self.chunk(meta["id"], model, finish=finish))
         if self.plan.fields["include_usage"]:
             chunks.append(chat_chunk(meta["id"], model, usage_info=usage(meta), choices=False))
         return chunks
@@ -491,7 +529,7 @@ def prepare_chat(plan: ChatPlan) -> None:
         sampling_checks(fields, fields["max_new_tokens"])
         served.check_length(prompt_tokens, fields["max_new_tokens"])
     except OpenAIError as exc:
-        if not fields["stream"]:
+        if not fields["stream"] or served.refuses_before_stream:
             raise
         plan.stream_error = exc
         return
@@ -589,7 +627,7 @@ def prepare_completion(plan: CompletionPlan) -> None:
         sampling_checks(fields, fields["max_new_tokens"])
         plan.served.check_length(prompt_tokens, fields["max_new_tokens"])
     except OpenAIError as exc:
-        if not fields["stream"]:
+        if not fields["stream"] or plan.served.refuses_before_stream:
             raise
         plan.stream_error = exc
         return

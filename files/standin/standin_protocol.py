@@ -28,7 +28,9 @@ the messages to the real models, loaded from the wheel, under FastAPI.
 
 from __future__ import annotations
 
+import functools
 import json
+from pathlib import Path
 
 
 class Refused(Exception):
@@ -56,6 +58,18 @@ class Model:
 
     def __init__(self, name: str, path: str, line: int, function: str, fields: list[tuple]):
         self.name, self.path, self.line, self.function, self.fields = name, path, line, function, fields
+
+
+@functools.lru_cache(maxsize=None)
+def endpoint_line(site: str, path: str, default: int) -> int:
+    """The line of the route's ``@app.post`` in the installed ``http_server.py``, which FastAPI
+    names (0.5.9 :1351 for chat, 0.5.14 :1592); ``default``, 0.5.9's, where it cannot be read."""
+    try:
+        lines = (Path(site) / "srt" / "entrypoints" / "http_server.py").read_text().splitlines()
+    except OSError:
+        return default
+    decorator = f'@app.post("{path}"'
+    return next((number for number, line in enumerate(lines, 1) if line.startswith(decorator)), default)
 
 
 REQUIRED = object()
@@ -282,7 +296,7 @@ def tool_choice_errors(choice) -> list[dict]:
 
 def read_json(raw: bytes, content_type: str | None, model: Model, site: str):
     """The body as FastAPI parses it, then ``validate_json_request``; Refused for what it refuses."""
-    endpoint = (site, model.path, model.line, model.function)
+    endpoint = (site, model.path, endpoint_line(site, model.path, model.line), model.function)
     media = (content_type or "").lower().split(";", 1)[0].strip()
     body = None
     if media.startswith("application/") and (media == "application/json" or media.endswith("+json")):
@@ -303,7 +317,7 @@ def read_json(raw: bytes, content_type: str | None, model: Model, site: str):
 
 def validate(body, model: Model, site: str) -> dict:
     """The fields' values, defaults filled in; Refused with pydantic's errors."""
-    endpoint = (site, model.path, model.line, model.function)
+    endpoint = (site, model.path, endpoint_line(site, model.path, model.line), model.function)
     if model is CHAT:
         if not isinstance(body, dict):  # set_tool_choice_default: values.get on a list
             raise Refused(None, None, server_error=True)
