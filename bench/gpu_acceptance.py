@@ -104,7 +104,7 @@ from sglfleet.host.layout import Layout  # noqa: E402
 from sglfleet.plan.release import Release, render_release  # noqa: E402
 from sglfleet.plan.schema import validate_host_data  # noqa: E402
 from sglfleet.plan.settings import SCHEMA_KEYS  # noqa: E402
-from sglfleet.plan.secrets import Secrets, render_env  # noqa: E402
+from sglfleet.plan.secrets import render_env  # noqa: E402
 from sglfleet.plan.templates import render_unit  # noqa: E402
 
 SGLANG = "0.5.14"
@@ -298,7 +298,7 @@ def stage(config, layout: Layout, python: str) -> Release:
             shutil.copy(source, Path(layout.standin) / name)
     env_file = Path(layout.env_file)
     env_file.parent.mkdir(parents=True, exist_ok=True)
-    env_file.write_text(render_env(Secrets(values={"SGLANG_API_KEY": API_KEY})))
+    env_file.write_text(render_env({"SGLANG_API_KEY": API_KEY}))
     env_file.chmod(0o600)
     return release
 
