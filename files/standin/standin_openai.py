@@ -141,8 +141,9 @@ def sampling_checks(fields: dict, max_new_tokens: int | None) -> None:
 class Served:
     """What the answers need of the server: its arguments, its model's config and template."""
 
-    def __init__(self, args: dict, config: dict, template, site: str):
+    def __init__(self, args: dict, config: dict, template, site: str, vocabulary: tuple = WORDS):
         self.args, self.config, self.template, self.site = args, config, template, site
+        self.vocabulary = vocabulary  # the words its weights say (standin_weights)
 
     def context_length(self) -> int:
         if self.args.get("context_length"):
@@ -187,8 +188,8 @@ class Served:
 
 # -- what the stand-in's model says ------------------------------------------------------------
 
-def words(count: int, start: int = 0) -> list[str]:
-    return [" " + WORDS[i % len(WORDS)] for i in range(start, start + count)]
+def words(count: int, start: int = 0, vocabulary: tuple = WORDS) -> list[str]:
+    return [" " + vocabulary[i % len(vocabulary)] for i in range(start, start + count)]
 
 
 def tool_arguments(tool: dict) -> dict:
@@ -289,7 +290,7 @@ class ChatPlan:
             said += ([] if forced or not start else [start]) + list(REASONING) + [end]
         thought = list(said)
         offered = self.tools if self.tools and self.tool_choice != "none" else None
-        said += words(ANSWER_TOKENS_WITH_TOOLS if offered else ANSWER_TOKENS)
+        said += words(ANSWER_TOKENS_WITH_TOOLS if offered else ANSWER_TOKENS, 0, self.served.vocabulary)
         if offered:
             tool = offered[0]
             if isinstance(self.tool_choice, dict):
@@ -306,7 +307,7 @@ class ChatPlan:
         if limit is None:  # scheduler: up to the context's end
             limit = self.served.context_length() - prompt_tokens - 1
         if fields["ignore_eos"]:
-            said += words(max(limit - len(said), 0), start=len(said))
+            said += words(max(limit - len(said), 0), len(said), self.served.vocabulary)
             return Script.cut(said, limit, False, fields["stop"])
         return Script.cut(said, limit, self.served.eos_token_id(), fields["stop"])
 
@@ -594,5 +595,5 @@ def prepare_completion(plan: CompletionPlan) -> None:
         plan.stream_error = exc
         return
     limit = fields["max_new_tokens"]
-    script = Script.cut(words(limit), limit, False, fields["stop"])
+    script = Script.cut(words(limit, 0, plan.served.vocabulary), limit, False, fields["stop"])
     plan.req = script.req(fields["rid"], prompt_tokens, fields["stream"], fields["temperature"])

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import random
 import shutil
@@ -36,11 +37,13 @@ import urllib.request
 from pathlib import Path
 
 
-def shard_bytes(tensors: dict[str, int], seed: int) -> bytes:
-    """A safetensors file of F32 vectors ``{name: elements}`` with seeded random bytes, in the real format."""
+def shard_bytes(tensors: dict[str, int | tuple[int, ...]], seed: int) -> bytes:
+    """A safetensors file of F32 tensors ``{name: elements or shape}`` with seeded random bytes, in the real format."""
     header, offset = {"__metadata__": {"format": "pt"}}, 0
-    for name, count in tensors.items():
-        header[name] = {"dtype": "F32", "shape": [count], "data_offsets": [offset, offset + 4 * count]}
+    for name, shape in tensors.items():
+        shape = list(shape) if isinstance(shape, tuple) else [shape]
+        count = math.prod(shape)
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + 4 * count]}
         offset += 4 * count
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)  # safetensors pads the header to 8 bytes
@@ -54,14 +57,20 @@ CHAT_TEMPLATE = ("{% for message in messages %}{{ '<|im_start|>' + message['role
 
 
 def write_model(folder: Path, seed: int, shard_sizes=(1 << 20, 2 << 20, 512 << 10),
-                architecture: str = "LlamaForCausalLM") -> Path:
-    """Write a small sharded model into ``folder``; return it."""
+                architecture: str = "LlamaForCausalLM", extra_tensors: dict | None = None) -> Path:
+    """
+    Write a small sharded model into ``folder``; return it.
+
+    + extra_tensors: ``{name: shape}`` written first into the first shard, for tensors a test names
+      (the stand-in loads weights by name and shape, as sglang does)
+    """
     folder.mkdir(parents=True, exist_ok=True)
     count = len(shard_sizes)
     weight_map, total = {}, 0
     for number, size in enumerate(shard_sizes, 1):
         name = f"model-{number:05d}-of-{count:05d}.safetensors"
-        tensors = {f"model.layers.{number}.weight": size // 8, f"model.layers.{number}.bias": size // 8}
+        tensors = {**(extra_tensors or {} if number == 1 else {}),
+                   f"model.layers.{number}.weight": size // 8, f"model.layers.{number}.bias": size // 8}
         (folder / name).write_bytes(shard_bytes(tensors, seed * 100 + number))
         weight_map.update({tensor: name for tensor in tensors})
         total += size
