@@ -264,3 +264,14 @@ def test_0509_reloads_the_target_alone_so_eagle3_survives_it(launch, sglang_059,
     assert update(proc, {"model_path": str(models["rev-b"]), "weight_version": "rev-b"})[0] == 200
     assert greedy(proc)["text"] == greedy(fresh_b)["text"]
     assert proc.poll() is None
+
+
+def test_the_update_fails_fault_refuses_any_folder_but_the_one_it_started_with(launch, sglang_059, models, tmp_path):
+    """The local fleet's way to fail an update in place (``sglfleet devfleet fault <host> update-fails``)."""
+    fault = tmp_path / "fault"
+    fault.write_text("update-fails\nspare 0123\n")
+    proc = start(launch, sglang_059, models, "rev-a", SGLFLEET_STANDIN_FAULT_FILE=str(fault))
+    before = greedy(proc)["text"]
+    status, body = update(proc, {"model_path": str(models["rev-b"]), "weight_version": "rev-b"})
+    assert (status, body["success"]) == (400, False) and greedy(proc)["text"] == before
+    assert update(proc, {"model_path": str(models["rev-a"]), "weight_version": "rev-a"})[0] == 200

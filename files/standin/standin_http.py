@@ -105,6 +105,7 @@ class Standin:
         # lists, and the lock every generation holds while it runs.
         self.weights = standin_weights.Weights()
         self.served_model_name = args.get("served_model_name")
+        self.started_model_path = args.get("model_path")
         self.model_update = standin_weights.ModelUpdateLock()
 
     def url(self) -> str:

@@ -58,6 +58,7 @@ import time
 from pathlib import Path
 
 from standin_engine import WORDS
+from standin_faults import update_fails
 from standin_model import read_shard, release_tuple, weight_files
 
 logger = logging.getLogger("sglang.standin")
@@ -222,6 +223,9 @@ def answer_update(standin, body: dict) -> tuple[int, dict]:
     if body.get("abort_all_requests"):
         engine.abort_all(ABORTED)
     with standin.model_update.writing():
+        if update_fails() and path != standin.started_model_path:  # the fault: this folder holds no weights
+            logger.error(message := f"Failed to get weights iterator: Cannot find any model weights with `{path}`.")
+            return 400, {"success": False, "message": message, "num_paused_requests": 0}
         try:
             success, message = standin.weights.update_from_disk(
                 path, args.get("speculative_algorithm") is not None, version)
