@@ -141,8 +141,8 @@ def test_the_dry_run_names_the_update_in_place_and_a_flag_changed_with_it_restar
     done = deploy(env, "--data", f"model_revision={old}", *eagle_change(2))
     assert done.returncode == 0, done.stdout[-3000:]
     for host in workers(fleet):
-        assert re.search(rf"\[{host}\] \w+: restart: speculative_num_draft_tokens, speculative_num_steps change",
-                         done.stdout), done.stdout[-3000:]
+        assert re.search(rf"\[{host}\] \w+: will switch \w+ -> \w+, gate \(restart: speculative_eagle_topk, speculative_num_draft_tokens, "
+                         rf"speculative_num_steps change\)", done.stdout), done.stdout[-3000:]
         assert unit_start(fleet, host) != before[host]
         state = host_state(fleet, host)
         assert (state["revision"], state["in_place"]) == (old, False)

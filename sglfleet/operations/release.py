@@ -213,7 +213,7 @@ def _activate(release_id: str, step: BatchStep, found, rebuilt: bool):
         return
     baking = f" and bake {step.bake_s:g} s" if step.bake_s else ""
     if action == "update":
-        say(f"{label}: {change.says()}: will load {release_id}'s weights into the running {found.serving} "
+        say(f"{label}: {change.says()}: will load {release_id} into the running {found.serving} "
             f"(no restart, no drain), gate{baking}")
         yield HostFunctionCommand(update, (step, release_id, found.serving), {})
         return
@@ -230,8 +230,9 @@ def _activate(release_id: str, step: BatchStep, found, rebuilt: bool):
         kept = found_drift("service", "the service" if layout.legacy else layout.unit,
                            [f"current is {release_id}, the process serves {found.serving or 'nothing'}"],
                            "will switch it behind the gate") if drifted else None
-        why = f"{change.says()}: " if change and not change.in_place else ""
-        say(f"{label}: {why}will switch {found.serving or found.current or 'nothing'} -> {release_id}, gate{baking}")
+        # What changes, where the serving release is known: "restart: speculative_num_steps changes".
+        why = f" ({change.says()})" if change and not change.in_place else ""
+        say(f"{label}: will switch {found.serving or found.current or 'nothing'} -> {release_id}, gate{baking}{why}")
         if kept:  # everything said first: planning stops at a command
             yield kept
             yield marked("service", step.textfile_dir)
