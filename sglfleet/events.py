@@ -42,6 +42,7 @@ REASONS = (
     "ServiceRetired",         # a service the inventory no longer names was drained, stopped and removed
     "CompileCachesTaken",     # before its switch, a host took an earlier host's compile caches (figures: files, bytes)
     "HostSwitched",           # current moved to the new release and the unit restarted
+    "WeightsUpdated",         # the running server loaded the new release's model revision in place, no restart (figures: update_s)
     "RequestsCut",            # the old release's stop outlasted stop_timeout_s: systemd killed requests in flight (figures: cut)
     "GatePassed",             # the start-up gate passed (figures: accept length, tokens, seconds)
     "CompileCachesPacked",    # the first host of a stack, GPU and driver packed its compile caches for later ones

@@ -1,12 +1,14 @@
 """Roll out, or back, batch by batch: canary first, each batch only when the ones before kept within the failure budget."""
 
+from dataclasses import replace
+
 from pyinfra import host
 from pyinfra.api import deploy
 
 from sglfleet.operations import pd as pd_ops, release, sharing, stack as stack_ops
 from sglfleet.plan.rollout_plan import plan_rollout, rebuilt
 from sglfleet.plan.rollout_steps import (cache_shares, host_rollout, host_steps, retired_services, retired_steps,
-                                         routers, service_steps)
+                                         routers, service_steps, weights_policies)
 from sglfleet.controller.reads import rollout_plan
 
 _SETTLE_NAMES = {"settle": "its units settle", "flip": "its units join at the flip"}
@@ -52,6 +54,7 @@ def roll_out(fleet, plan, found, run):
     steps = list(host_steps(fleet, plan, everyone))
     routed = bool(routers(fleet, plan))
     retired = retired_services(found, plan.services)
+    weights = weights_policies(plan, build)  # a new revision of the model alone is loaded in place
     shares = cache_shares(plan, own, everyone.later if everyone else {}, build.stack.id)
     for step in host.loop(steps):
         if not step:
@@ -59,8 +62,8 @@ def roll_out(fleet, plan, found, run):
         if isinstance(step, tuple):  # a PD batch's step this host is not in, or its settle in two turns
             operation, arguments = _pd_turn(step, "serve the staged release")
         else:  # a host's services one after another in its batch, each behind its own gate: one operation
-            turns = [(build.releases[service.name].release_id, one, found.services.get(service.name))
-                     for service, one in service_steps(step, plan, routed, shares)]
+            turns = [(build.releases[service.name].release_id, replace(one, weights=weights[service.name]),
+                      found.services.get(service.name)) for service, one in service_steps(step, plan, routed, shares)]
             operation, arguments = release.activated, dict(
                 name=f"{step.label}: serve the staged release{_of(plan.services)}", release_id=turns[0][0],
                 step=turns[0][1], found=turns[0][2], rebuilt=rebuilt(found), then=tuple(turns[1:]),

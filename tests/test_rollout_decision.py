@@ -46,4 +46,5 @@ def test_the_step_does_what_the_host_needs(current, serving, unit, busy, rebuilt
 
 
 def test_every_action_is_reached_by_the_table():
-    assert {row[-1] for row in TABLE} == set(ACTIONS)
+    # "update", a weights-only change loaded in place, has its own table in test_weights_plan
+    assert {row[-1] for row in TABLE} | {"update"} == set(ACTIONS)

@@ -125,6 +125,7 @@ from standin_faults import read_fault
 from standin_http import TIME_SCALE, Standin, serve
 from standin_metrics import Registry, start_cpu_monitor
 from standin_model import eagle3_check, load_weights, model_class_check, model_config, release_tuple
+from standin_weights import Weights
 from standin_server_args import (check_server_args, find_sglang, merge_config, server_args_repr,
                                  resolve, sglang_version)
 from standin_auth import route_levels
@@ -158,12 +159,16 @@ def die_of(signum: int) -> None:
     time.sleep(10)  # SIGKILL cannot be caught; the others end the process at once
 
 
-def scheduler_crashed(error: Exception, trace: str | None = None) -> None:
+def scheduler_crashed(error: Exception, trace: str | None = None, settle_s: float = 0.0) -> None:
     """A scheduler's exception: it sends SIGQUIT to the server, which kills its own tree,
     itself included (scheduler.py:3191, engine.py:862-874, tokenizer_manager.py:2506-2511).
-    ``trace``, the formatted traceback, is logged as sglang logs it (0.5.14 on an H200 too)."""
+    ``trace``, the formatted traceback, is logged as sglang logs it (0.5.14 on an H200 too);
+    ``settle_s``, the wait before the kill from 0.5.13 on (0.5.14 tokenizer_manager.py:2585-2588)."""
     logger.error("Scheduler hit an exception: " + (trace or f"{type(error).__name__}: {error}"))
     logger.error("Received sigquit from a child process. It usually means the child failed.")
+    if settle_s:
+        logger.info("Sleeping 5 seconds before crash diagnostics to let GPU activity settle.")
+        time.sleep(settle_s)
     die_of(signal.SIGKILL)
 
 
@@ -280,11 +285,12 @@ def main(argv: list[str]) -> int:
                     accept_length=float(os.environ.get("SGLFLEET_STANDIN_SPEC_ACCEPT_LENGTH",
                                                        "2.8")),
                     prefill_extra_s=prefill_extra, crash=scheduler_crashed, version=version)
+    target, draft = {}, {}  # each tensor's shape and digest: what the stand-in says derives from them
     try:
         started = time.monotonic()
-        loaded = load_weights(args.get("model_path"))
+        loaded = load_weights(args.get("model_path"), tensors=target)
         if args.get("speculative_draft_model_path"):
-            loaded += load_weights(args.get("speculative_draft_model_path"))
+            loaded += load_weights(args.get("speculative_draft_model_path"), tensors=draft)
     except Exception:
         logger.error("Scheduler hit an exception: " + traceback.format_exc().rstrip())
         return 1
@@ -312,6 +318,8 @@ def main(argv: list[str]) -> int:
     standin = Standin(args, version, config, engine, registry, fault)
     standin.redacts_server_info = redacts_server_info(package)  # as the installed http_server.py answers
     standin.auth_routes = route_levels(package)
+    standin.weights = Weights(target, draft, config.get("vocab_size"))
+    engine.vocabulary = standin.weights.vocabulary
     # A prefill's bootstrap server starts with the tokenizer manager, before the port opens (standin_disagg).
     standin.disagg = Disaggregation.start(args, argv, version, registry)
     engine.start()

@@ -111,6 +111,7 @@ class Req:
         # The reasoning parser's end token where the request asks for reasoning (0.5.14's
         # require_reasoning, serving_chat.py:552), whose tokens 0.5.10 and later count.
         self.think_end: str | None = None
+        self.vocabulary = WORDS  # what it says: the weights' words when it was submitted (standin_weights)
 
     @classmethod
     def make(cls, prompt, sampling: dict, stream: bool = False, rid: str | None = None,
@@ -136,7 +137,8 @@ class Req:
             return self.final_text
         if self.tokens is not None:
             return "".join(self.tokens[:len(self.output_ids)])
-        return "".join(" " + WORDS[i % len(WORDS)] for i in range(len(self.output_ids)))
+        words = self.vocabulary
+        return "".join(" " + words[i % len(words)] for i in range(len(self.output_ids)))
 
 
 class Engine:
@@ -155,6 +157,7 @@ class Engine:
         self.counts_reasoning = release_tuple(version) >= (0, 5, 10)  # not in 0.5.9's meta_info
         self.compiler = None  # set once the startup kernels are in: it compiles the sampled path
         self.crash = crash  # a scheduler exception ends the server
+        self.vocabulary = WORDS  # the words of the weights it serves (standin_weights.Weights)
         self.spec = args.get("speculative_algorithm") is not None
         self.draft_tokens = args.get("speculative_num_draft_tokens") or (
             (args.get("speculative_num_steps") or 0) + 1)
@@ -199,6 +202,7 @@ class Engine:
     def submit(self, *reqs: Req) -> None:
         with self.cond:
             for req in reqs:
+                req.vocabulary = self.vocabulary
                 req.sent_to_scheduler_ts = time.time()
                 req.queued_perf = time.perf_counter()
                 self.rid_to_state[req.rid] = req
@@ -227,6 +231,27 @@ class Engine:
                     batch.remove(req)
         if self.tok is not None:
             self.tok.num_aborted.inc(self.tok.labels)
+
+    def abort_all(self, finish: dict) -> int:
+        """
+        ``abort_request(abort_all=True)`` (tokenizer_manager.py:1315-1324): every request in flight ends
+        now with ``finish`` as its finish_reason, its last output sent (a stream ends cleanly, as 0.5.14's
+        did on an H200); how many.
+        """
+        with self.cond:
+            reqs = [req for req in self.rid_to_state.values()
+                    if not (req.finished or req.aborted or req.rid.startswith("HEALTH_CHECK"))]
+            for req in reqs:
+                req.aborted = True  # the scheduler passes it by from now on
+                req.finished, req.finish = True, finish
+                for batch in (self.waiting, self.running):
+                    if req in batch:
+                        batch.remove(req)
+        for req in reqs:
+            self.handle_output(req)
+            if self.tok is not None:
+                self.tok.num_aborted.inc(self.tok.labels)
+        return len(reqs)
 
     # -- the scheduler loop ------------------------------------------------------
 

@@ -2,7 +2,8 @@
 Faults the stand-in can be told to show, for the tests of the gate and of rollback.
 
 The fault file (``SGLFLEET_STANDIN_FAULT_FILE``, default
-``/etc/sglfleet/standin-fault``) is read once at start. Its first line is the
+``/etc/sglfleet/standin-fault``) is read once at start (``update-fails``: at each
+weight update, ``update_fails``). Its first line is the
 fault, optionally followed by a line ``spare <release-id>``: starts of that
 release (``current`` under ``SGLFLEET_ROOT``, default ``/opt/sglfleet``) are
 spared, so a host fails on its new release and a rollback serves again.
@@ -28,6 +29,10 @@ spared, so a host fails on its new release and a rollback serves again.
   caches corrupt, as a faulty disk or a broken compiler might leave them; this
   process runs the good ones and serves, and the next start that loads them
   crashes (``standin_compile``).
+- ``update-fails``: ``POST /update_weights_from_disk`` of any folder but the one
+  this process started with answers 400 and changes nothing, as for a folder
+  without weights (``standin_weights``): an update in place that fails, and one back
+  to the revision it started with that serves again. The ``spare`` line is for starts.
 
 **Example:**
 
@@ -47,7 +52,7 @@ from pathlib import Path
 logger = logging.getLogger("sglang.standin")
 
 DEFAULT_FAULT_FILE = "/etc/sglfleet/standin-fault"
-FAULTS = ("crash", "hang", "unready", "slow", "slow-load", "slow-after", "corrupt-cache")
+FAULTS = ("crash", "hang", "unready", "slow", "slow-load", "slow-after", "corrupt-cache", "update-fails")
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,15 @@ def serving_release() -> str | None:
     """The release this start belongs to: sglang.service starts through /opt/sglfleet/current."""
     current = Path(os.environ.get("SGLFLEET_ROOT", "/opt/sglfleet")) / "current"
     return current.resolve().name if current.is_symlink() else None
+
+
+def update_fails() -> bool:
+    """Whether the fault file says ``update-fails`` now (read at each update; no start to spare)."""
+    try:
+        lines = Path(os.environ.get("SGLFLEET_STANDIN_FAULT_FILE", DEFAULT_FAULT_FILE)).read_text().split()
+    except OSError:
+        return False
+    return lines[:1] == ["update-fails"]
 
 
 def read_fault() -> Fault | None:

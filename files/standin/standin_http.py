@@ -72,6 +72,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import standin_auth as auth
 import standin_openai as openai
 import standin_secrets as secrets
+import standin_weights
 from standin_chat import ChatTemplate
 from standin_engine import Engine, Req
 
@@ -105,6 +106,12 @@ class Standin:
         self.redacts_server_info = False
         # Each route's auth level, as the installed http_server.py declares it (standin_auth.route_levels).
         self.auth_routes = []
+        # What /update_weights_from_disk changes (standin_weights): the weights, the name /v1/models
+        # lists, and the lock every generation holds while it runs.
+        self.weights = standin_weights.Weights()
+        self.served_model_name = args.get("served_model_name")
+        self.started_model_path = args.get("model_path")
+        self.model_update = standin_weights.ModelUpdateLock()
 
     def url(self) -> str:
         host = self.args.get("host") or "127.0.0.1"
@@ -166,7 +173,8 @@ class Handler(BaseHTTPRequestHandler):
 
     GET_ROUTES = {"/health", "/health_generate", "/model_info", "/get_model_info",
                   "/server_info", "/get_server_info", "/metrics", "/v1/models", "/flush_cache"}
-    POST_ROUTES = {"/generate", "/v1/completions", "/v1/chat/completions", "/flush_cache"}
+    POST_ROUTES = {"/generate", "/v1/completions", "/v1/chat/completions", "/flush_cache",
+                   "/update_weights_from_disk"}
     PUT_ROUTES = {"/generate"}  # methods=["POST", "PUT"] (0.5.9 http_server.py:649, 0.5.14 :764-768)
 
     def setup(self):
@@ -296,8 +304,15 @@ class Handler(BaseHTTPRequestHandler):
         engine = standin.engine
         # greedy: {"max_new_tokens": 1, "temperature": 0.0} (http_server.py:487)
         check = Req(f"HEALTH_CHECK_{time.time()}", 1, 1, log_metrics=False, sampled=False)
-        engine.submit(check)
+
+        def gen():  # an ordinary request: it waits behind a weight update (standin_weights)
+            with standin.model_update.reading():
+                engine.submit(check)
+                check.outputs.get()
+                engine.answered(check)
+
         tic = time.time()
+        threading.Thread(target=gen, daemon=True).start()
         try:
             while time.time() < tic + HEALTH_CHECK_TIMEOUT:
                 time.sleep(HEALTH_POLL_S)
@@ -371,18 +386,22 @@ class Handler(BaseHTTPRequestHandler):
 
     def route_v1_models(self):
         """http_server.py (0.5.9 and 0.5.14): ``ModelList`` of the served model's card."""
-        self.reply(200, {"object": "list", "data": [self.model_card(self.standin.args.get("served_model_name"))]})
+        self.reply(200, {"object": "list", "data": [self.model_card(self.standin.served_model_name)]})
 
     def route_v1_model(self, model: str):
         """``GET /v1/models/{model:path}`` (0.5.9 http_server.py:1453-1473, 0.5.14 :1745-1767): the
         served model's card, else an OpenAI-style 404."""
-        if model != self.standin.args.get("served_model_name"):
+        if model != self.standin.served_model_name:
             return self.reply(404, {"error": {"message": f"The model '{model}' does not exist",
                                               "type": "invalid_request_error", "param": "model",
                                               "code": "model_not_found"}})
         self.reply(200, self.model_card(model))
 
     def route_generate(self):
+        with self.standin.model_update.reading():  # tokenizer_manager.py:513, until the last byte
+            self.generate()
+
+    def generate(self):
         body = self.body()
         if body is None:
             return
@@ -417,16 +436,25 @@ class Handler(BaseHTTPRequestHandler):
                 site = str(find_sglang())
             except Exception:
                 pass
-            standin.openai_served = openai.Served(args, standin.config, template, site, standin.version)
+            standin.openai_served = openai.Served(args, standin.config, template, site, standin.version,
+                                                  standin.weights.vocabulary)
         return standin.openai_served
 
     def route_v1_completions(self):
         """``/v1/completions`` (http_server.py:1343-1348, serving_completions.py)."""
-        self.openai(openai.completion_plan, openai.prepare_completion)
+        with self.standin.model_update.reading():
+            self.openai(openai.completion_plan, openai.prepare_completion)
 
     def route_v1_chat_completions(self):
         """``/v1/chat/completions`` (http_server.py:1351-1358, serving_chat.py)."""
-        self.openai(openai.chat_plan, openai.prepare_chat)
+        with self.standin.model_update.reading():
+            self.openai(openai.chat_plan, openai.prepare_chat)
+
+    def route_update_weights_from_disk(self):
+        """``POST /update_weights_from_disk`` (http_server.py:914-935): ``standin_weights.answer_update``."""
+        body = self.body()
+        if body is not None:
+            self.reply(*standin_weights.answer_update(self.standin, body))
 
     def openai(self, read, prepare) -> None:
         """``OpenAIServingBase.handle_request`` (serving_base.py:73-134), then the engine."""

@@ -53,6 +53,7 @@ dies of, for the method the release calls first.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import logging
 import struct
@@ -85,8 +86,13 @@ SafetensorError.__module__ = "safetensors_rust"
 MAX_HEADER = 100_000_000  # safetensors' N_MAX: a longer header is refused
 
 
-def read_shard(path: Path, chunk: int = 8 << 20) -> int:
-    """Open a shard as ``safe_open`` does, then read every tensor's bytes; the bytes read."""
+def read_shard(path: Path, chunk: int = 8 << 20, tensors: dict | None = None) -> int:
+    """
+    Open a shard as ``safe_open`` does, then read every tensor's bytes; the bytes read.
+
+    + tensors: filled with ``{name: (shape, sha256 of its bytes)}``, what the stand-in's
+      outputs derive from (``standin_weights``); None reads without hashing
+    """
     size = path.stat().st_size  # FileNotFoundError, as open() raises it
     with open(path, "rb") as handle:
         head = handle.read(8)
@@ -105,19 +111,44 @@ def read_shard(path: Path, chunk: int = 8 << 20) -> int:
         if 8 + length + end != size:
             raise SafetensorError("Error while deserializing header: incomplete metadata, file not fully covered")
         done = 8 + length
+        if tensors is not None:  # each tensor's bytes, in file order
+            at = 0
+            for name, info in sorted(((k, t) for k, t in header.items() if k != "__metadata__"),
+                                     key=lambda item: item[1]["data_offsets"][0]):
+                start, stop = info["data_offsets"]
+                handle.read(max(start - at, 0))
+                digest = hashlib.sha256()
+                left = stop - start
+                while left > 0:
+                    data = handle.read(min(chunk, left))
+                    digest.update(data)
+                    left -= len(data)
+                tensors[name] = (tuple(info["shape"]), digest.hexdigest())
+                at = max(at, stop)
         while handle.read(chunk):
             pass
         return size - done
 
 
-def load_weights(model_path: str | None, index_file: str = "model.safetensors.index.json") -> int:
-    """Load a staged model's config and weights as 0.5.9 does; the bytes read (0: no folder, nothing to load)."""
+def load_weights(model_path: str | None, index_file: str = "model.safetensors.index.json",
+                 tensors: dict | None = None) -> int:
+    """
+    Load a staged model's config and weights as 0.5.9 does; the bytes read (0: no folder, nothing to load).
+
+    + tensors: filled with every tensor's shape and digest (``read_shard``), or None
+    """
     folder = Path(model_path) if model_path else None
     if folder is None or not folder.is_dir():
         return 0
     if not (folder / "config.json").is_file():
         raise OSError(f"{folder} does not appear to have a file named config.json. Checkout "
                       f"'https://huggingface.co/{folder}/tree/None' for available files.")
+    shards = weight_files(folder, index_file)
+    return sum(read_shard(shard, tensors=tensors) for shard in shards)
+
+
+def weight_files(folder: Path, index_file: str = "model.safetensors.index.json") -> list[Path]:
+    """The shards a folder's weights are read from, as 0.5.9's ``_prepare_weights`` finds them."""
     index = folder / index_file
     if index.is_file():
         shards = sorted({folder / name for name in json.loads(index.read_text())["weight_map"].values()})
@@ -128,10 +159,10 @@ def load_weights(model_path: str | None, index_file: str = "model.safetensors.in
     else:
         shards = sorted(folder.glob("*.safetensors"))
         if not shards:
-            return 0  # config.json alone: a model the stand-in's tests name by architecture, no weights
+            return []  # config.json alone: a model the stand-in's tests name by architecture, no weights
     if not shards:
-        raise RuntimeError(f"Cannot find any model weights with `{model_path}`")
-    return sum(read_shard(shard) for shard in shards)
+        raise RuntimeError(f"Cannot find any model weights with `{folder}`")
+    return shards
 
 
 class _LanguageModel:

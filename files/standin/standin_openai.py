@@ -145,8 +145,10 @@ def sampling_checks(fields: dict, max_new_tokens: int | None) -> None:
 class Served:
     """What the answers need of the server: its arguments, its model's config and template, its release."""
 
-    def __init__(self, args: dict, config: dict, template, site: str, version: str = "0.5.9"):
+    def __init__(self, args: dict, config: dict, template, site: str, version: str = "0.5.9",
+                 vocabulary: tuple = WORDS):
         self.args, self.config, self.template, self.site = args, config, template, site
+        self.vocabulary = vocabulary  # the words its weights say (standin_weights)
         release = release_tuple(version)
         # 0.5.10 runs a stream's generator up to its first chunk before the 200: a refusal of
         # generate_request is a 400 JSON, not an SSE event (0.5.14 serving_chat.py:949-955,
@@ -198,8 +200,8 @@ class Served:
 
 # -- what the stand-in's model says ------------------------------------------------------------
 
-def words(count: int, start: int = 0) -> list[str]:
-    return [" " + WORDS[i % len(WORDS)] for i in range(start, start + count)]
+def words(count: int, start: int = 0, vocabulary: tuple = WORDS) -> list[str]:
+    return [" " + vocabulary[i % len(vocabulary)] for i in range(start, start + count)]
 
 
 def tool_arguments(tool: dict) -> dict:
@@ -302,7 +304,7 @@ class ChatPlan:
             said += ([] if forced or not start else [start]) + list(REASONING) + [end]
         thought = list(said)
         offered = self.tools if self.tools and self.tool_choice != "none" else None
-        said += words(ANSWER_TOKENS_WITH_TOOLS if offered else ANSWER_TOKENS)
+        said += words(ANSWER_TOKENS_WITH_TOOLS if offered else ANSWER_TOKENS, 0, self.served.vocabulary)
         if offered:
             tool = offered[0]
             if isinstance(self.tool_choice, dict):
@@ -319,7 +321,7 @@ class ChatPlan:
         if limit is None:  # scheduler: up to the context's end
             limit = self.served.context_length() - prompt_tokens - 1
         if fields["ignore_eos"]:
-            said += words(max(limit - len(said), 0), start=len(said))
+            said += words(max(limit - len(said), 0), len(said), self.served.vocabulary)
             script = Script.cut(said, limit, False, fields["stop"])
         else:
             script = Script.cut(said, limit, self.served.eos_token_id(), fields["stop"])
@@ -632,5 +634,5 @@ def prepare_completion(plan: CompletionPlan) -> None:
         plan.stream_error = exc
         return
     limit = fields["max_new_tokens"]
-    script = Script.cut(words(limit), limit, False, fields["stop"])
+    script = Script.cut(words(limit, 0, plan.served.vocabulary), limit, False, fields["stop"])
     plan.req = script.req(fields["rid"], prompt_tokens, fields["stream"], fields["temperature"])

@@ -52,6 +52,8 @@ rollout_serial = None             # batches within waves, as Ansible's serial: e
 max_fail_percentage = 0           # a batch with more failed hosts (in %) stops the run; at or below, it goes on
 rollout_until = None              # e.g. "canary": stop after that wave; the next run goes on from there
 router_url = None                 # sglang-router to drain hosts through, e.g. "http://router:30080"; None: the fleet's gateways
+weights_update = "auto"           # a new model revision alone: "auto" updates the running server's weights in place
+                                  # where its sglang can (docs/rollouts.md), else restarts; "in_place" or "restart" forces it
 
 # --- the fleet's gateway: the hosts of the group `gateways` run SGLang's gateway (smg) and nothing else ---
 gateway_stack = "gateway-smg-1.13.0"  # files/stacks/<name>.toml: the gateway's locked venv

@@ -115,6 +115,7 @@ def mirror_up(port):
     click.echo(f"mirror: {record['url']} serves {record['model']}@{record['revision'][:12]} and "
                f"{record['draft']}@{record['draft_revision'][:12]}")
     click.echo(f"pin them: SGLFLEET_MODELS={record['manifests']} pyinfra inventory/dev.py deploy.py -y")
+    click.echo(f"then its other revision, weights only: ... deploy.py -y --data model_revision={record['revisions'][-1]}")
 
 
 @mirror.command("down")

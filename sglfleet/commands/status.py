@@ -24,8 +24,8 @@ from sglfleet.host.layout import LAYOUT
 from sglfleet.plan.validation import parse_data
 from sglfleet.status.fleet_status import fleet_status, progress
 
-COLUMNS = ("host", "wave", "os", "python", "declared", "current", "serving", "previous", "stack", "unit", "health", "gate", "bake",
-           "models", "firewall")
+COLUMNS = ("host", "wave", "os", "python", "declared", "current", "serving", "revision", "previous", "stack", "unit", "health",
+           "gate", "bake", "models", "firewall")
 
 
 def _cell(row: dict, column: str) -> str:
@@ -54,6 +54,8 @@ def _cell(row: dict, column: str) -> str:
         revisions = [f"{m['repo']}@{m['revision'][:8]}{'' if m['verified'] else ' (unverified)'}"
                      for m in row.get("models") or []]
         return f"{', '.join(revisions)} ({row.get('models_bytes', 0) / 1e9:.2f} GB)" if revisions else "-"
+    if column == "revision" and row.get("revision"):  # the model revision served; loaded in place, or at start
+        return row["revision"][:12] + (" (in place)" if row.get("in_place") else "")
     value = row.get({"unit": "active_state"}.get(column, column))
     if column in ("current", "previous", "serving") and value:
         return value[:12]

@@ -26,7 +26,7 @@ from pyinfra.api import StringCommand
 
 from sglfleet.host.bake import describe
 from sglfleet.host.layout import LAYOUT
-from sglfleet.host.protocol import BAKE_FAILED, DOWN, PASSED, ROLLED_BACK, results as tool_results
+from sglfleet.host.protocol import BAKE_FAILED, DOWN, NOT_IN_PLACE, PASSED, ROLLED_BACK, results as tool_results
 from sglfleet.plan.pd_units import rejoins
 from sglfleet.plan.rollout_steps import BatchStep
 from sglfleet.controller import compile_share, router
@@ -155,33 +155,41 @@ def answer(state, host, connector_arguments, step: BatchStep, *args: str, extra_
         return None
 
 
-def drained_answer(state, host, connector_arguments, step: BatchStep, *args: str, before=None):
-    """
-    Start the host's part of its batch (once every earlier batch kept within the
-    failure budget), call ``before`` (while it still serves), drain it from the router,
-    then run the host tool with ``args``: the tool's ``answer``, or None when the host
-    failed before or during it.
-    """
+def started(state, host, step: BatchStep) -> bool:
+    """Start the host's part of its batch, once every earlier batch kept within the failure budget; False: it failed."""
     run = record(state)
     batch_reached(run, step.label, step.hosts)
     why = over_budget(state, step)
     if why is None:
         batch_started(run, step.label)
-        if before:
-            before()
-        error = at_router(step, router.drain)
-        why = f"{error}; not switched" if error else None
-    if why:
-        fail(state, host, why)
+        return True
+    fail(state, host, why)
+    return False
+
+
+def drained_answer(state, host, connector_arguments, step: BatchStep, *args: str, before=None, begun: bool = False):
+    """
+    Start the host's part of its batch (once every earlier batch kept within the
+    failure budget; ``begun``: it was), call ``before`` (while it still serves), drain it
+    from the router, then run the host tool with ``args``: the tool's ``answer``, or None
+    when the host failed before or during it.
+    """
+    if not begun and not started(state, host, step):
+        return None
+    if before:
+        before()
+    if error := at_router(step, router.drain):
+        fail(state, host, f"{error}; not switched")
         return None
     return answer(state, host, connector_arguments, step, *args)
 
 
 def switch(state, host, connector_arguments, step: BatchStep, release_id: str, restart: bool = False,
-           from_release: str | None = None):
+           from_release: str | None = None, begun: bool = False):
     """
     Switch the host once every earlier batch passed, keeping the router in step and
     taking the compile caches an earlier host hands on; then bake. Returns False to fail this host.
+    ``begun``: its batch has started it already (an update in place that turned out not to be one).
     """
     run = record(state)
     if step.pd_unit and (down := sorted({h.name for h in state.failed_hosts} & set(step.pd_unit))):
@@ -191,7 +199,7 @@ def switch(state, host, connector_arguments, step: BatchStep, release_id: str, r
     took: list[bool] = []
     activate = ("activate", release_id, *(["--restart"] if restart else []))
     said = drained_answer(state, host, connector_arguments, step, *activate, before=lambda: took.append(
-        compile_share.take(run, host, connector_arguments, step.label, step.cache, step.timeout_s)))
+        compile_share.take(run, host, connector_arguments, step.label, step.cache, step.timeout_s)), begun=begun)
     if said is not None and said[0] in (ROLLED_BACK, DOWN) and any(took):
         # Caches from a peer that do not load must not cost the release: once more, cold.
         verdicts(run, host, step, said[1], from_release)
@@ -233,6 +241,47 @@ def switch(state, host, connector_arguments, step: BatchStep, release_id: str, r
     if step.bake_s:
         return bake(state, host, connector_arguments, step, release_id)
     summary.passed(run, host.name, f"{_who(step)}serves {release_id}")
+    return True
+
+
+def update(state, host, connector_arguments, step: BatchStep, release_id: str, from_release: str | None = None):
+    """
+    Load the release's model revision into the host's running server once every earlier batch passed
+    (``sglfleet-release update``): no drain, since sglang finishes the requests in flight on the old
+    weights and holds the new ones until it has loaded (``sglfleet.host.weights``); then bake. A host
+    where the change is not weights-only after all is switched as any other. Returns False to fail it.
+    """
+    run = record(state)
+    if not started(state, host, step):
+        return False
+    said = answer(state, host, connector_arguments, step, "update", release_id)
+    if said is None:
+        return False
+    status, results, messages = said
+    if status == NOT_IN_PLACE:  # what the host holds says otherwise: restart it, drained, as any switch
+        for line in messages:
+            host.log(f"{step.label}: {line}", logger.warning)
+        return switch(state, host, connector_arguments, step, release_id, False, from_release, begun=True)
+    for result in results:
+        if result.get("stage") == "startup" and result.get("in_place") and result.get("passed") \
+                and "update_s" in (result.get("figures") or {}):
+            updated = (f"{_who(step)}weights of {release_id} loaded in place over {from_release or 'nothing'} "
+                       f"in {result['figures']['update_s']:g} s, no restart")
+            emit(run, "WeightsUpdated", host=host.name, service=step.service, from_release=from_release,
+                 to_release=release_id, figures={"update_s": result["figures"]["update_s"]},
+                 message=f"{step.label}: {updated}")
+    verdicts(run, host, step, results, from_release)
+    if status == ROLLED_BACK:
+        emit(run, "HostRolledBack", host=host.name, service=step.service, from_release=release_id,
+             to_release=from_release,
+             message=f"{step.label}: back on {from_release or 'its earlier release'} after its update in place failed")
+    if status != PASSED:
+        for line in messages or [lost_link(host, f"exit status {'unknown' if status is None else status}")]:
+            fail(state, host, line)
+        return False
+    if step.bake_s:
+        return bake(state, host, connector_arguments, step, release_id)
+    summary.passed(run, host.name, f"{_who(step)}serves {release_id}, loaded in place")
     return True
 
 

@@ -252,8 +252,8 @@ class Fleet:
         Set the stand-in's fault mode on ``host`` for starts of any release but
         the one serving now.
 
-        + mode: crash, hang, unready, slow, slow-load <seconds>, slow-after <seconds> [<factor>], corrupt-cache;
-          or clear
+        + mode: crash, hang, unready, slow, slow-load <seconds>, slow-after <seconds> [<factor>], corrupt-cache,
+          update-fails; or clear
           to remove the fault
 
         **Example:**

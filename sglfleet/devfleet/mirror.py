@@ -7,8 +7,11 @@ olah reads (LFS pointers committed, objects under ``.git/lfs/objects``, made by
 hand as git-lfs's clean filter would) and returns the commit. ``Mirror`` runs
 ``olah-cli`` on an address the local fleet's hosts reach (the bridge's) and
 stops it by its pid. ``start_demo`` and ``stop_demo`` keep one running for the
-local fleet's demo (``sglfleet devfleet mirror up|down``): a tiny model and its
-EAGLE-3 draft, pinned, with their manifests, recorded in ``mirror.json``.
+local fleet's demo (``sglfleet devfleet mirror up|down``): a tiny model in two revisions
+(the same architecture and shapes, other weights: a weights-only change is one
+``--data model_revision=...`` away) and its EAGLE-3 draft, pinned, with their
+manifests, recorded in ``mirror.json`` (``"revisions"``, oldest first; ``"revision"``
+is the first, which the local fleet serves).
 
 **Example:**
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import random
 import shutil
@@ -36,11 +40,13 @@ import urllib.request
 from pathlib import Path
 
 
-def shard_bytes(tensors: dict[str, int], seed: int) -> bytes:
-    """A safetensors file of F32 vectors ``{name: elements}`` with seeded random bytes, in the real format."""
+def shard_bytes(tensors: dict[str, int | tuple[int, ...]], seed: int) -> bytes:
+    """A safetensors file of F32 tensors ``{name: elements or shape}`` with seeded random bytes, in the real format."""
     header, offset = {"__metadata__": {"format": "pt"}}, 0
-    for name, count in tensors.items():
-        header[name] = {"dtype": "F32", "shape": [count], "data_offsets": [offset, offset + 4 * count]}
+    for name, shape in tensors.items():
+        shape = list(shape) if isinstance(shape, tuple) else [shape]
+        count = math.prod(shape)
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [offset, offset + 4 * count]}
         offset += 4 * count
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)  # safetensors pads the header to 8 bytes
@@ -54,14 +60,20 @@ CHAT_TEMPLATE = ("{% for message in messages %}{{ '<|im_start|>' + message['role
 
 
 def write_model(folder: Path, seed: int, shard_sizes=(1 << 20, 2 << 20, 512 << 10),
-                architecture: str = "LlamaForCausalLM") -> Path:
-    """Write a small sharded model into ``folder``; return it."""
+                architecture: str = "LlamaForCausalLM", extra_tensors: dict | None = None) -> Path:
+    """
+    Write a small sharded model into ``folder``; return it.
+
+    + extra_tensors: ``{name: shape}`` written first into the first shard, for tensors a test names
+      (the stand-in loads weights by name and shape, as sglang does)
+    """
     folder.mkdir(parents=True, exist_ok=True)
     count = len(shard_sizes)
     weight_map, total = {}, 0
     for number, size in enumerate(shard_sizes, 1):
         name = f"model-{number:05d}-of-{count:05d}.safetensors"
-        tensors = {f"model.layers.{number}.weight": size // 8, f"model.layers.{number}.bias": size // 8}
+        tensors = {**(extra_tensors or {} if number == 1 else {}),
+                   f"model.layers.{number}.weight": size // 8, f"model.layers.{number}.bias": size // 8}
         (folder / name).write_bytes(shard_bytes(tensors, seed * 100 + number))
         weight_map.update({tensor: name for tensor in tensors})
         total += size
@@ -168,6 +180,33 @@ class Mirror:
 
 
 DEMO_MODEL, DEMO_DRAFT = "demo/tiny-model", "demo/tiny-eagle3"
+DEMO_SEEDS = (1, 3)  # the demo model's revisions, oldest first: the same config and shapes, other weights
+# Tensors the stand-in loads by name and shape, as sglang does: the target's first attention projection,
+# and the draft's one layer, which takes twice the hidden size (an EAGLE-3 draft's does: its input is the
+# token's embedding beside the target's hidden state). Loaded from the target's path, the draft's does not fit.
+DEMO_TARGET_TENSORS = {"model.layers.0.self_attn.k_proj.weight": (128, 64)}
+DEMO_DRAFT_TENSORS = {"midlayer.self_attn.k_proj.weight": (128, 128)}
+
+
+def demo_models(folder: Path) -> tuple[Path, list[str], str]:
+    """
+    Write the demo's model revisions and its draft, and commit them into olah's mirror folder
+    ``folder/repos``: ``(that folder, the model's commits oldest first, the draft's commit)``.
+
+    + folder: the demo's folder (``.fleet/mirror``), emptied first
+    """
+    shutil.rmtree(folder, ignore_errors=True)
+    mirror_dir = folder / "repos"
+    # Kimi K2.5's architecture: the stand-in checks the patched EAGLE-3 methods as for the real model.
+    revisions = [commit(mirror_dir, DEMO_MODEL, write_model(folder / f"src-model-{number}", seed=seed,
+                                                            architecture="KimiK25ForConditionalGeneration",
+                                                            extra_tensors=DEMO_TARGET_TENSORS),
+                        f"tiny model, revision {number}")
+                 for number, seed in enumerate(DEMO_SEEDS, 1)]
+    draft = commit(mirror_dir, DEMO_DRAFT, write_model(folder / "src-draft", seed=2, shard_sizes=(1 << 20,),
+                                                       architecture="LlamaForCausalLMEagle3",
+                                                       extra_tensors=DEMO_DRAFT_TENSORS), "tiny draft")
+    return mirror_dir, revisions, draft
 
 
 def demo_record(state_dir: Path) -> Path:
@@ -176,8 +215,8 @@ def demo_record(state_dir: Path) -> Path:
 
 def start_demo(state_dir: Path, address: str, port: int, lock) -> dict:
     """
-    Make the demo's tiny model and draft, serve them with olah on ``address:port``
-    (running on after this returns; ``stop_demo`` ends it), lock their manifests
+    Make the demo's tiny model (two revisions) and draft, serve them with olah on ``address:port``
+    (running on after this returns; ``stop_demo`` ends it), lock every revision's manifest
     with ``lock(repo, revision, url, manifests)``, and record it all.
 
     + state_dir: the fleet's state folder (``.fleet``)
@@ -185,19 +224,13 @@ def start_demo(state_dir: Path, address: str, port: int, lock) -> dict:
     + lock: writes one manifest, e.g. by running ``sglfleet model lock``
     """
     folder = state_dir / "mirror"
-    shutil.rmtree(folder, ignore_errors=True)
-    mirror_dir = folder / "repos"
-    # Kimi K2.5's architecture: the stand-in checks the patched EAGLE-3 methods as for the real model.
-    revision = commit(mirror_dir, DEMO_MODEL, write_model(folder / "src-model", seed=1,
-                                                          architecture="KimiK25ForConditionalGeneration"),
-                      "tiny model")
-    draft = commit(mirror_dir, DEMO_DRAFT, write_model(folder / "src-draft", seed=2, shard_sizes=(1 << 20,),
-                                                       architecture="LlamaForCausalLMEagle3"), "tiny draft")
+    mirror_dir, revisions, draft = demo_models(folder)
     mirror = Mirror(mirror_dir, address, port).__enter__()
     record = {"url": mirror.url, "pid": mirror.process.pid, "manifests": str(folder / "manifests"),
-              "model": DEMO_MODEL, "revision": revision, "draft": DEMO_DRAFT, "draft_revision": draft}
+              "model": DEMO_MODEL, "revision": revisions[0], "revisions": revisions,
+              "draft": DEMO_DRAFT, "draft_revision": draft}
     demo_record(state_dir).write_text(json.dumps(record, indent=2) + "\n")
-    for repo, sha in ((DEMO_MODEL, revision), (DEMO_DRAFT, draft)):
+    for repo, sha in [(DEMO_MODEL, revision) for revision in revisions] + [(DEMO_DRAFT, draft)]:
         lock(repo, sha, mirror.url, folder / "manifests")
     return record
 

@@ -11,6 +11,7 @@ from pyinfra.api import FactBase
 
 from sglfleet.host.drift import FILE as DRIFT_FILE
 from sglfleet.host.layout import GATEWAY, LAYOUT
+from sglfleet.host.weights import served_in_place
 
 
 @dataclass
@@ -19,7 +20,8 @@ class ReleaseHostState:
     What a host holds and serves of its releases.
 
     + current, previous: the releases the links point at
-    + serving: the release the running process was started from (its environment), or None
+    + serving: the release the running process serves: the one it was started from (its environment),
+      or the current one where its weights were updated to it in place since (``sglfleet.host.weights``); or None
     + releases: every staged release
     + active_state, active_since, n_restarts: the unit's
     + busy: another run holds the host lock (a switch, gate or bake in progress)
@@ -27,6 +29,8 @@ class ReleaseHostState:
     + verdict: the current release's ``verdict.json`` (start-up gate and bake)
     + files: ``{name: sha256}`` of the asked release's files, None when it is not staged
     + drifted: the kinds of drift an earlier converge marked and none cleared (``sglfleet.host.drift``)
+    + current_release: the current release's ``release.json``, what a weights-only change is told by
+      (``sglfleet.plan.weights``); {} where there is none
     """
 
     current: str | None = None
@@ -41,6 +45,7 @@ class ReleaseHostState:
     verdict: dict = field(default_factory=dict)
     files: dict[str, str] | None = None
     drifted: list[str] = field(default_factory=list)
+    current_release: dict = field(default_factory=dict)
 
 
 class ReleaseState(FactBase["ReleaseHostState | None"]):
@@ -90,6 +95,7 @@ class ReleaseState(FactBase["ReleaseHostState | None"]):
             f"i=$(stat -c %i {lock}); for p in $(awk -v i=\":$i\" 'substr($6, length($6) - length(i) + 1) == i "
             "{print $5}' /proc/locks); do echo \"holder=$p $(tr '\\0' ' ' < /proc/$p/cmdline 2>/dev/null)\"; done; fi; "
             f"echo verdict=$(tr -d '\\n' < {shlex.quote(layout.current)}/verdict.json 2>/dev/null); "
+            f"echo release=$(tr -d '\\n' < {shlex.quote(layout.current)}/release.json 2>/dev/null); "
             # The drift marks are the host's, whichever service reads them.
             f"echo drift=$(tr -d '\\n' < {shlex.quote(posixpath.join(LAYOUT.root, DRIFT_FILE))} 2>/dev/null); "
             f"s=$(systemctl show {shlex.quote(layout.unit)} -p ActiveState -p ActiveEnterTimestamp -p NRestarts "
@@ -120,10 +126,20 @@ class ReleaseState(FactBase["ReleaseHostState | None"]):
         except ValueError:
             drift = {}
         drifted = drift.get("drifted") if isinstance(drift, dict) else None
+        try:
+            release = json.loads(raw.get("release") or "{}")
+        except ValueError:
+            release = {}
+        verdict = verdict if isinstance(verdict, dict) else {}
+        current = posixpath.basename(raw.get("current", "")) or None
+        serving = raw.get("serving") or None
+        if current and serving != current and served_in_place(verdict.get("in_place"), raw.get("MainPID"),
+                                                               raw.get("ActiveEnterTimestamp")):
+            serving = current  # its weights were updated to the current release in place
         return ReleaseHostState(
-            current=posixpath.basename(raw.get("current", "")) or None,
+            current=current,
             previous=posixpath.basename(raw.get("previous", "")) or None,
-            serving=raw.get("serving") or None,
+            serving=serving,
             releases=raw.get("releases", "").split(),
             active_state=raw.get("ActiveState") or None,
             active_since=raw.get("ActiveEnterTimestamp") or None,
@@ -133,6 +149,7 @@ class ReleaseState(FactBase["ReleaseHostState | None"]):
             verdict=verdict if isinstance(verdict, dict) else {},
             files=files if raw.get("staged") == "1" else None,
             drifted=[str(kind) for kind in drifted] if isinstance(drifted, list) else [],
+            current_release=release if isinstance(release, dict) else {},
         )
 
 

@@ -11,6 +11,8 @@ rollback happen under one lock, and the tool ignores SIGHUP.
     sglfleet-release bake RELEASE       sample /metrics for the bake, judge, record the verdict
     sglfleet-release revert RELEASE     RELEASE failed its bake: back to what served before it
     sglfleet-release relink RELEASE     point current at RELEASE, which the running process serves (no restart)
+    sglfleet-release update RELEASE     serve RELEASE by loading its model revision into the running server, gate;
+                                        on a failure load the old one back (``weights.py``); no restart
     sglfleet-release rollback           switch current to previous, restart, start-up gate
     sglfleet-release gate               the start-up gate against the current release
     sglfleet-release retire             stop and remove the service: the inventory no longer names it
@@ -26,7 +28,8 @@ Thresholds come from the release's ``gate.json``. Exit status: 0 passed;
 3 busy (another run held the lock past --wait-lock); 4 failed and nothing
 serves; 5 the bake failed (the release still serves: ``revert`` it);
 6 the release is no longer current (another run switched the host); 7 a system
-command (systemctl) failed, so the host's state is unknown. The last
+command (systemctl) failed, so the host's state is unknown; 8 ``update``: not
+weights-only here, nothing changed. The last
 line on stdout, ``sglfleet-result {...}``, holds the figures.
 """
 
@@ -41,7 +44,7 @@ import signal
 import subprocess
 import sys
 
-from . import bake, compile_cache, drift, models, releases, service, textfile
+from . import bake, compile_cache, drift, models, releases, service, textfile, weights
 from .gate import GateFailed, GateSettings, speculative, startup
 from .client import base_url, request
 from .layout import LAYOUT, Layout
@@ -98,8 +101,8 @@ def intact(release_id: str, layout: Layout) -> bool:
 
 
 def serving(layout: Layout) -> str | None:
-    """The release the unit's running process was started from (its environment)."""
-    return service.main_pid_environ(layout).get("SGLFLEET_RELEASE")
+    """The release the unit's running process serves: started from, or updated to in place (``weights.serving``)."""
+    return weights.serving(layout)
 
 
 def activate(target: str, layout: Layout, restart: bool = False) -> int:
@@ -187,6 +190,8 @@ def revert(target: str, layout: Layout) -> int:
     old_previous = switched.get("previous")
     if old_current and not intact(old_current, layout):
         return DOWN
+    if switched.get("in_place") and old_current and serving(layout) == target:  # loaded in place: back in place
+        return weights.back(target, GateFailed("bake", "the bake failed"), old_current, old_previous, layout)
     return back_to(target, GateFailed("bake", "the bake failed"), old_current, old_previous, layout)
 
 
@@ -267,10 +272,14 @@ def state(layout: Layout) -> int:
         health = status or None
     verdict = (releases.read(current, "verdict.json", layout, default={}) or {}) if current else {}
     previous = releases.release_id_of(layout.previous)
+    served = serving(layout)
     print(json.dumps({
         "current": current,
         "previous": previous,
-        "serving": serving(layout),
+        "serving": served,
+        # The model revision it serves, and whether it was loaded in place (not what the process started with).
+        "revision": weights.served_revision(served, layout),
+        "in_place": bool(served) and served != service.main_pid_environ(layout).get("SGLFLEET_RELEASE"),
         # Releases whose files no longer make their id: edited on the host.
         "drifted": [r for r in (current, previous) if r and not releases.matches_id(r, layout)],
         "stack": (release or {}).get("stack"),
@@ -322,7 +331,7 @@ def main(argv=None, layout: Layout = LAYOUT) -> int:
     sub.add_parser("activate").add_argument("release_id")
     sub.choices["activate"].add_argument("--restart", action="store_true",
                                          help="restart and gate even when the release serves (its stack was repaired)")
-    for name in ("bake", "revert", "relink"):
+    for name in ("bake", "revert", "relink", "update"):
         sub.add_parser(name).add_argument("release_id")
     for name in ("rollback", "gate", "state", "retire"):
         sub.add_parser(name)
@@ -346,6 +355,7 @@ def main(argv=None, layout: Layout = LAYOUT) -> int:
     commands = {
         "activate": lambda: activate(args.release_id, layout, restart=args.restart),
         "relink": lambda: relink(args.release_id, layout),
+        "update": lambda: weights.update(args.release_id, layout),
         "bake": lambda: run_bake(args.release_id, layout),
         "revert": lambda: revert(args.release_id, layout),
         "rollback": lambda: rollback(layout),
@@ -355,7 +365,7 @@ def main(argv=None, layout: Layout = LAYOUT) -> int:
     try:
         with releases.locked(wait, layout):
             status = commands[args.command]()
-            if args.keep is not None and args.command in ("activate", "rollback", "revert"):
+            if args.keep is not None and args.command in ("activate", "rollback", "revert", "update"):
                 releases.collect(args.keep, layout)  # after the links moved: what they point at stays
             try:
                 if args.command != "retire":  # which wrote its own

@@ -9,13 +9,14 @@ import urllib.request
 from .layout import LAYOUT, Layout
 
 
-def api_key(layout: Layout = LAYOUT) -> str | None:
-    """The API key from the root-only env file, so requests pass ``--api-key``; never printed."""
+def api_key(layout: Layout = LAYOUT, variable: str = "SGLANG_API_KEY") -> str | None:
+    """The API key (or ``variable``, e.g. the admin key) from the root-only env file, so requests
+    pass ``--api-key``; never printed."""
     try:
         with open(layout.env_file) as handle:
             for line in handle:
                 name, _, value = line.strip().partition("=")
-                if name == "SGLANG_API_KEY" and value:
+                if name == variable and value:
                     return value.strip('"')
     except OSError:
         pass

@@ -23,6 +23,7 @@ DOWN = 4  # failed, and nothing serves
 BAKE_FAILED = 5  # the bake failed; the release still serves (revert it)
 SWITCHED_AWAY = 6  # the release is no longer current: another run switched the host
 SYSTEM = 7  # a system command (systemctl) failed: the host's state is unknown
+NOT_IN_PLACE = 8  # ``update``: the change is not weights-only on this host; nothing was changed (switch instead)
 
 RESULT = "sglfleet-result"
 

@@ -33,7 +33,8 @@ from sglfleet.plan.release import Release
 from sglfleet.plan.rollout_plan import ACTIONS, decide  # noqa: F401 (ACTIONS: decide's answers, as before)
 from sglfleet.plan.rollout_steps import BatchStep
 from sglfleet.controller.outcomes import fail
-from sglfleet.controller.rollout import bake, relink, retire, roll_back, switch
+from sglfleet.controller.rollout import bake, relink, retire, roll_back, switch, update
+from sglfleet.plan.weights import weights_change
 from sglfleet.operations.output import say, show_diff, wants_diff
 
 
@@ -192,7 +193,9 @@ def _activate(release_id: str, step: BatchStep, found, rebuilt: bool):
             yield FunctionCommand(fail, (f"{label}: no answer within {timeout} s while waiting for "
                                                f"another run's lock; check {host.name}, then run again",), {})
             return
-    action = decide(found, release_id, restart, step.bake_s)
+    # A new revision of the model alone is loaded into the running server, where it may be (sglfleet.plan.weights).
+    change = weights_change(found.current_release, step.weights) if step.weights else None
+    action = decide(found, release_id, restart, step.bake_s, bool(change and change.in_place))
     if action == "relink":
         # A hand moved current; the process still serves what was declared: put the link back.
         yield found_drift("current", f"{layout.current}", [f"points at {found.current or 'nothing'}, the process "
@@ -209,6 +212,11 @@ def _activate(release_id: str, step: BatchStep, found, rebuilt: bool):
         yield HostFunctionCommand(bake, (step, release_id), {})
         return
     baking = f" and bake {step.bake_s:g} s" if step.bake_s else ""
+    if action == "update":
+        say(f"{label}: {change.says()}: will load {release_id} into the running {found.serving} "
+            f"(no restart, no drain), gate{baking}")
+        yield HostFunctionCommand(update, (step, release_id, found.serving), {})
+        return
     if action == "wait":
         # Only planning, or the lock is still held: the host tool waits for it
         # in turn, then switches only if still needed.
@@ -222,7 +230,9 @@ def _activate(release_id: str, step: BatchStep, found, rebuilt: bool):
         kept = found_drift("service", "the service" if layout.legacy else layout.unit,
                            [f"current is {release_id}, the process serves {found.serving or 'nothing'}"],
                            "will switch it behind the gate") if drifted else None
-        say(f"{label}: will switch {found.serving or found.current or 'nothing'} -> {release_id}, gate{baking}")
+        # What changes, where the serving release is known: "restart: speculative_num_steps changes".
+        why = f" ({change.says()})" if change and not change.in_place else ""
+        say(f"{label}: will switch {found.serving or found.current or 'nothing'} -> {release_id}, gate{baking}{why}")
         if kept:  # everything said first: planning stops at a command
             yield kept
             yield marked("service", step.textfile_dir)

@@ -26,9 +26,11 @@ from typing import Any
 
 from sglfleet.host.compile_cache import cache_key
 from sglfleet.host.layout import LAYOUT
+from sglfleet.plan.weights import weights_change
 
-ACTIONS = ("relink", "wait", "restart", "noop", "bake", "switch")
-# The actions that restart a service (a wait most likely does, once the other run's lock is free).
+ACTIONS = ("relink", "wait", "restart", "noop", "bake", "switch", "update")
+# The actions that restart a service (a wait most likely does, once the other run's lock is free);
+# an update loads the new weights into the running server (sglfleet.plan.weights).
 RESTARTS = ("switch", "restart", "wait")
 
 
@@ -36,7 +38,7 @@ def _baked(verdict: dict) -> bool:
     return bool((verdict.get("bake") or {}).get("passed"))
 
 
-def decide(found, release_id: str, rebuilt: bool, bake_s: float) -> str:
+def decide(found, release_id: str, rebuilt: bool, bake_s: float, in_place: bool = False) -> str:
     """
     What a host's rollout step does, one of ``ACTIONS``, from what the host holds and serves.
 
@@ -44,6 +46,8 @@ def decide(found, release_id: str, rebuilt: bool, bake_s: float) -> str:
     + release_id: the release it should serve
     + rebuilt: its stack was built again this run (it drifted): the process loaded the old files
     + bake_s: the batch's bake (0: none)
+    + in_place: the release differs from the one it serves in the model's weights alone, and they may be
+      loaded into the running server (``sglfleet.plan.weights.WeightsChange``): an update, not a switch
 
     **Example:**
 
@@ -63,6 +67,8 @@ def decide(found, release_id: str, rebuilt: bool, bake_s: float) -> str:
         return "noop"
     if serves:
         return "bake"  # an earlier run ended between the gate and the end of the bake
+    if in_place and not rebuilt and active and found.serving and found.serving == found.current:
+        return "update"
     return "switch"
 
 
@@ -111,12 +117,15 @@ class HostRollout:
     + releases: ``{service: release id}`` the run serves, for each of its services in order
     + bake_s: its batch's bake (0: none)
     + stack_id: the stack its releases run, the first part of its compile caches' key
+    + weights: ``{service: WeightsPolicy}``: how each new release may reach it (``sglfleet.plan.weights``);
+      a service without one restarts
     """
 
     found: Any
     releases: dict[str, str]
     bake_s: float = 0
     stack_id: str = ""
+    weights: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -145,8 +154,16 @@ def host_actions(one: HostRollout) -> dict[str, str | None]:
     if found is None or found.release is None:
         return {}  # the read failed, and with it the host
     return {name: None if (served := found.services.get(name)) is None
-            else decide(served, release_id, rebuilt(found), one.bake_s)
+            else decide(served, release_id, rebuilt(found), one.bake_s, in_place(served, one.weights.get(name)))
             for name, release_id in one.releases.items()}
+
+
+def in_place(served, policy) -> bool:
+    """Whether a service's new release is loaded into its running server (``weights_change``), from its read."""
+    if policy is None:
+        return False
+    change = weights_change(served.current_release, policy)
+    return bool(change and change.in_place)
 
 
 def _key(name: str, one: HostRollout, service: str) -> str:

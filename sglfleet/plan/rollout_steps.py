@@ -23,6 +23,7 @@ from sglfleet.plan.pd import worker_of
 from sglfleet.plan.pd_units import unit_steps
 from sglfleet.plan.rollout_plan import HostRollout, RolloutPlan
 from sglfleet.plan.schema import defaults
+from sglfleet.plan.weights import WeightsPolicy, speculative_refusal
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,8 @@ class BatchStep:
     + service: which of the host's services this step switches (``sglang``: its one service); each
       service of a host has its own step, with its own ``worker_url``, one after another in the batch
     + worker_spec: a PD worker's role as it rejoins the gateways (``sglfleet.plan.pd.Worker.spec``)
+    + weights: how the service's new release may reach the host (``sglfleet.plan.weights.WeightsPolicy``):
+      loaded in place where only the weights change; None: a switch and a restart
     """
 
     # The inventory's keys default as in inventory/group_data/all.py, the one place defaults live.
@@ -102,6 +105,7 @@ class BatchStep:
     pd_unit: tuple[str, ...] = ()
     hold: bool = False
     earlier_units: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = ()
+    weights: WeightsPolicy | None = None
 
     @property
     def layout(self) -> Layout:
@@ -162,7 +166,20 @@ def host_rollout(plan, found) -> HostRollout:
         return HostRollout(found=None, releases={})
     build = plan.build(found.os.python_minor)
     return HostRollout(found=found, releases={name: release.release_id for name, release in build.releases.items()},
-                       bake_s=plan.config.gate_bake_s, stack_id=build.stack.id)
+                       bake_s=plan.config.gate_bake_s, stack_id=build.stack.id, weights=weights_policies(plan, build))
+
+
+def weights_policies(plan, build) -> dict[str, WeightsPolicy]:
+    """
+    How each of the host's services' new release may reach it (``sglfleet.plan.weights``), by service.
+
+    + plan: the host's plan (``HostPlan``)
+    + build: its build for the host's Python (``HostPlan.build``)
+    """
+    return {service.name: WeightsPolicy(plan.config.weights_update,
+                                        speculative_refusal(build.stack.sglang_version, service.config.launch),
+                                        build.releases[service.name].release_json)
+            for service in plan.services}
 
 
 def service_steps(step: BatchStep, plan, routed: bool, shares: dict):

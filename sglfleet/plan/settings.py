@@ -279,6 +279,9 @@ class HostConfig(BaseModel):
     max_fail_percentage: Float = Field(ge=0, le=100, description="a percentage of a batch, e.g. 0 or 25")
     rollout_until: Optional[Text] = Field(description="a wave name, e.g. \"canary\" (stop after it)")
     router_url: Optional[Url] = Field(description='an http URL, e.g. "http://router.example.internal:30080"')
+    # A new revision of the model alone: loaded by the running server (sglfleet.plan.weights), or a restart.
+    weights_update: Literal["auto", "in_place", "restart"] = Field(
+        description='"auto" (in place where only the weights change and the sglang can), "in_place" or "restart"')
 
     # the fleet's gateway (hosts of the group gateways; sglfleet.plan.gateway)
     gateway_stack: Text = Field(description="the name of a stack file files/stacks/<name>.toml, e.g. "

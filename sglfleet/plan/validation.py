@@ -260,6 +260,7 @@ def checked(inventory, templates: Path = TEMPLATES, measured_os_severity: str = 
     from sglfleet.plan.services import host_services
     from sglfleet.artifacts.stacks import StackError, load_stack, loadable
     from sglfleet.plan.templates import TemplateRenderError, render_unit
+    from sglfleet.plan.weights import speculative_refusal
 
     configs = validate_inventory(inventory)
     candidates = cache(loadable)  # read once for this inventory's hosts, when one was measured
@@ -323,6 +324,10 @@ def checked(inventory, templates: Path = TEMPLATES, measured_os_severity: str = 
             if refusal:
                 findings.append(Finding("error", name, "patch_sets_dir" if patch_set.path.parent != SHIPPED_SETS
                                         else "stack", f"{refusal}; fix its anchor or skip it (patch_sets_skip)"))
+        for service in services:
+            if config.weights_update == "in_place" and (refusal := speculative_refusal(version, service.config.launch)):
+                findings.append(Finding("error", name, "weights_update", f'"in_place" cannot be: {refusal}; '
+                                        f'set it to "auto" (a restart here) or "restart"'))
         for service in services:
             # A service sees its own GPUs only (CUDA_VISIBLE_DEVICES).
             seen = caps if caps is None or service.gpus is None else [caps[0]] * len(service.gpus)
