@@ -19,7 +19,7 @@ from test_server_flags import python_tree
 from test_standin import free_port, get, launch, sglang_059, wait_for  # noqa: F401  (fixtures)
 from test_standin_weights import DRAFT, EAGLE3, TARGET
 
-A, B, C = "a" * 40, "b" * 40, "c" * 40
+A, B, C, D = "a" * 40, "b" * 40, "c" * 40, "d" * 40
 GATE = {"warmup_s": 30, "poll_s": 0.1, "prompts": ["The capital of France is"], "max_new_tokens": 8,
         "sampled_tokens": 2, "bake_s": 0}
 
@@ -33,6 +33,8 @@ class Host:
         models = tmp / "opt" / "models" / "demo" / "tiny"
         self.models = {rev: write_model(models / rev, seed=n, shard_sizes=(4096, 4096), extra_tensors=TARGET)
                        for n, rev in enumerate((A, B, C), 1)}
+        # D: A's config.json, a tensor of another shape (loading it would kill the server).
+        self.models[D] = write_model(models / D, seed=4, shard_sizes=(4096, 8192), extra_tensors=TARGET)
         config = json.loads((self.models[C] / "config.json").read_text())
         (self.models[C] / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 3}))  # other shapes
         self.draft = write_model(tmp / "opt" / "models" / "demo" / "draft" / ("d" * 40), seed=9, shard_sizes=(4096,),
@@ -120,6 +122,7 @@ def test_an_update_loads_the_revision_into_the_running_server_and_is_recorded_as
 
 @pytest.mark.parametrize("revision, extra, why", [
     (C, (), "config.json differs (num_hidden_layers)"),
+    (D, (), "the tensors' shapes differ (model.layers.2.bias, model.layers.2.weight)"),
     (B, ("--tp-size", "2"), "its launch changes beyond the model's folder"),
     (A, ("--tp-size", "2"), "its model folder does not change"),
 ])

@@ -42,6 +42,8 @@ from .layout import Layout
 from .protocol import DOWN, NOT_IN_PLACE, PASSED, ROLLED_BACK, USAGE, result_line
 
 MODEL_FLAG = "--model-path"
+# A safetensors file opens with its header's length, 8 bytes little-endian, then the header (JSON).
+HEADER_LENGTH = 8
 # What config.json says of a checkpoint and not of the model sglang builds from it.
 NOT_THE_MODEL = ("_name_or_path", "_commit_hash", "transformers_version")
 
@@ -91,6 +93,26 @@ def the_model(config: dict) -> dict:
             for key, value in config.items() if key not in NOT_THE_MODEL}
 
 
+def tensors(path: str) -> dict[str, tuple[str, tuple]]:
+    """
+    Every tensor of a checkpoint folder's safetensors files, ``{name: (dtype, shape)}``, from their
+    headers alone (a few KiB read per shard).
+
+    + path: the model folder
+
+    **Example:** ``tensors("/opt/sglfleet/models/org/tiny/5d83e5")["lm_head.weight"] == ("F32", (256, 64))``
+    """
+    found = {}
+    for name in sorted(os.listdir(path)):
+        if name.endswith(".safetensors"):
+            with open(os.path.join(path, name), "rb") as shard:
+                length = int.from_bytes(shard.read(HEADER_LENGTH), "little")
+                header = json.loads(shard.read(length))
+            found.update({tensor: (info["dtype"], tuple(info["shape"]))
+                          for tensor, info in header.items() if tensor != "__metadata__"})
+    return found
+
+
 def weights_only(old: str, new: str, layout: Layout) -> tuple[str, str] | str:
     """
     ``(model folder, revision)`` of ``new`` where it differs from ``old`` in its weights alone,
@@ -117,6 +139,15 @@ def weights_only(old: str, new: str, layout: Layout) -> tuple[str, str] | str:
     if configs[0] != configs[1]:
         keys = sorted(k for k in set(configs[0]) | set(configs[1]) if configs[0].get(k) != configs[1].get(k))
         return f"config.json differs ({', '.join(keys[:4])})"
+    # sglang loads the new tensors into the running model's parameters: one of another shape kills
+    # the server (its rollback reads the same new folder again), so the shapes are checked first.
+    try:
+        shapes = [tensors(path) for path in (old_path, new_path)]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        return f"the safetensors headers do not read: {error}"
+    changed = sorted(name for name in set(shapes[0]) | set(shapes[1]) if shapes[0].get(name) != shapes[1].get(name))
+    if changed:
+        return f"the tensors' shapes differ ({', '.join(changed[:3])}{', ...' if len(changed) > 3 else ''})"
     return new_path, os.path.basename(new_path.rstrip("/"))
 
 
