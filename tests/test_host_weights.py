@@ -12,7 +12,7 @@ import signal
 import pytest
 
 from sglfleet.devfleet.mirror import write_model
-from sglfleet.host import releases, service, weights
+from sglfleet.host import cli, releases, service, weights
 from sglfleet.host.layout import Layout
 from sglfleet.host.protocol import NOT_IN_PLACE, PASSED, ROLLED_BACK
 from test_server_flags import python_tree
@@ -133,6 +133,17 @@ def test_a_change_that_is_not_weights_only_on_the_host_changes_nothing(host, cap
     assert weights.update(h.stage(revision, extra), h.layout) == NOT_IN_PLACE
     assert why in capsys.readouterr().err
     assert releases.release_id_of(h.layout.current) == old and info(h)["weight_version"] == "default"
+
+
+def test_an_update_that_is_not_one_keeps_its_release_for_the_switch_that_follows(host, tmp_path):
+    """``--keep 0`` collects after an update; one that moved nothing must leave the release it was asked for."""
+    h = host()
+    old = h.stage(A)
+    h.start(old, A)
+    new = h.stage(D)
+    argv = ["--keep", "0", "--wait-lock", "1", "--textfile-dir", str(tmp_path / "none"), "update", new]
+    assert cli.main(argv, h.layout) == NOT_IN_PLACE
+    assert releases.staged(new, h.layout) and releases.release_id_of(h.layout.current) == old
 
 
 def test_a_server_that_dies_loading_the_update_is_restarted_on_its_old_release(host, capsys, monkeypatch):

@@ -48,7 +48,7 @@ from . import bake, compile_cache, drift, models, releases, service, textfile, w
 from .gate import GateFailed, GateSettings, speculative, startup
 from .client import base_url, request
 from .layout import LAYOUT, Layout
-from .protocol import BAKE_FAILED, BUSY, DOWN, PASSED, ROLLED_BACK, SWITCHED_AWAY, SYSTEM, USAGE, lock_wait_s, result_line
+from .protocol import BAKE_FAILED, BUSY, DOWN, NOT_IN_PLACE, PASSED, ROLLED_BACK, SWITCHED_AWAY, SYSTEM, USAGE, lock_wait_s, result_line
 
 
 def report(**result) -> None:
@@ -365,8 +365,11 @@ def main(argv=None, layout: Layout = LAYOUT) -> int:
     try:
         with releases.locked(wait, layout):
             status = commands[args.command]()
-            if args.keep is not None and args.command in ("activate", "rollback", "revert", "update"):
-                releases.collect(args.keep, layout)  # after the links moved: what they point at stays
+            # After the links moved: what they point at stays. An update that is not one moved
+            # nothing, and the switch that follows needs the release it staged.
+            if args.keep is not None and args.command in ("activate", "rollback", "revert", "update") \
+                    and status != NOT_IN_PLACE:
+                releases.collect(args.keep, layout)
             try:
                 if args.command != "retire":  # which wrote its own
                     textfile.write(layout, args.textfile_dir)
