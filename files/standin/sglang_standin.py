@@ -128,6 +128,7 @@ from standin_model import eagle3_check, load_weights, model_class_check, model_c
 from standin_server_args import (check_server_args, find_sglang, merge_config, server_args_repr,
                                  resolve, sglang_version)
 from standin_auth import route_levels
+import standin_tls
 from standin_secrets import hidden_from_repr, redacts_server_info
 
 logger = logging.getLogger("sglang.standin")
@@ -200,7 +201,7 @@ def hang(host: str, port: int) -> None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         sock.listen(128)
-        logger.info(f"Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
+        logger.info(f"Uvicorn running on {'https' if server.tls else 'http'}://{host}:{port} (Press CTRL+C to quit)")
         threading.Event().wait()
 
 
@@ -235,6 +236,7 @@ def main(argv: list[str]) -> int:
     parsed = parser.parse_args(merge_config(argv, flagset))  # exits 2 on a bad flag
     config = model_config(getattr(parsed, "model_path", None))
     args = resolve(flagset, parsed, config.get("architectures"))  # may raise, as 0.5.9
+    standin_tls.check(args)  # ServerArgs.__post_init__'s _handle_ssl_validation (0.5.14 server_args.py:2469)
     version = sglang_version(package)
     fault = read_fault()
     # api_key too, as 0.5.9 engine.py:1031, unless the installed server_args.py declares it repr=False
