@@ -103,5 +103,6 @@ def test_the_key_never_shows_in_the_logs(launch, issued):
     proc.terminate()
     out, err = proc.communicate(timeout=20)
     key_body = (issued / "tls.key").read_text().splitlines()[1]
+    assert "Uvicorn running on https://127.0.0.1" in err
     assert key_body not in out + err and "PRIVATE KEY" not in out + err
     assert json.dumps(str(issued / "tls.key"))[1:-1] in err  # the path is logged, as sglang logs it; never the key

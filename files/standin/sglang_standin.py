@@ -201,7 +201,7 @@ def hang(host: str, port: int) -> None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         sock.listen(128)
-        logger.info(f"Uvicorn running on {'https' if server.tls else 'http'}://{host}:{port} (Press CTRL+C to quit)")
+        logger.info(f"Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
         threading.Event().wait()
 
 
@@ -332,7 +332,7 @@ def main(argv: list[str]) -> int:
         logger.error(f"[Errno {error.errno}] error while attempting to bind on address "
                      f"({host!r}, {port}): {error.strerror}")
         return 1
-    logger.info(f"Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
+    logger.info(f"Uvicorn running on {'https' if server.tls else 'http'}://{host}:{port} (Press CTRL+C to quit)")
 
     def warm_up():
         if not standin.warmup():
