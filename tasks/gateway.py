@@ -35,6 +35,12 @@ def install_gateway(fleet, plan, found):
         name=f"Secrets of {GATEWAY.unit}", path=GATEWAY.env_file,
         content=wanted.env, redacted=wanted.env_redacted, found=narrowed(found.files, [GATEWAY.env_file]),
     )
+    # TLS: its client port's certificate and key, and the CA it verifies workers with; root-only (diffs show
+    # fingerprints), handed to the DynamicUser service by systemd (LoadCredential=). They are in its digest.
+    for one in wanted.tls:
+        secret_files.secret_file(name=f"TLS of {GATEWAY.unit}: {one['path']}", path=one["path"],
+                                 content=one["content"], redacted=one["redacted"],
+                                 found=narrowed(found.files, [one["path"]]))
     in_place = {GATEWAY.gateway_launcher: (wanted.launcher, "644"), GATEWAY.unit_file: (wanted.unit.encode(), "644")}
     files.in_place(name=f"{GATEWAY.unit} and its launcher", files=in_place, found=narrowed(found.files, in_place))
     # pyinfra orders operations by call site, then loop position: one gateway's restart a

@@ -3,7 +3,7 @@
 from pyinfra.api import deploy
 
 from sglfleet.facts.files import narrowed
-from sglfleet.operations import service as service_ops
+from sglfleet.operations import secrets as secret_files, service as service_ops
 
 
 @deploy("Service")
@@ -29,3 +29,10 @@ def install_service(plan, found):
     units = ", ".join(service.unit for service in plan.services)
     service_ops.installed(name=f"{units}: users, secrets, units and host tools", users=users, secrets=secrets,
                           files=in_place, found=narrowed(found.files, in_place))
+    # TLS: each service's certificate and key, and the fleet CA, root-only as the secrets are (diffs show
+    # fingerprints); systemd hands them to the service at its next start, which its release id asks for.
+    for service in plan.services:
+        for one in plan.service_files[service.name].tls:
+            secret_files.secret_file(name=f"TLS of {service.unit}: {one['path']}", path=one["path"],
+                                     content=one["content"], redacted=one["redacted"],
+                                     found=narrowed(found.files, [one["path"]]))

@@ -122,3 +122,34 @@ def test_the_units_command_line_is_what_smg_parses(tmp_path):
         env={"PYTHONPATH": str(tmp_path)}, capture_output=True, text=True, timeout=60)
     assert parsed.returncode == 0, parsed.stderr
     assert json.loads(parsed.stdout) == [30080, "least_load", ["http://10.0.0.1:30000"], 60, None]
+
+
+def test_the_tls_flags_are_what_smg_parses_into_its_tls_settings(tmp_path):
+    """smg 1.13.0's own parser: --tls-cert-path/--tls-key-path to server_cert_path/server_key_path
+    (router_args.py:2443-2447), --ca-cert-paths to ca_cert_paths; https workers as given (docs/tls.md)."""
+    from sglfleet.artifacts.tls import FleetCA
+    from sglfleet.plan.tls import HostTls, gateway_tls_args
+
+    for local in wheelhouse.ensure(load_stack("gateway-smg-1.13.0")).values():
+        if local.path.name.endswith(".whl") and not local.path.name.startswith("uv-"):
+            zipfile.ZipFile(local.path).extractall(tmp_path)
+    ca = FleetCA(tmp_path / "ca")
+    ca.ensure()
+    tls = HostTls(pair=ca.issue("gw1", ["10.0.0.4"]), ca=ca.cert)
+    config = validate_host_data("gw1", BASE)
+    unit = render_gateway_unit(config, gateway_args(config, ["https://10.0.0.1:30000"], gateway_tls_args(tls, GATEWAY)),
+                               "/venv/bin/python", "d1", credentials=tls.credentials(GATEWAY))
+    exec_start = unit.split("ExecStart=", 1)[1].split("\nRestart=", 1)[0].replace("\\\n", " ")
+    assert "PRIVATE" not in unit and "BEGIN" not in unit
+    parsed = subprocess.run(
+        [sys.executable, "-c", "import json, sys; from smg.launch_router import parse_router_args; "
+         "a = parse_router_args(sys.argv[1:]); print(json.dumps([a.server_cert_path, a.server_key_path, "
+         "a.ca_cert_paths, a.worker_urls]))", *shlex.split(exec_start)[2:]],
+        env={"PYTHONPATH": str(tmp_path)}, capture_output=True, text=True, timeout=60)
+    assert parsed.returncode == 0, parsed.stderr
+    folder = "/run/credentials/sglang-gateway.service"
+    assert json.loads(parsed.stdout) == [f"{folder}/tls.crt", f"{folder}/tls.key", [f"{folder}/ca.crt"],
+                                         ["https://10.0.0.1:30000"]]
+    assert [line for line in unit.splitlines() if line.startswith("LoadCredential=")] == [
+        f"LoadCredential=tls.crt:{GATEWAY.tls_cert}", f"LoadCredential=tls.key:{GATEWAY.tls_key}",
+        f"LoadCredential=ca.crt:{GATEWAY.tls_ca}"]

@@ -31,6 +31,10 @@ with its keys taken from the environment, and systemd told once it serves.
   there is nothing to wait for: ``READY=1`` once smg listens, and each worker
   joins after its gate (``POST /workers``). A worker that cannot be reached at
   all (a timeout) does not count: a gateway cut off from its workers waits.
+- with TLS (docs/tls.md), those looks go over https: at its own client port, trusting
+  its own certificate (``--tls-cert-path``, smg's ``server_cert_path``) on loopback, and
+  at the workers, trusting ``--ca-cert-paths`` (smg 1.13.0 ``router_args.py:2212-2234``,
+  mapped at :2443-2447). The files are in the unit's credentials folder; no key here.
 
 Standard library and smg only; run by the gateway stack's python.
 
@@ -46,6 +50,7 @@ Standard library and smg only; run by the gateway stack's python.
 import json
 import os
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -71,9 +76,25 @@ def _notify(message: str) -> None:
         sock.sendall(message.encode())
 
 
+# What the readiness looks trust over https: (its own certificate, the workers' CAs), set once in main().
+TRUST = {"own": None, "workers": None}
+
+
+def _context(url: str):
+    """None for http; for https, its own certificate on loopback, else the workers' CAs."""
+    if not url.startswith("https://"):
+        return None
+    own = url.startswith("https://127.0.0.1:")
+    context = ssl.create_default_context(cafile=TRUST["own" if own else "workers"])
+    if own:  # its own listener: its own certificate pinned, whatever names it carries
+        context.check_hostname = False
+        context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+    return context
+
+
 def _get(url: str, key):
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"} if key else {})
-    with urllib.request.urlopen(request, timeout=5) as response:
+    with urllib.request.urlopen(request, timeout=5, context=_context(url)) as response:
         return response.status, response.read()
 
 
@@ -115,7 +136,7 @@ def _ready(base: str, workers: list, key) -> bool:
 
 def notify_when_ready(port: int, workers: list, key) -> None:
     """Tell systemd READY=1 once the gateway serves (the unit's TimeoutStartSec bounds the wait)."""
-    base = f"http://127.0.0.1:{port}"
+    base = f"{'https' if TRUST['own'] else 'http'}://127.0.0.1:{port}"
     while not _ready(base, workers, key):
         # Every worker's host up, none serving yet (a new fleet): nothing to wait for. Not where a
         # worker cannot be reached (a timeout): a gateway cut off from its workers must not pass.
@@ -137,6 +158,7 @@ def main() -> None:
     if admin:
         args.control_plane_api_keys = [("sglfleet", "sglfleet controller", admin, "admin")]
         args.control_plane_audit_enabled = True
+    TRUST.update(own=args.server_cert_path, workers=(args.ca_cert_paths or [None])[0])
     # In PD mode the workers are its prefills (URL, bootstrap port) and decodes, not --worker-urls.
     workers = [*args.worker_urls, *(url for url, _ in args.prefill_urls or ()), *(args.decode_urls or ())]
     threading.Thread(target=notify_when_ready, args=(args.port, workers, admin), daemon=True).start()

@@ -129,6 +129,7 @@ from standin_weights import Weights
 from standin_server_args import (check_server_args, find_sglang, merge_config, server_args_repr,
                                  resolve, sglang_version)
 from standin_auth import route_levels
+import standin_tls
 from standin_secrets import hidden_from_repr, redacts_server_info
 
 logger = logging.getLogger("sglang.standin")
@@ -240,6 +241,7 @@ def main(argv: list[str]) -> int:
     parsed = parser.parse_args(merge_config(argv, flagset))  # exits 2 on a bad flag
     config = model_config(getattr(parsed, "model_path", None))
     args = resolve(flagset, parsed, config.get("architectures"))  # may raise, as 0.5.9
+    standin_tls.check(args)  # ServerArgs.__post_init__'s _handle_ssl_validation (0.5.14 server_args.py:2469)
     version = sglang_version(package)
     fault = read_fault()
     # api_key too, as 0.5.9 engine.py:1031, unless the installed server_args.py declares it repr=False
@@ -338,7 +340,7 @@ def main(argv: list[str]) -> int:
         logger.error(f"[Errno {error.errno}] error while attempting to bind on address "
                      f"({host!r}, {port}): {error.strerror}")
         return 1
-    logger.info(f"Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)")
+    logger.info(f"Uvicorn running on {'https' if server.tls else 'http'}://{host}:{port} (Press CTRL+C to quit)")
 
     def warm_up():
         if not standin.warmup():

@@ -62,6 +62,7 @@ import os
 import queue
 import select
 import socket
+import ssl
 import threading
 import time
 import urllib.parse
@@ -75,6 +76,7 @@ import standin_secrets as secrets
 import standin_weights
 from standin_chat import ChatTemplate
 from standin_engine import Engine, Req
+from standin_tls import server_context, warmup_context
 
 logger = logging.getLogger("sglang.standin")
 
@@ -114,9 +116,11 @@ class Standin:
         self.model_update = standin_weights.ModelUpdateLock()
 
     def url(self) -> str:
+        # ServerArgs.url: https with --ssl-certfile (0.5.14 server_args.py:6508-6518)
         host = self.args.get("host") or "127.0.0.1"
+        host = "127.0.0.1" if host == "0.0.0.0" else host
         host = f"[{host}]" if ":" in host else host
-        return f"http://{host}:{self.args.get('port') or 30000}"
+        return f"{'https' if self.args.get('ssl_certfile') else 'http'}://{host}:{self.args.get('port') or 30000}"
 
     def warmup(self) -> bool:
         """``_wait_and_warmup``: wait for /model_info, then one 8-token generation."""
@@ -132,7 +136,7 @@ class Standin:
             time.sleep(MODEL_INFO_POLL_S)
             try:
                 request = urllib.request.Request(self.url() + "/model_info", headers=headers)
-                with urllib.request.urlopen(request, timeout=5) as response:
+                with urllib.request.urlopen(request, timeout=5, context=warmup_context(self.args)) as response:
                     if response.status == 200:
                         break
             except OSError as error:
@@ -148,7 +152,7 @@ class Standin:
                            **(disagg.warmup_fields() if disagg else {})}).encode()
         try:
             request = urllib.request.Request(self.url() + "/generate", data=body, headers=headers)
-            with urllib.request.urlopen(request, timeout=600) as response:
+            with urllib.request.urlopen(request, timeout=600, context=warmup_context(self.args)) as response:
                 assert response.status == 200, response.read()
         except (OSError, AssertionError) as error:
             logger.error(f"Initialization failed. warmup error: {error!r}")
@@ -666,12 +670,23 @@ class Handler(BaseHTTPRequestHandler):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    tls: ssl.SSLContext | None = None
+
+    def finish_request(self, request, client_address):
+        # The handshake in the connection's own thread (standin_tls): a plain-HTTP client is dropped alone.
+        if self.tls is not None:
+            try:
+                request = self.tls.wrap_socket(request, server_side=True)
+            except (ssl.SSLError, OSError):
+                return  # uvicorn drops it too ("Invalid HTTP request received." at debug level)
+        super().finish_request(request, client_address)
 
 
 def serve(standin: Standin, host: str, port: int) -> Server:
-    """Bind and serve in a thread; raises OSError when the address cannot be bound."""
+    """Bind and serve in a thread (TLS with ``--ssl-certfile``); raises OSError when the address cannot be bound."""
     handler = type("BoundHandler", (Handler,), {"standin": standin})
     Server.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
     server = Server((host, port), handler)
+    server.tls = server_context(standin.args)
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     return server

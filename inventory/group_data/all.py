@@ -68,6 +68,12 @@ gateway_health_check_endpoint = "/health"  # what it asks each worker (sglang's 
 gateway_drain_timeout_s = 300     # how long the rollout waits for a gateway to let a worker go (its requests finish)
 gateway_start_timeout_s = 120     # how long a restarted gateway may take to route again before its host fails
 
+# --- TLS where the stack allows it (docs/tls.md) ---
+gateway_tls = "off"               # the gateway's client port: "off", "fleet_ca" (a certificate from the fleet CA
+                                  # the controller makes beside secrets_file), or {"cert": PATH, "key": PATH}, yours
+worker_tls = False                # True: each service serves TLS (sglang's --ssl-* flags, 0.5.14 and later) with a
+                                  # certificate from the fleet CA, and the gateways verify it (smg --ca-cert-paths)
+
 # --- the start-up gate, after each restart (thresholds travel in releases/<id>/gate.json) ---
 gate_warmup_s = 1800              # /health budget after a restart: model load + CUDA graphs take minutes
 gate_poll_s = 1.0                 # seconds between the gate's looks at the unit and /health while it waits

@@ -173,8 +173,10 @@ def fault(host, mode, params):
                                          "(the one SGLFLEET_DEV_GATEWAYS=1 makes), port 30080.")
 @click.option("--rate", default=5.0, show_default=True, help="Requests a second at most, from 4 threads.")
 @click.option("--generate-only", is_flag=True, help="Only sglang's native /generate, not the clients' mix.")
+@click.option("--tls", is_flag=True, help="The gateway serves TLS (gateway_tls = \"fleet_ca\"): https, verified with "
+                                         "the fleet CA beside the fleet's secrets file (docs/tls.md).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def traffic(url, rate, generate_only, command):
+def traffic(url, rate, generate_only, tls, command):
     """Send clients' requests through the gateway while COMMAND runs; then count them: sglfleet devfleet traffic -- pyinfra ...
 
     The mix: the openai SDK's streamed chat completions (some long), its completions,
@@ -185,6 +187,7 @@ def traffic(url, rate, generate_only, command):
     (``sglfleet keys issue inventory/dev.py demo``, as ``make demo`` does).
     """
     from sglfleet.artifacts.keys import KeyStore
+    from sglfleet.artifacts.tls import FleetCA
     from sglfleet.devfleet.traffic import CLIENT_MIX, GENERATE_ONLY, Traffic
 
     fleet = _fleet()
@@ -192,10 +195,11 @@ def traffic(url, rate, generate_only, command):
         hosts = fleet.hosts
         if not hosts:
             _fail(DevFleetError("no fleet; run: sglfleet devfleet up"))
-        url = f"http://{fleet.address(hosts[-1])}:30080"
+        url = f"{'https' if tls else 'http'}://{fleet.address(hosts[-1])}:30080"
     demo = KeyStore(fleet.secrets_file).find("demo")
     load = Traffic(url, api_key=os.environ.get("SGLFLEET_API_KEY") or (demo.value if demo else None), rate=rate,
-                   mix=GENERATE_ONLY if generate_only else CLIENT_MIX)
+                   mix=GENERATE_ONLY if generate_only else CLIENT_MIX,
+                   ca=str(FleetCA.beside(fleet.secrets_file).cert_path) if tls else None)
     try:
         code = subprocess.run(list(command)).returncode
     finally:

@@ -61,7 +61,7 @@ def settled(state, host, connector_arguments, step: BatchStep, turn: SettleTurn)
                 router.stop_routing(step.router_url, old)
             for gateway in step.gateways:
                 router.flip(gateway, old, new, timeout=step.gateway_timeout_s, api_key=step.gateway_api_key,
-                            down_ok=True)
+                            ca=step.gateway_ca or None, down_ok=True)
         except router.RouterError as error:
             return fail(state, host, f"{step.label}: the flip failed: {error}")
     return True

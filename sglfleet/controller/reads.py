@@ -55,7 +55,8 @@ def read_arguments(plan: HostPlan, sudo: dict, run: RunRecord) -> dict:
                     for python, build in plan.builds.items()}
         return {**common, **variants[stack.pythons[0]], "variants": variants, "user": GATEWAY.service_user,
                 "gateway_unit": GATEWAY.unit, "gateway_runtime_dir": GATEWAY.runtime_dir,
-                "paths": sorted([GATEWAY.env_file, GATEWAY.unit_file, GATEWAY.gateway_launcher])}
+                "paths": sorted([GATEWAY.env_file, GATEWAY.unit_file, GATEWAY.gateway_launcher,
+                                 *(one["path"] for one in plan.build(None).gateway.tls)])}
     # Each Python the stack serves: the host's python3 picks its own in the read.
     variants = {}
     for python, build in plan.builds.items():
@@ -75,7 +76,7 @@ def read_arguments(plan: HostPlan, sudo: dict, run: RunRecord) -> dict:
             variants[python]["service_releases"] = {name: release.release_id
                                                     for name, release in build.releases.items()}
     paths = [*(path for service in plan.services for path in (service.layout.env_file, service.layout.unit_file)),
-             *plan.tool_files]
+             *plan.tool_files, *(one["path"] for files in plan.service_files.values() for one in files.tls)]
     try:
         spec = [{"dir": model.dir, "digest": load_manifest(model.repo, model.revision).digest}
                 for model in plan.models]

@@ -86,7 +86,7 @@ def at_router(step: BatchStep, action) -> str | None:
         for gateway in step.gateways:
             # A gateway that is not running routes nothing to the host (the first converge installs it last).
             action(gateway, step.worker_url, timeout=step.gateway_timeout_s, api_key=step.gateway_api_key,
-                   down_ok=True, **role)
+                   ca=step.gateway_ca or None, down_ok=True, **role)
     except router.RouterError as error:
         return f"{step.label}: {error}"
     return None

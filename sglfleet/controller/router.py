@@ -27,6 +27,7 @@ itself on SIGTERM before it restarts. smg asks for its API key on ``/workers``
 from __future__ import annotations
 
 import json
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -49,13 +50,14 @@ class RouterConflict(RouterError):
     """The router already has the worker it was asked to add (409), listed or not yet."""
 
 
-def _call(method: str, url: str, body: dict | None = None, timeout: float = 5.0, api_key: ApiKeys = None):
+def _call(method: str, url: str, body: dict | None = None, timeout: float = 5.0, api_key: ApiKeys = None,
+          ca: str | None = None):
     # A gateway-admin rotated this run: the gateways take the new key only once they restart, after
     # the serving hosts. A key they answer 401 gives way to the next (the one rotated out).
     keys = [key for key in ((api_key,) if isinstance(api_key, str) or api_key is None else api_key)] or [None]
     for number, key in enumerate(keys):
         try:
-            return _call_once(method, url, body, timeout, key)
+            return _call_once(method, url, body, timeout, key, ca)
         except urllib.error.HTTPError as error:
             if error.code == 401 and number + 1 < len(keys):
                 continue
@@ -64,12 +66,22 @@ def _call(method: str, url: str, body: dict | None = None, timeout: float = 5.0,
             raise RouterError(f"router {url}: {method} failed ({error})") from None
 
 
-def _call_once(method: str, url: str, body: dict | None, timeout: float, api_key: str | None):
+def _context(ca: str | None) -> ssl.SSLContext | None:
+    """What an https call trusts: the fleet's CAs and the operators' gateway certificates (PEM), each an anchor."""
+    if not ca:
+        return None
+    context = ssl.create_default_context(cadata=ca)
+    # An operator's gateway certificate is pinned as it is, not through the CA that issued it.
+    context.verify_flags |= ssl.VERIFY_X509_PARTIAL_CHAIN
+    return context
+
+
+def _call_once(method: str, url: str, body: dict | None, timeout: float, api_key: str | None, ca: str | None = None):
     data = json.dumps(body).encode() if body is not None else None
     headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
     request = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with urllib.request.urlopen(request, timeout=timeout, context=_context(ca)) as response:
             return json.loads(response.read() or b"null")
     except urllib.error.HTTPError:
         raise
@@ -81,21 +93,21 @@ def _call_once(method: str, url: str, body: dict | None, timeout: float, api_key
         raise RouterError(f"router {url}: {method} failed ({error})") from None
 
 
-def workers(router_url: str, api_key: ApiKeys = None) -> dict[str, dict]:
+def workers(router_url: str, api_key: ApiKeys = None, ca: str | None = None) -> dict[str, dict]:
     """The router's workers, by URL."""
-    listing = _call("GET", f"{router_url}/workers", api_key=api_key)
+    listing = _call("GET", f"{router_url}/workers", api_key=api_key, ca=ca)
     return {worker["url"]: worker for worker in listing.get("workers", [])}
 
 
-def _wait(router_url: str, done, what: str, timeout: float, api_key: ApiKeys) -> None:
+def _wait(router_url: str, done, what: str, timeout: float, api_key: ApiKeys, ca: str | None = None) -> None:
     deadline = time.monotonic() + timeout
-    while not done(workers(router_url, api_key)):
+    while not done(workers(router_url, api_key, ca)):
         if time.monotonic() >= deadline:
             raise RouterError(f"router {router_url}: {what} not applied within {timeout:g} s")
         time.sleep(0.2)
 
 
-def drain(router_url: str, worker_url: str, timeout: float = 60.0, api_key: ApiKeys = None,
+def drain(router_url: str, worker_url: str, timeout: float = 60.0, api_key: ApiKeys = None, ca: str | None = None,
           down_ok: bool = False) -> None:
     """
     Remove ``worker_url`` from the router and wait until no request the router
@@ -106,23 +118,24 @@ def drain(router_url: str, worker_url: str, timeout: float = 60.0, api_key: ApiK
     + worker_url: the worker as the router knows it
     + timeout: seconds to wait for the removal
     + api_key: the router's admin key (gateway-admin for the fleet's own gateways), if it asks one
+    + ca: what an https router is verified with (PEM: ``FleetPlan.trust``); None for plain http
     + down_ok: a router that is not running (nothing listens) sends the worker nothing: done
     """
     try:
-        listed = workers(router_url, api_key).get(worker_url)
+        listed = workers(router_url, api_key, ca).get(worker_url)
         if listed is None:
             return
         if listed.get("status") != "draining":
-            _call("DELETE", f"{router_url}/workers/{listed['id']}", api_key=api_key)
+            _call("DELETE", f"{router_url}/workers/{listed['id']}", api_key=api_key, ca=ca)
         _wait(router_url, lambda now: not now.get(worker_url, {}).get("load"), f"drain of {worker_url}",
-              timeout, api_key)
-        _wait(router_url, lambda now: worker_url not in now, f"removal of {worker_url}", timeout, api_key)
+              timeout, api_key, ca)
+        _wait(router_url, lambda now: worker_url not in now, f"removal of {worker_url}", timeout, api_key, ca)
     except RouterDown:
         if not down_ok:
             raise
 
 
-def join(router_url: str, worker_url: str, timeout: float = 60.0, api_key: ApiKeys = None,
+def join(router_url: str, worker_url: str, timeout: float = 60.0, api_key: ApiKeys = None, ca: str | None = None,
          down_ok: bool = False, spec: dict | None = None) -> None:
     """
     Add ``worker_url`` to the router and wait until the router lists it healthy.
@@ -139,16 +152,16 @@ def join(router_url: str, worker_url: str, timeout: float = 60.0, api_key: ApiKe
       ``crates/protocols/src/worker.rs`` ``WorkerSpec``), which its PD router never picks
     """
     try:
-        listed = workers(router_url, api_key).get(worker_url)
+        listed = workers(router_url, api_key, ca).get(worker_url)
         if listed is not None and listed.get("status") == "draining":
             # A worker that is still leaving (a bake that failed, then a revert) leaves first.
-            _wait(router_url, lambda now: worker_url not in now, f"removal of {worker_url}", timeout, api_key)
+            _wait(router_url, lambda now: worker_url not in now, f"removal of {worker_url}", timeout, api_key, ca)
             listed = None
         if listed is None:
             try:
                 # No worker key in the body: smg would send it to the worker on its own calls
                 # (health, loads), and the engines behind it ask for none (sglfleet.plan.secrets).
-                _call("POST", f"{router_url}/workers", {"url": worker_url, **(spec or {})}, api_key=api_key)
+                _call("POST", f"{router_url}/workers", {"url": worker_url, **(spec or {})}, api_key=api_key, ca=ca)
             except RouterConflict:
                 # smg 1.13.0 still registers it (from its command line, or a call before), unlisted
                 # until its start-up job ends: seen on the local fleet. It is joining; wait for it.
@@ -166,7 +179,7 @@ def join(router_url: str, worker_url: str, timeout: float = 60.0, api_key: ApiKe
             raise
 
 
-def stop_routing(router_url: str, worker_urls, timeout: float = 60.0, api_key: ApiKeys = None,
+def stop_routing(router_url: str, worker_urls, timeout: float = 60.0, api_key: ApiKeys = None, ca: str | None = None,
                  down_ok: bool = False) -> None:
     """
     Take every one of ``worker_urls`` out of the router at once and wait until none of them gets a new
@@ -182,11 +195,11 @@ def stop_routing(router_url: str, worker_urls, timeout: float = 60.0, api_key: A
     """
     wanted = set(worker_urls)
     try:
-        for url, listed in workers(router_url, api_key).items():
+        for url, listed in workers(router_url, api_key, ca).items():
             if url in wanted and listed.get("status") != "draining":
-                _call("DELETE", f"{router_url}/workers/{listed['id']}", api_key=api_key)
+                _call("DELETE", f"{router_url}/workers/{listed['id']}", api_key=api_key, ca=ca)
         _wait(router_url, lambda now: not any(url in wanted and w.get("status") != "draining" for url, w in now.items()),
-              f"removal of {len(wanted)} workers", timeout, api_key)
+              f"removal of {len(wanted)} workers", timeout, api_key, ca)
     except RouterDown:
         if not down_ok:
             raise
@@ -197,7 +210,7 @@ def _explicit_pairing(listed: dict) -> str | None:
     return listed.get("pairing_protocol") or (listed.get("labels") or {}).get("pairing_protocol")
 
 
-def flip(router_url: str, old_urls, new: dict[str, dict], timeout: float = 60.0, api_key: ApiKeys = None,
+def flip(router_url: str, old_urls, new: dict[str, dict], timeout: float = 60.0, api_key: ApiKeys = None, ca: str | None = None,
          down_ok: bool = False) -> None:
     """
     Move a PD gateway from one release to the next with no instant at which it has no pair to pick
@@ -220,21 +233,21 @@ def flip(router_url: str, old_urls, new: dict[str, dict], timeout: float = 60.0,
     """
     generations = {spec.get("pairing_protocol") for spec in new.values()}
     try:
-        listing = workers(router_url, api_key)
+        listing = workers(router_url, api_key, ca)
         old = {url: listing[url] for url in old_urls if url in listing and listing[url].get("status") != "draining"}
         labels = [_explicit_pairing(w) for w in old.values() if _explicit_pairing(w) not in (None, *generations)]
         label = max(set(labels), key=labels.count) if labels else f"before-{min(g or '' for g in generations)}"
         unlabelled = {url: w for url, w in old.items() if _explicit_pairing(w) != label}
         for listed in unlabelled.values():
             _call("PATCH", f"{router_url}/workers/{listed['id']}", {"labels": {"pairing_protocol": label}},
-                  api_key=api_key)
+                  api_key=api_key, ca=ca)
         _wait(router_url, lambda now: all(now.get(url, {}).get("pd_pairing", label) == label for url in unlabelled),
-              f"the pairing of {len(unlabelled)} workers of the old release", timeout, api_key)
+              f"the pairing of {len(unlabelled)} workers of the old release", timeout, api_key, ca)
         for url, spec in new.items():
-            join(router_url, url, timeout=timeout, api_key=api_key, spec=spec)
+            join(router_url, url, timeout=timeout, api_key=api_key, ca=ca, spec=spec)
         for role in ("prefill", "decode"):
             leaving = {url for url, w in old.items() if w.get("worker_type", role) == role}
-            stop_routing(router_url, leaving, timeout=timeout, api_key=api_key)
+            stop_routing(router_url, leaving, timeout=timeout, api_key=api_key, ca=ca)
     except RouterDown:
         if not down_ok:
             raise

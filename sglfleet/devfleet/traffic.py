@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import ssl
 import threading
 import time
 from dataclasses import dataclass
@@ -124,11 +125,14 @@ class Traffic:
 
     def __init__(self, url: str, api_key: str | None = None, threads: int = 4, max_new_tokens: int = 8,
                  rate: float = 15.0, max_requests: int = MAX_REQUESTS, max_seconds: float = MAX_SECONDS,
-                 mix: tuple[str, ...] = CLIENT_MIX, long_tokens: int = 1024, model: str | None = None):
+                 mix: tuple[str, ...] = CLIENT_MIX, long_tokens: int = 1024, model: str | None = None,
+                 ca: str | None = None):
         unknown = set(mix) - set(KINDS)
         if unknown:
             raise ValueError(f"unknown traffic kinds {sorted(unknown)}; the kinds are {', '.join(KINDS)}")
         self.url, self.api_key, self.mix = url, api_key, mix
+        # An https gateway is verified with the fleet CA's certificate (docs/tls.md); never unverified.
+        self.verify = ssl.create_default_context(cafile=ca) if ca else True
         self.max_new_tokens, self.long_tokens, self.model = max_new_tokens, long_tokens, model
         self.requests: list[Request] = []
         self.done = threading.Event()
@@ -150,7 +154,7 @@ class Traffic:
     def _send(self, number: int) -> None:
         seen = threading.local()
         http = httpx.Client(base_url=self.url, headers=self.headers, timeout=REQUEST_TIMEOUT_S,
-                            transport=_DoneWatch(seen))
+                            transport=_DoneWatch(seen, verify=self.verify))
         sdk = None
         if self.openai is not None:
             # No retries: a retried request would hide the failure this traffic exists to count.

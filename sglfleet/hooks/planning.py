@@ -17,6 +17,7 @@ import sys
 from sglfleet.artifacts.keys import ADMIN_VARIABLES, KeysError, KeyStore
 from sglfleet.errors import ConfigError
 from sglfleet.plan.fleet_plan import plan_fleet
+from sglfleet.plan.tls import made_fleet_cas
 from sglfleet.plan.validation import checked
 
 
@@ -40,6 +41,7 @@ def plan_before_connecting(state, inventory) -> None:
     if any(": warning: " not in line for line in findings):
         raise SystemExit(2)
     made_admin_keys(config.secrets_file for config in configs.values())
+    made_cas({host.name: host.groups for host in inventory}, configs)
     limit = state.limit_hosts  # a list where --limit or --exclude narrowed the run
     state.sglfleet_plan = plan_fleet(inventory, configs,
                                      targets=[h.name for h in limit] if isinstance(limit, list) else None)
@@ -64,3 +66,20 @@ def made_admin_keys(secrets_files, environ=os.environ) -> None:
         for key in made:
             print(f"sglfleet: made the {key.role} key in {key.source} (`sglfleet keys list` shows it)",
                   file=sys.stderr)
+
+
+def made_cas(groups, configs) -> None:
+    """
+    Make the fleet CA beside each secrets file whose hosts ask for TLS from it and lack one; say so once
+    for each (``sglfleet.plan.tls.made_fleet_cas``).
+
+    + groups: every host's inventory groups
+    + configs: every host's validated ``HostConfig``
+    """
+    try:
+        made = made_fleet_cas(configs, groups)
+    except OSError as error:
+        print(f"sglfleet: error: cannot keep the fleet CA: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    for ca in made:
+        print(f"sglfleet: made the fleet CA in {ca.folder} (docs/tls.md)", file=sys.stderr)

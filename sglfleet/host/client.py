@@ -1,8 +1,10 @@
-"""Requests from a host to its own SGLang server, with the API key from the env file."""
+"""Requests from a host to its own SGLang server, with the API key from the env file; over https, verified
+with the fleet CA (``/etc/sglfleet/tls/ca.crt``, root's) where the server serves TLS."""
 
 from __future__ import annotations
 
 import json
+import ssl
 import urllib.error
 import urllib.request
 
@@ -43,8 +45,10 @@ def request(url: str, body=None, timeout: float = 5.0, key: str | None = None) -
         headers["Authorization"] = f"Bearer {key}"
     data = json.dumps(body).encode() if body is not None else None
     try:
+        # https: the server's certificate comes from the fleet CA, whose certificate the host holds (root-only).
+        context = ssl.create_default_context(cafile=LAYOUT.tls_ca) if url.startswith("https://") else None
         with urllib.request.urlopen(urllib.request.Request(url, data=data, headers=headers),
-                                    timeout=timeout) as response:
+                                    timeout=timeout, context=context) as response:
             return response.status, response.read().decode(errors="replace")
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode(errors="replace")
@@ -53,9 +57,11 @@ def request(url: str, body=None, timeout: float = 5.0, key: str | None = None) -
 
 
 def base_url(release: dict) -> str:
-    """Where the host reaches its own server: a wildcard listen address means loopback."""
+    """Where the host reaches its own server: a wildcard listen address means loopback; https where the
+    release serves TLS (``--ssl-certfile`` among its arguments, sglfleet.plan.tls)."""
     launch = release["launch"]
     address = launch.get("listen_host") or launch.get("host") or "127.0.0.1"
     if address in ("0.0.0.0", "::"):
         address = "127.0.0.1"
-    return f"http://{address}:{launch.get('listen_port') or launch.get('port') or 30000}"
+    scheme = "https" if "--ssl-certfile" in release.get("args", ()) else "http"
+    return f"{scheme}://{address}:{launch.get('listen_port') or launch.get('port') or 30000}"

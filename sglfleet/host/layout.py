@@ -14,6 +14,7 @@ library only: it runs on the hosts' own python3 (3.9 or newer).
     /opt/sglfleet/bin/sglfleet-release          the host tool; its modules in lib/
     /etc/systemd/system/sglang.service          runs current/launch
     /etc/sglfleet/sglang.env                    secrets, root-only
+    /etc/sglfleet/tls/                          TLS files, root-only: <service>.crt, <service>.key, ca.crt
     /etc/systemd/system/sglang-<name>.service   a named service's unit (``LAYOUT.for_service(name)``),
     /etc/sglfleet/sglang-<name>.env             its env file, its user, state, cache and runtime folders
     /etc/systemd/system/sglang-gateway.service  a gateway host's one service (``GATEWAY``)
@@ -129,6 +130,31 @@ class Layout:
     @property
     def env_file(self) -> str:
         return posixpath.join(self.etc, f"{self.service}.env")
+
+    # TLS (docs/tls.md): root-only files, which systemd hands the service as credentials
+
+    @property
+    def tls_dir(self) -> str:
+        """The host's TLS files, root-only: each service's certificate and key, and the fleet CA."""
+        return posixpath.join(self.etc, "tls")
+
+    @property
+    def tls_cert(self) -> str:
+        return posixpath.join(self.tls_dir, f"{self.service}.crt")
+
+    @property
+    def tls_key(self) -> str:
+        return posixpath.join(self.tls_dir, f"{self.service}.key")
+
+    @property
+    def tls_ca(self) -> str:
+        """The fleet CA's certificate: what the host tool trusts when it calls its own server over https."""
+        return posixpath.join(self.tls_dir, "ca.crt")
+
+    @property
+    def credentials(self) -> str:
+        """The unit's ``$CREDENTIALS_DIRECTORY`` (``LoadCredential=``): a system unit's is fixed, so argv can name it."""
+        return posixpath.join("/run/credentials", self.unit)
 
     @property
     def service_user(self) -> str:

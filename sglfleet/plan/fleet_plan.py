@@ -33,7 +33,7 @@ from sglfleet.host.stacks import PATCHED
 from sglfleet.plan.fleet import FleetConfig
 from sglfleet.plan.gateway import address, gateway_url, is_gateway, serving_groups, worker_url
 from sglfleet.plan.network import Policy, fleet_view, host_policy
-from sglfleet.plan.host_files import GatewayFiles, ServiceFiles, gateway_files, service_files, tool_files
+from sglfleet.plan.host_files import NO_TLS, GatewayFiles, ServiceFiles, gateway_files, service_files, tool_files
 from sglfleet.plan.pd import Worker, role_of, worker_of
 from sglfleet.plan.pd_units import UnitBatch, plan_units
 from sglfleet.plan.release import Release, render_release
@@ -41,6 +41,7 @@ from sglfleet.plan.secrets import load_secrets
 from sglfleet.plan.services import Service, host_services
 from sglfleet.plan.settings import HostConfig
 from sglfleet.plan.templates import TEMPLATES
+from sglfleet.plan.tls import HostTls, controller_trust, plan_tls
 from sglfleet.plan.waves import Batch, Wave, limit_waves, plan_batches, plan_waves, until
 
 
@@ -106,7 +107,7 @@ class HostPlan:
 
     def worker_url(self, service: Service) -> str:
         """One of its services' URL, as the gateways and an external router know it."""
-        return worker_url(self.name, {"ssh_hostname": self.address}, service.port)
+        return worker_url(self.name, {"ssh_hostname": self.address}, service.port, tls=self.config.worker_tls)
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,8 @@ class FleetPlan:
     + rollout: this run's batches
     + workers: every serving host's services as the gateways know them, in inventory order
     + gateways: ``(name, base URL)`` of every gateway, whatever ``--limit`` targets
+    + trust: what the controller trusts when it calls gateways and workers over https (PEM: the fleet
+      CAs, the operators' gateway certificates); "" where nothing serves TLS
     """
 
     config: FleetConfig
@@ -150,6 +153,7 @@ class FleetPlan:
     rollout: Rollout
     workers: tuple[Worker, ...] = ()
     gateways: tuple[tuple[str, str], ...] = ()
+    trust: str = ""
 
     def targeted(self, gateways: bool | None = None) -> list[HostPlan]:
         """
@@ -185,8 +189,9 @@ class _ReadOnce:
 
 
 def _host_plan(name: str, groups: tuple[str, ...], data: dict, config: HostConfig, workers: list[Worker],
-               read: "_ReadOnce", targeted: bool, policy: Policy | None = None, gateways: bool = False) -> HostPlan:
-    """One host's plan; its files and builds only where the run targets it."""
+               read: "_ReadOnce", targeted: bool, policy: Policy | None = None, gateways: bool = False,
+               tls: HostTls = NO_TLS) -> HostPlan:
+    """One host's plan; its files and builds only where the run targets it (``tls``: its TLS, where targeted)."""
     gateway = is_gateway(groups)
     stack = read.stack(config.gateway_stack if gateway else config.stack, config.allow_unhashed_lock)
     secrets = read.secrets(config.secrets_file)
@@ -195,7 +200,8 @@ def _host_plan(name: str, groups: tuple[str, ...], data: dict, config: HostConfi
     if gateway:
         if not targeted:
             return plan
-        builds = {python: Build(stack=built, gateway=gateway_files(config, secrets, workers, built.venv + "/bin/python"))
+        builds = {python: Build(stack=built, gateway=gateway_files(config, secrets, workers, built.venv + "/bin/python",
+                                                                   tls))
                   for python in stack.pythons for built in [stack.for_python(python)]}
         return replace(plan, builds=builds)
     services = tuple(host_services(config, LAYOUT))
@@ -211,7 +217,7 @@ def _host_plan(name: str, groups: tuple[str, ...], data: dict, config: HostConfi
     if not targeted:
         return plan
     behind_gateways = bool(gateways) and not config.router_url
-    files = {service.name: service_files(service, secrets, behind_gateways) for service in services}
+    files = {service.name: service_files(service, secrets, behind_gateways, tls) for service in services}
     patch_digest = patch_sets_digest(list(sets))
 
     def releases(built: Stack) -> dict[str, Release]:
@@ -258,13 +264,17 @@ def plan_fleet(inventory, configs: dict[str, HostConfig], targets: Iterable[str]
     groups = {host.name: tuple(host.groups) for host in hosts}
     serving = [name for name in names if not is_gateway(groups[name])]
     services = {name: host_services(configs[name], LAYOUT) for name in serving}
-    workers = [worker_of(worker_url(name, data[name], service.port), service.config)
+    workers = [worker_of(worker_url(name, data[name], service.port, tls=configs[name].worker_tls), service.config)
                for name in serving for service in services[name]]
+    # Certificates only where TLS is on: a fleet without it never touches a CA.
+    tls_on = any(configs[name].worker_tls or configs[name].gateway_tls != "off" for name in names)
+    tls = plan_tls(targets, groups, configs, data) if tls_on else {}
     read = _ReadOnce()
     network = fleet_view(configs, groups, data)
     gateways = any(is_gateway(groups[name]) for name in names)
     plans = {name: _host_plan(name, groups[name], data[name], configs[name], workers, read, name in targets,
-                              host_policy(name, network, TEMPLATES) if name in targets else None, gateways)
+                              host_policy(name, network, TEMPLATES) if name in targets else None, gateways,
+                              tls.get(name, NO_TLS))
              for name in names}
     # The gateways are in no wave: they restart one at a time, after the serving hosts.
     waves = limit_waves(plan_waves(serving_groups(groups), fleet.rollout_waves), targets)
@@ -272,8 +282,10 @@ def plan_fleet(inventory, configs: dict[str, HostConfig], targets: Iterable[str]
     return FleetPlan(config=fleet, hosts=plans, targets=targets, waves=tuple(waves),
                      rollout=_rollout(waves, fleet, roles if any(roles.values()) else {}),
                      workers=tuple(workers),
-                     gateways=tuple((name, gateway_url(name, data[name], configs[name].gateway_port))
-                                    for name in names if is_gateway(groups[name])))
+                     gateways=tuple((name, gateway_url(name, data[name], configs[name].gateway_port,
+                                                       tls=configs[name].gateway_tls != "off"))
+                                    for name in names if is_gateway(groups[name])),
+                     trust=controller_trust(configs, groups) if tls_on else "")
 
 
 def fleet_plan(state) -> FleetPlan:

@@ -46,14 +46,14 @@ def address(name: str, data: Mapping) -> str:
     return data.get("fleet_address") or data.get("ssh_hostname") or name
 
 
-def worker_url(name: str, data: Mapping, listen_port: int) -> str:
-    """A serving host's URL as its gateways (and an external router) know it."""
-    return f"http://{address(name, data)}:{listen_port}"
+def worker_url(name: str, data: Mapping, listen_port: int, tls: bool = False) -> str:
+    """A serving host's URL as its gateways (and an external router) know it: https where it serves TLS."""
+    return f"{'https' if tls else 'http'}://{address(name, data)}:{listen_port}"
 
 
-def gateway_url(name: str, data: Mapping, gateway_port: int) -> str:
-    """A gateway's base URL, where clients and its admin API reach it."""
-    return f"http://{address(name, data)}:{gateway_port}"
+def gateway_url(name: str, data: Mapping, gateway_port: int, tls: bool = False) -> str:
+    """A gateway's base URL, where clients and its admin API reach it: https where its client port serves TLS."""
+    return f"{'https' if tls else 'http'}://{address(name, data)}:{gateway_port}"
 
 
 def worker_args(workers: Iterable) -> list[str]:
@@ -73,12 +73,13 @@ def worker_args(workers: Iterable) -> list[str]:
     return args
 
 
-def gateway_args(config, workers: Iterable) -> list[str]:
+def gateway_args(config, workers: Iterable, tls: Iterable[str] = ()) -> list[str]:
     """
     The ``smg launch`` arguments of one gateway host (no secrets: the key travels in its env file).
 
     + config: the gateway host's ``HostConfig``
     + workers: every worker's URL (or ``Worker``, with its role), in inventory order
+    + tls: its TLS flags (``sglfleet.plan.tls.gateway_tls_args``): paths, never key material
 
     Each flag as smg 1.13.0's ``smg/router_args.py`` declares it: ``--host``/``--port``
     (:507-521), ``--worker-urls`` (:523), ``--policy`` (:570), ``--prometheus-host``/
@@ -100,6 +101,7 @@ def gateway_args(config, workers: Iterable) -> list[str]:
         "--health-success-threshold", str(config.gateway_health_success_threshold),
         "--health-check-endpoint", config.gateway_health_check_endpoint,
         "--log-level", "warn",
+        *tls,
         *worker_args(workers),
     ]
 

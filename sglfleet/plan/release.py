@@ -27,6 +27,7 @@ from sglfleet.host.layout import LAYOUT, Layout
 from sglfleet.host.releases import content_id
 from sglfleet.plan.settings import PD_ONLY_KEYS, LaunchSettings, rendered_keys
 from sglfleet.plan.templates import TEMPLATES, arg_lines, render
+from sglfleet.plan.tls import worker_ssl_args
 
 # Compile caches decide how fast a restart serves again (minutes cold), so every JIT writes
 # under the stack's folder of the unit's cache directory, kept across restarts and shared
@@ -162,6 +163,8 @@ def render_release(
     """
     # Pinned models load from their staged folders, which name the revision.
     args = launch_args(served_launch(config))
+    if config.worker_tls:  # files in the unit's credentials folder: the release names them, never their content
+        args += worker_ssl_args(layout)
     python = layout.python(stack_id)
     if config.server == "standin":
         command = f"{python} {layout.standin}/sglang_standin.py"

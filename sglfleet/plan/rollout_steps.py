@@ -68,6 +68,7 @@ class BatchStep:
       leaves and rejoins them all
     + gateway_api_key: gateway-admin (then the one it replaced), for the gateways' control plane (never shown:
       not in the step's repr)
+    + gateway_ca: what the controller verifies https gateways with (PEM, ``FleetPlan.trust``); "" for plain http
     + gateway_timeout_s: how long a drain or a join may take at one gateway
     + timeout_s: how long the controller waits for the host's answer to a switch
       before it reports the host lost (a link that never comes back); None waits forever
@@ -92,6 +93,7 @@ class BatchStep:
     worker_url: str | None = None
     gateways: tuple[str, ...] = ()
     gateway_api_key: tuple[str, ...] | None = field(default=None, repr=False)
+    gateway_ca: str = field(default="", repr=False)
     gateway_timeout_s: float = defaults()["gateway_drain_timeout_s"]
     timeout_s: float | None = None
     lock_wait_s: float = held_lock_s(defaults()["gate_warmup_s"], defaults()["gate_bake_s"])
@@ -151,6 +153,7 @@ def routers(fleet, plan) -> dict:
     return {"router_url": config.router_url, "gateways": gateways,
             # the gateways' control plane opens to gateway-admin alone (sglfleet.artifacts.keys)
             "gateway_api_key": plan.gateway_admin_key if gateways else None,
+            "gateway_ca": fleet.trust if gateways else "",
             "gateway_timeout_s": config.gateway_drain_timeout_s}
 
 

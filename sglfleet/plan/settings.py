@@ -155,6 +155,30 @@ class NotifyWebhook(BaseModel):
                                                                       '"GateFailed"] (sglfleet.events.REASONS)')
 
 
+class OperatorTls(BaseModel):
+    """The operator's own certificate for a gateway's client port: two PEM files on the controller."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    cert: Text = Field(description="the certificate's PEM file on the controller, its chain after it")
+    key: Text = Field(description="its private key's PEM file on the controller (no passphrase, mode 0600)")
+
+
+def _to_tls(value: Any) -> Any:
+    # One line for any wrong form, not one for each member of the union.
+    if value is False:
+        return "off"
+    if value in ("off", "fleet_ca") or isinstance(value, OperatorTls):
+        return value
+    if isinstance(value, dict) and set(value) == {"cert", "key"} and all(isinstance(v, str) and v for v in value.values()):
+        return OperatorTls(**value)
+    raise ValueError('expected "off", "fleet_ca" or {"cert": PATH, "key": PATH}')
+
+
+# "off", "fleet_ca" (a certificate from the fleet CA the controller makes), or the operator's own pair.
+GatewayTls = Annotated[Union[Literal["off", "fleet_ca"], OperatorTls], BeforeValidator(_to_tls)]
+
+
 class LaunchSettings(BaseModel):
     """
     How sglang is launched: each key is one of sglang's flags (``tp_size`` ->
@@ -301,6 +325,11 @@ class HostConfig(BaseModel):
         description='a path on the workers, e.g. "/health"')
     gateway_drain_timeout_s: Float = Field(gt=0, description="seconds > 0, e.g. 300")
     gateway_start_timeout_s: Float = Field(gt=0, description="seconds > 0, e.g. 120")
+    # TLS (docs/tls.md): the gateway's client port, and the gateways' connections to this host's services
+    gateway_tls: GatewayTls = Field(description='"off", "fleet_ca" (a certificate from the fleet CA), or the '
+                                                'operator\'s {"cert": "~/tls/gw.crt", "key": "~/tls/gw.key"}')
+    worker_tls: Bool = Field(description="true or false (true: the services serve TLS with a certificate from the "
+                                         "fleet CA, through sglang's --ssl-* flags, 0.5.14 and later)")
 
     # the start-up gate
     gate_warmup_s: Float = Field(gt=0, description="seconds > 0, e.g. 1800")

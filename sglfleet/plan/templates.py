@@ -77,13 +77,14 @@ def render(name: str, templates: Path = TEMPLATES, **context) -> str:
         raise TemplateRenderError(f"{templates / name}: {error}; fix the template") from None
 
 
-def render_unit(config, templates: Path = TEMPLATES, layout: Layout = LAYOUT) -> str:
+def render_unit(config, templates: Path = TEMPLATES, layout: Layout = LAYOUT, credentials: list[str] = ()) -> str:
     """
     The text of ``sglang.service`` for one host.
 
     + config: the host's ``HostConfig``
     + templates: the templates directory
     + layout: where things are on the host
+    + credentials: its ``LoadCredential=`` values (``sglfleet.plan.tls.HostTls.credentials``), none without TLS
 
     **Example:**
 
@@ -106,11 +107,12 @@ def render_unit(config, templates: Path = TEMPLATES, layout: Layout = LAYOUT) ->
         start_timeout_s=max(warmup, 60) + 300,
         stop_timeout_s=config.stop_timeout_s,
         restart_s=f"{config.service_restart_s:g}",
+        credentials=list(credentials),
     )
 
 
 def render_gateway_unit(config, args: list[str], python: str, digest: str, templates: Path = TEMPLATES,
-                        layout: Layout | None = None) -> str:
+                        layout: Layout | None = None, credentials: list[str] = ()) -> str:
     """
     The text of ``sglang-gateway.service`` for one gateway host.
 
@@ -120,6 +122,7 @@ def render_gateway_unit(config, args: list[str], python: str, digest: str, templ
     + digest: the configuration's digest, which the running process carries
     + templates: the templates directory
     + layout: the gateway's paths (``GATEWAY``)
+    + credentials: its ``LoadCredential=`` values (``sglfleet.plan.tls.HostTls.credentials``), none without TLS
 
     **Example:**
 
@@ -141,4 +144,5 @@ def render_gateway_unit(config, args: list[str], python: str, digest: str, templ
         restart_s=f"{config.service_restart_s:g}",
         start_timeout_s=f"{config.gateway_start_timeout_s:g}",
         stop_timeout_s=200,  # smg's shutdown grace (180 s) and its propagation window
+        credentials=list(credentials),
     )

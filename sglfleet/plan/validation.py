@@ -26,7 +26,7 @@ from sglfleet.errors import ConfigError
 from sglfleet.plan.advisories import load_advisories, message as advisory_message, verdict
 from sglfleet.plan.fleet import FleetConfig
 from sglfleet.plan.fleet_plan import plan_fleet
-from sglfleet.plan.gateway import gateway_problems, is_gateway, serving_groups
+from sglfleet.plan.gateway import address, gateway_problems, is_gateway, serving_groups
 from sglfleet.plan.measured import measured_caps, measured_os
 from sglfleet.plan.network import listen_addresses
 from sglfleet.plan.pd import backend_wheel_problem, pd_problems, role_of
@@ -34,6 +34,7 @@ from sglfleet.plan.pd_units import plan_units, unit_problems
 from sglfleet.plan.services import host_services
 from sglfleet.plan.schema import STACKS_DIR, stack_problems, validate_host_data
 from sglfleet.plan.settings import HostConfig
+from sglfleet.plan.tls import gateway_tls_problem, worker_tls_problem
 from sglfleet.plan.templates import TEMPLATES
 from sglfleet.plan.waves import default_waves, plan_waves, until
 
@@ -275,6 +276,8 @@ def checked(inventory, templates: Path = TEMPLATES, measured_os_severity: str = 
                 load_stack(config.gateway_stack, allow_unhashed=config.allow_unhashed_lock).require_complete()
             except StackError as error:
                 findings.append(Finding("error", name, "gateway_stack", str(error)))
+            if problem := gateway_tls_problem(config, address(name, inventory.get_host(name).data.dict())):
+                findings.append(Finding("error", name, "gateway_tls", problem))
             continue
         services = host_services(config)
         for service in services:
@@ -308,6 +311,10 @@ def checked(inventory, templates: Path = TEMPLATES, measured_os_severity: str = 
             findings.append(Finding("error", name, "secrets_file", str(error)))
         except TemplateRenderError as error:
             findings.append(Finding("error", name, "templates", str(error)))
+        # Before any connection: a stack whose sglang takes no --ssl-certfile cannot serve its gateways TLS.
+        if config.worker_tls and (problem := worker_tls_problem(stack.name, version,
+                                                                flagset_for(version) if version else None)):
+            findings.append(Finding("error", name, "worker_tls", problem))
         for service in services:
             if wheel := backend_wheel_problem(name, service.config, stack):
                 findings.append(Finding("error", name, "disaggregation_transfer_backend", wheel))

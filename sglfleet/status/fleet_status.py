@@ -89,7 +89,7 @@ def fleet_status(inventory_path: str, data: dict | None = None) -> list[dict]:
     for host in inventory:
         plan = fleet.hosts[host.name]
         if plan.is_gateway:
-            rows.append(_gateway_row(state, host, dict(fleet.gateways)[host.name], plan))
+            rows.append(_gateway_row(state, host, dict(fleet.gateways)[host.name], plan, fleet.trust))
             continue
         base = {"host": host.name, "wave": wave_of.get(host.name), "os": None, "python": None, "declared": None}
         if not host.connected:
@@ -113,8 +113,8 @@ def _connector(state: State, host) -> dict:
     return {key: arguments[key] for key in CONNECTOR_ARGUMENT_KEYS if key in arguments}
 
 
-def _gateway_row(state: State, host, url: str, plan) -> dict:
-    """A gateway host's row: its unit's state, and its gateway's workers with their health."""
+def _gateway_row(state: State, host, url: str, plan, trust: str = "") -> dict:
+    """A gateway host's row: its unit's state, and its gateway's workers with their health (``trust``: an https gateway's CA)."""
     row: dict = {"host": host.name, "wave": "gateway", "gateway": url, "workers": None}
     if not host.connected:
         row["error"] = "unreachable"
@@ -125,7 +125,7 @@ def _gateway_row(state: State, host, url: str, plan) -> dict:
     row["active_state"] = (unit or ["unknown"])[0]
     row["firewall"] = firewall_word(None if firewall is None else FirewallState().process(firewall), plan.policy)
     try:
-        listed = router.workers(url, plan.gateway_admin_key)
+        listed = router.workers(url, plan.gateway_admin_key, trust or None)
     except router.RouterError as error:
         row["gateway_error"] = str(error)
         return row
