@@ -32,6 +32,7 @@ from sglfleet.host.layout import LAYOUT
 from sglfleet.host.stacks import PATCHED
 from sglfleet.plan.fleet import FleetConfig
 from sglfleet.plan.gateway import address, gateway_url, is_gateway, serving_groups, worker_url
+from sglfleet.plan.multinode import groups_of, is_head
 from sglfleet.plan.network import Policy, fleet_view, host_policy
 from sglfleet.plan.host_files import GatewayFiles, ServiceFiles, gateway_files, service_files, tool_files
 from sglfleet.plan.pd import Worker, role_of, worker_of
@@ -258,8 +259,9 @@ def plan_fleet(inventory, configs: dict[str, HostConfig], targets: Iterable[str]
     groups = {host.name: tuple(host.groups) for host in hosts}
     serving = [name for name in names if not is_gateway(groups[name])]
     services = {name: host_services(configs[name], LAYOUT) for name in serving}
+    # A group's ranks above 0 serve no API (sglfleet.plan.multinode): its head alone is a worker.
     workers = [worker_of(worker_url(name, data[name], service.port), service.config)
-               for name in serving for service in services[name]]
+               for name in serving if is_head(name, configs[name]) for service in services[name]]
     read = _ReadOnce()
     network = fleet_view(configs, groups, data)
     gateways = any(is_gateway(groups[name]) for name in names)
