@@ -12,6 +12,8 @@ rollback happen under one lock, and the tool ignores SIGHUP.
     sglfleet-release revert RELEASE     RELEASE failed its bake: back to what served before it
     sglfleet-release relink RELEASE     point current at RELEASE, which the running process serves (no restart)
     sglfleet-release rollback           switch current to previous, restart, start-up gate
+    sglfleet-release activate|rollback --together   a group's member: on a failed gate, do not go
+                                        back alone (its group goes back together; exit 4)
     sglfleet-release gate               the start-up gate against the current release
     sglfleet-release retire             stop and remove the service: the inventory no longer names it
     sglfleet-release state              this host's releases, unit, health and verdicts, as JSON
@@ -102,7 +104,14 @@ def serving(layout: Layout) -> str | None:
     return service.main_pid_environ(layout).get("SGLFLEET_RELEASE")
 
 
-def activate(target: str, layout: Layout, restart: bool = False) -> int:
+def left_down(target: str, failure: Exception, layout: Layout) -> int:
+    """A group's member whose gate failed: it does not go back alone (its group does, together); report it."""
+    fail(f"gate failed on release {target}: {failure}; its group rolls back together\n"
+         f"last log lines of {layout.unit}:\n{service.journal_tail(layout)}")
+    return DOWN
+
+
+def activate(target: str, layout: Layout, restart: bool = False, together: bool = False) -> int:
     if not releases.staged(target, layout):
         fail(f"release {target} is not staged under {layout.releases}")
         return USAGE
@@ -125,6 +134,8 @@ def activate(target: str, layout: Layout, restart: bool = False) -> int:
         cut = stop_cut(before_stop, layout)
         releases.record(target, "startup", {"passed": False, "failure": str(failure), **cut}, layout)
         report(stage="startup", release=target, passed=False, failure=str(failure), **cut)
+        if together:
+            return left_down(target, failure, layout)
         return back_to(target, failure, old_current, old_previous, layout)
     cut = stop_cut(before_stop, layout)
     releases.record(target, "startup", {"passed": True, "figures": figures, **cut}, layout)
@@ -201,7 +212,7 @@ def relink(target: str, layout: Layout) -> int:
     return PASSED
 
 
-def rollback(layout: Layout) -> int:
+def rollback(layout: Layout, together: bool = False) -> int:
     current, previous = releases.release_id_of(layout.current), releases.release_id_of(layout.previous)
     if not previous:
         fail("no previous release to roll back to")
@@ -211,6 +222,8 @@ def rollback(layout: Layout) -> int:
     try:
         figures = switch_and_gate(previous, current, layout)
     except GateFailed as failure:
+        if together:
+            return left_down(previous, failure, layout)
         return back_to(previous, failure, current, previous, layout)
     print(f"rolled back to {previous}, which passed its gate")
     report(stage="startup", release=previous, passed=True, figures=figures)
@@ -326,6 +339,9 @@ def main(argv=None, layout: Layout = LAYOUT) -> int:
         sub.add_parser(name).add_argument("release_id")
     for name in ("rollback", "gate", "state", "retire"):
         sub.add_parser(name)
+    for name in ("activate", "rollback"):
+        sub.choices[name].add_argument("--together", action="store_true",
+                                       help="a group's member: on a failed gate, do not go back alone (exit 4)")
     parser.add_argument("--wait-lock", type=float, default=None,
                         help="seconds to wait for another run's lock (default: long enough for its "
                              "gate, bake and rollback)")
@@ -344,11 +360,11 @@ def main(argv=None, layout: Layout = LAYOUT) -> int:
     settings = GateSettings.load(getattr(args, "release_id", None) or current or "", layout)
     wait = args.wait_lock if args.wait_lock is not None else lock_wait_s(settings.warmup_s, settings.bake_s)
     commands = {
-        "activate": lambda: activate(args.release_id, layout, restart=args.restart),
+        "activate": lambda: activate(args.release_id, layout, restart=args.restart, together=args.together),
         "relink": lambda: relink(args.release_id, layout),
         "bake": lambda: run_bake(args.release_id, layout),
         "revert": lambda: revert(args.release_id, layout),
-        "rollback": lambda: rollback(layout),
+        "rollback": lambda: rollback(layout, together=args.together),
         "gate": lambda: gate(layout),
         "retire": lambda: retire(layout, args.textfile_dir),
     }
