@@ -127,12 +127,15 @@ def group_problems(configs: Mapping, gateways: Iterable[str], waves: Sequence = 
                 keys = sorted(key for key in ours if ours[key] != theirs[key])
                 problems.append(f"{member}: {', '.join(keys)} differ from its group's head {name}: every rank of a "
                                 f"server launches with the same flags; make them equal")
-    for wave in waves:
-        for head in dict.fromkeys(groups[h].head for h in wave.hosts if h in groups):
-            outside = [h for h in groups[head].hosts if h in configs and h not in wave.hosts]
-            if outside:
-                problems.append(f"{', '.join(groups[head].hosts)}: a group rolls out as one unit, in one wave; "
-                                f"{', '.join(outside)} is not in {wave.name}: put the group's hosts in one wave")
+    if problems:  # a group that is not one yet has no wave to be checked in
+        return problems
+    wave_of = {host: wave.name for wave in waves for host in wave.hosts}
+    for group in dict.fromkeys(groups.values()):
+        where = {host: wave_of[host] for host in group.hosts if host in wave_of}
+        if len(set(where.values())) > 1:
+            found = ", ".join(f"{host} in {wave}" for host, wave in where.items())
+            problems.append(f"{', '.join(group.hosts)}: a group rolls out as one unit, in one wave; {found}: "
+                            f"put the group's hosts in one wave")
     return problems
 
 
