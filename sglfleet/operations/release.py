@@ -222,7 +222,8 @@ def _activate(release_id: str, step: BatchStep, found, rebuilt: bool):
         kept = found_drift("service", "the service" if layout.legacy else layout.unit,
                            [f"current is {release_id}, the process serves {found.serving or 'nothing'}"],
                            "will switch it behind the gate") if drifted else None
-        say(f"{label}: will switch {found.serving or found.current or 'nothing'} -> {release_id}, gate{baking}")
+        group = f" with its group ({', '.join(step.pd_unit)}), as one unit," if step.together else ","
+        say(f"{label}: will switch {found.serving or found.current or 'nothing'} -> {release_id}{group} gate{baking}")
         if kept:  # everything said first: planning stops at a command
             yield kept
             yield marked("service", step.textfile_dir)

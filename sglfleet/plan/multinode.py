@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from sglfleet.plan.gateway import address
+from sglfleet.plan.schema import defaults
 from sglfleet.plan.settings import GROUP_ONLY_KEYS
 
 
@@ -62,9 +63,13 @@ def is_head(name: str, config) -> bool:
 
 
 def hand_set_problems(name: str, data: Mapping) -> list[str]:
-    """A line for each of the group's flags the inventory sets by hand: sglfleet sets them from ``nodes``."""
+    """
+    A line for each of the group's flags the inventory sets by hand: sglfleet sets them from ``nodes``.
+    (A host's data holds group_data/all.py's defaults too, where pyinfra loaded them: those are not hand-set.)
+    """
     return [f"{name}: {key}: set by sglfleet from nodes; remove it and list the group's hosts in nodes "
-            f"(e.g. nodes = [\"gpu1\", \"gpu2\"] on both)" for key in GROUP_ONLY_KEYS if key in data]
+            f"(e.g. nodes = [\"gpu1\", \"gpu2\"] on both)"
+            for key in GROUP_ONLY_KEYS if key in data and data[key] != defaults()[key]]
 
 
 def group_problems(configs: Mapping, gateways: Iterable[str], waves: Sequence = ()) -> list[str]:
