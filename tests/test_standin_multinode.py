@@ -68,3 +68,16 @@ def test_the_head_gives_up_after_the_dist_timeout(launch, sglang_059):
                   "--node-rank", "0", "--dist-timeout", "2")
     assert exited(head, timeout=20) == 1
     assert "1/2 clients joined" in head.communicate()[1]
+
+
+def test_a_whole_groups_head_keeps_its_store_but_lets_no_late_rank_in(launch, sglang_059):
+    init = free_port()
+    group = ranks(launch, sglang_059, init)
+    wait_for(group[0], timeout=30)
+    late = ranks(launch, sglang_059, init, 1)[1]  # a rank of another start: it waits for its own head
+    with socket.create_connection(("127.0.0.1", init), timeout=5) as probe:
+        assert probe.recv(16) == b""  # the port answers (the firewall's test reaches it), no group follows
+    time.sleep(2)
+    assert late.poll() is None and group[0].poll() is None
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", late.port)) != 0  # not in the group: no /health

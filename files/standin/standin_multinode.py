@@ -6,8 +6,9 @@ What sglang 0.5.9 does, and the stand-in with it:
 - **The rendezvous.** Every rank's model runner joins ``torch.distributed`` at ``tcp://<dist_init_addr>``
   before it loads the model (``srt/model_executor/model_runner.py:776-777``, 804-811): rank 0 holds the TCP
   store on that port and waits for every other rank; the others connect, retrying, until ``--dist-timeout``
-  (None: torch's default, 30 minutes; ``srt/distributed/parallel_state.py:1561-1572``). Here rank 0 listens
-  on the port until each rank said hello, then stops listening; a rank above 0 connects until it is let in.
+  (None: torch's default, 30 minutes; ``srt/distributed/parallel_state.py:1561-1572``). Here rank 0 lets
+  each rank in until the group is whole, then keeps the port but lets none in; a rank above 0 connects,
+  retrying, until it is let in.
 - **One server.** Rank 0 goes on as the whole server. A rank above 0 runs no tokenizer and no API: once its
   schedulers are ready it serves a dummy ``/health``, ``/ping`` and ``/health_generate`` that answer 200
   (``srt/entrypoints/engine.py:1040-1057``, ``srt/utils/common.py:2656-2712``), and waits on its schedulers.
@@ -66,7 +67,7 @@ class Rendezvous:
         listener = socket.create_server(("", port), reuse_port=False)
         peers: dict[int, socket.socket] = {}
         try:
-            while len(peers) < nnodes - 1:
+            while len(peers) < nnodes - 1:  # a failure closes the store: the process ends with it
                 listener.settimeout(max(deadline - time.monotonic(), 0.001))
                 try:
                     conn, _ = listener.accept()
@@ -80,12 +81,23 @@ class Rendezvous:
                     logger.info(f"rank {hello[1]} joined the group ({len(peers) + 1}/{nnodes})")
                 else:
                     conn.close()
-        finally:
-            listener.close()  # the group is whole: a late rank (of another start) finds no store
+        except BaseException:
+            listener.close()
+            raise
+        # The store lives as long as the process (torch's TCPStore server), but the group is whole: a late
+        # rank (of another start) is let in to no group, and retries until its own head's store is up.
+        threading.Thread(target=Rendezvous._refuse_late, args=(listener,), name="store", daemon=True).start()
         for conn in peers.values():
             conn.settimeout(None)
             conn.sendall(b"go\n")
         return peers
+
+    @staticmethod
+    def _refuse_late(listener: socket.socket) -> None:
+        listener.settimeout(None)
+        while True:
+            conn, _ = listener.accept()
+            conn.close()
 
     @staticmethod
     def _connect(host: str, port: int, rank: int, deadline: float) -> socket.socket:
