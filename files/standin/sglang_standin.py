@@ -226,6 +226,7 @@ def missing_gpu(args: dict, visible: str | None) -> int | None:
     count = len([one for one in visible.split(",") if one.strip()])
     tp, dp, pp = int(args.get("tp_size") or 1), int(args.get("dp_size") or 1), int(args.get("pp_size") or 1)
     ranks = tp * pp * (1 if args.get("enable_dp_attention") else dp)  # each dp rank tp x pp GPUs on (246-247)
+    ranks //= int(args.get("nnodes") or 1)  # a group's host runs its share (engine.py:925-937)
     base, step = int(args.get("base_gpu_id") or 0), int(args.get("gpu_id_step") or 1)
     return next((base + rank * step for rank in range(ranks) if base + rank * step >= count), None)
 
