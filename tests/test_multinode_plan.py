@@ -60,8 +60,9 @@ def test_a_group_is_one_unit_and_rollout_serial_counts_groups():
     assert [batch.units for batch in plan_units(waves, [1], {}, groups)] == [
         (("n1", "n2"),), (("n3", "n4"),), (("n5",),)]
     steps = unit_steps(plan_units(waves, None, {}, groups), {})
-    assert [(step.label({}), step.flip) for step in steps[:3]] == [
-        ("canary batch 1 drain", False), ("canary batch 1", False), ("canary batch 1 settle", False)]
+    assert [(step.label({}), step.flip) for step in steps[:4]] == [
+        ("canary batch 1 drain", False), ("canary batch 1 stop", False), ("canary batch 1", False),
+        ("canary batch 1 settle", False)]
 
 
 def test_each_host_drains_switches_and_settles_in_step_with_its_group():
@@ -73,24 +74,35 @@ def test_each_host_drains_switches_and_settles_in_step_with_its_group():
                       (step[0], step[1].label, step[1].worker_url, step[1].gateways != ()) if isinstance(step, tuple)
                       else ("switch", step.label, step.pd_unit, step.together, step.drained, step.gateways != ())
                       for step in host_steps(fleet, fleet.hosts[name], restarts)]
-    assert seen["node1"][:3] == [("drain", "canary batch 1 drain", "http://10.0.0.1:30000", True),
+    assert seen["node1"][:4] == [("drain", "canary batch 1 drain", "http://10.0.0.1:30000", True),
+                                 ("stop", "canary batch 1 stop", "http://10.0.0.1:30000", True),
                                  ("switch", "canary batch 1", ("node1", "node2"), True, True, True),
                                  ("settle", "canary batch 1 settle", "http://10.0.0.1:30000", True)]
-    # rank 1 serves no API: it leaves and joins no gateway, and switches at the same step as its head
-    assert seen["node2"][:3] == [("drain", "canary batch 1 drain", None, False),
+    # rank 1 serves no API: it leaves and joins no gateway, stops and switches at the same steps as its head
+    assert seen["node2"][:4] == [("drain", "canary batch 1 drain", None, False),
+                                 ("stop", "canary batch 1 stop", None, False),
                                  ("switch", "canary batch 1", ("node1", "node2"), True, True, False),
                                  ("settle", "canary batch 1 settle", None, False)]
-    assert seen["node3"][:3] == [("idle", "canary batch 1 drain"), ("idle", "canary batch 1"),
-                                 ("idle", "canary batch 1 settle")]
-    assert seen["node3"][5][:2] == ("switch", "wave1 batch 2") and seen["node3"][5][3] is False
-    assert {len(steps) for steps in seen.values()} == {8}
+    assert seen["node3"][:4] == [("idle", "canary batch 1 drain"), ("idle", "canary batch 1 stop"),
+                                 ("idle", "canary batch 1"), ("idle", "canary batch 1 settle")]
+    assert seen["node3"][7][:2] == ("switch", "wave1 batch 2") and seen["node3"][7][3] is False
+    assert {len(steps) for steps in seen.values()} == {10}
 
 
-def test_a_converge_that_changes_nothing_drains_nothing():
+def test_a_converge_that_changes_nothing_drains_and_stops_nothing():
     fleet = fleet_of()
     steady = RolloutPlan(actions={})
-    drain = next(step for step in host_steps(fleet, fleet.hosts["node1"], steady) if step[0] == "drain")
-    assert drain[3] is False  # switching: no host of the batch restarts, so its head stays in the gateways
+    steps = [step for step in host_steps(fleet, fleet.hosts["node1"], steady) if isinstance(step, tuple) and step[0] in ("drain", "stop")]
+    assert [(step[0], step[3]) for step in steps] == [("drain", False), ("stop", False)]  # no command
+
+
+def test_only_a_host_that_restarts_is_stopped():
+    fleet = fleet_of()
+    rank_only = RolloutPlan(actions={"node2": {"sglang": "switch"}})
+    steps = {name: {step[0]: step[3] for step in host_steps(fleet, fleet.hosts[name], rank_only)
+                    if isinstance(step, tuple) and step[0] in ("drain", "stop")} for name in ("node1", "node2")}
+    # its operation would not start the head again: it keeps serving, and NCCL restarts the group
+    assert steps == {"node1": {"drain": True, "stop": False}, "node2": {"drain": True, "stop": True}}
 
 
 @pytest.mark.parametrize("switched, unit_failed, action", [

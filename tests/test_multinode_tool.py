@@ -52,3 +52,12 @@ def test_a_server_alone_goes_back_at_once(member):
     links, restarted = member
     assert cli.activate("new", LAYOUT) == ROLLED_BACK
     assert restarted == ["new", "old"] and links["current"] == "old"
+
+
+@pytest.mark.parametrize("state, calls", [("active", [("stop", LAYOUT.unit)]), ("inactive", [])])
+def test_stop_stops_a_running_unit_and_leaves_a_stopped_one(monkeypatch, state, calls):
+    called = []
+    monkeypatch.setattr(service, "properties", lambda layout: {"ActiveState": state})
+    monkeypatch.setattr(service, "systemctl", lambda *args, check=True: called.append(args))
+    assert cli.stop(LAYOUT) == 0
+    assert called == calls

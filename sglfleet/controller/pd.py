@@ -18,7 +18,8 @@ from pyinfra import logger
 
 from sglfleet.controller import router
 from sglfleet.controller.outcomes import fail
-from sglfleet.controller.rollout import at_router, leave, roll_back
+from sglfleet.controller.rollout import answer, at_router, leave, roll_back
+from sglfleet.host.protocol import PASSED
 from sglfleet.plan.pd_units import UnitBatch, failed_units, over_budget, settle
 from sglfleet.plan.rollout_steps import BatchStep, SettleTurn
 from sglfleet.record import summary
@@ -36,6 +37,16 @@ def _action(state, host, step: BatchStep, turn: SettleTurn) -> tuple[str, list, 
     switched = host.name in record(state).passed
     unit_failed = bool(failed & set(step.pd_unit))
     return (settle(switched, unit_failed, over, turn.flip, step.together), failed_units(batch, failed), over)
+
+
+def stopped(state, host, connector_arguments, step: BatchStep):
+    """Stop the host's service (``sglfleet-release stop``) before any host of its batch of groups starts: a rank
+    of the old release that systemd restarted would join the new head's rendezvous, as torch checks no release."""
+    said = answer(state, host, connector_arguments, step, "stop")
+    if said is None:
+        return False
+    status, _, messages = said
+    return status == PASSED or fail(state, host, f"{step.label}: not stopped: {'; '.join(messages) or status}")
 
 
 def drained(state, host, connector_arguments, step: BatchStep):

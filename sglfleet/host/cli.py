@@ -16,6 +16,7 @@ rollback happen under one lock, and the tool ignores SIGHUP.
                                         back alone (its group goes back together; exit 4)
     sglfleet-release gate               the start-up gate against the current release
     sglfleet-release retire             stop and remove the service: the inventory no longer names it
+    sglfleet-release stop               stop the service until its next switch (a group stops together)
     sglfleet-release state              this host's releases, unit, health and verdicts, as JSON
     sglfleet-release models ...         check, stage and collect pinned models (``models.py``)
     sglfleet-release cache ...          pack, fetch and drop shared compile caches (``compile_cache.py``)
@@ -230,6 +231,15 @@ def rollback(layout: Layout, together: bool = False) -> int:
     return PASSED
 
 
+def stop(layout: Layout) -> int:
+    """Stop the unit, which its next switch starts again: a group's hosts all stop before any starts, so
+    that no rank of the old release joins the new head's rendezvous."""
+    if service.properties(layout).get("ActiveState") in ("active", "activating", "reloading"):
+        service.systemctl("stop", layout.unit)
+        print(f"{layout.unit} stopped")
+    return PASSED
+
+
 def gate(layout: Layout) -> int:
     current = releases.release_id_of(layout.current)
     if not current:
@@ -337,7 +347,7 @@ def main(argv=None, layout: Layout = LAYOUT) -> int:
                                          help="restart and gate even when the release serves (its stack was repaired)")
     for name in ("bake", "revert", "relink"):
         sub.add_parser(name).add_argument("release_id")
-    for name in ("rollback", "gate", "state", "retire"):
+    for name in ("rollback", "gate", "state", "retire", "stop"):
         sub.add_parser(name)
     for name in ("activate", "rollback"):
         sub.choices[name].add_argument("--together", action="store_true",
@@ -367,6 +377,7 @@ def main(argv=None, layout: Layout = LAYOUT) -> int:
         "rollback": lambda: rollback(layout, together=args.together),
         "gate": lambda: gate(layout),
         "retire": lambda: retire(layout, args.textfile_dir),
+        "stop": lambda: stop(layout),
     }
     try:
         with releases.locked(wait, layout):

@@ -24,7 +24,8 @@ routes to. So the gateways route to one release at a time, and the rollout flips
   A unit that fails there rolls back and stays out: the gateways serve the new release.
 - **Groups** (a fleet with ``nodes``, no PD roles): a group is a unit, a host alone a unit of one.
   A batch leaves the gateways first (its heads: the other ranks are no workers), then every host of
-  it switches at once (a rank waits for the others at the head's rendezvous), each behind its gate,
+  it stops (no rank of the old release may join a new head's rendezvous), then every host of it
+  switches at once (a rank waits for the others at the head's rendezvous), each behind its gate,
   none rolling back alone; at the settle, a unit with a failed host rolls back whole, at once, and
   the head rejoins. No flip: the gateways route to either release, as for whole servers.
 
@@ -138,7 +139,8 @@ class UnitStep:
 
     + kind: ``"switch"`` (the batch's hosts of ``role`` switch, each behind its gate),
       ``"settle"`` (a failed unit's switched hosts roll back; the first batch flips the gateways),
-      ``"drain"`` (a batch of groups leaves the gateways before any of its hosts stops)
+      ``"drain"`` (a batch of groups leaves the gateways before any of its hosts stops), ``"stop"``
+      (then every host of it stops before any starts)
     + batch: its ``UnitBatch``
     + role: the role that switches (``"switch"`` only; None: every host of the batch, a batch of groups)
     + hold: a host that passes stays out of the gateways until the flip (the first batch of a PD fleet)
@@ -166,13 +168,13 @@ class UnitStep:
 def unit_steps(batches: Sequence[UnitBatch], roles: Mapping[str, str]) -> list[UnitStep]:
     """
     The order of a PD rollout: per batch, its decodes, its prefills, then its settle; without roles
-    (a fleet of groups), per batch its drain, its switch, then its settle.
+    (a fleet of groups), per batch its drain, its stop, its switch, then its settle.
 
     + batches: ``plan_units``
     + roles: each serving host's role ({}: a fleet of groups)
     """
     if not roles:
-        return [UnitStep(kind, batch) for batch in batches for kind in ("drain", "switch", "settle")]
+        return [UnitStep(kind, batch) for batch in batches for kind in ("drain", "stop", "switch", "settle")]
     steps = []
     for batch in batches:
         hold = batch.number == 1

@@ -271,7 +271,7 @@ def pd_steps(fleet, plan, routes: dict, lock_wait: float, switching: RolloutPlan
     in two turns (the first batch's flip: the old release leaves every gateway, then its units join),
     each with the host's ``BatchStep`` (a ``(kind, step, turn, switching)`` for a settle), or
     ``("idle", label, kind, None)`` where the host is not in it. A fleet's with groups: each batch's
-    drain (``("drain", step, None, switching)``), its switch, then its settle, the same way.
+    drain and its stop (``("drain", step, None, switching)``), its switch, then its settle, the same way.
     """
     config, rollout = plan.config, fleet.rollout
     roles, group = dict(rollout.roles), dict(rollout.groups).get(plan.name, ())
@@ -308,8 +308,10 @@ def pd_steps(fleet, plan, routes: dict, lock_wait: float, switching: RolloutPlan
         # the host's worker at the gateways, as its switch's step has it (one service a PD or group host)
         step = next(own for _, own in service_steps(step, plan, bool(routes), {}))
         switches = switching is None or any(switching.restarts(name) for name in batch.hosts)
-        if one.kind == "drain":
-            yield ("drain", step, None, switches)
+        if one.kind in ("drain", "stop"):
+            # A host that keeps its release is not stopped: its operation would not start it again.
+            own = switching is None or switching.restarts(plan.name)
+            yield (one.kind, step, None, switches if one.kind == "drain" else own)
             continue
         turn = SettleTurn(units=batch.units, flip=one.flip, leader=plan.name == batch.hosts[0], workers=workers)
         yield ("settle", step, turn, switches)
