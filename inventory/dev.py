@@ -16,6 +16,8 @@ run SGLang's real gateway (smg, round robin, health checks every second) in
 front of the others, which then listen on their fleet address, open to the gateways alone. ``SGLFLEET_DEV_PD=1``
 makes the serving hosts prefills and decodes in turn (node1 prefill, node2
 decode, ...; docs/pd.md), the canary their first pair, and the gateway smg in PD mode.
+``SGLFLEET_DEV_MULTINODE=1`` makes node1 and node2 one server over both hosts (node1 the head,
+node2 rank 1; docs/topologies.md), the canary, beside the other serving hosts.
 
 **Example:**
 
@@ -110,6 +112,16 @@ if _os.environ.get("SGLFLEET_DEV_PD") == "1":
     _pd = [_host(name, {"disaggregation_mode": _roles[name]}) for name in _names]
     _pairs = (len(_pd) - 2 + 1) // 2
     canary, wave1, wave2 = _pd[:2], _pd[2:2 + 2 * ((_pairs + 1) // 2)], _pd[2 + 2 * ((_pairs + 1) // 2):]
+if _os.environ.get("SGLFLEET_DEV_MULTINODE") == "1":
+    # One server over node1 and node2 (docs/topologies.md): node1 the head, node2 rank 1, each with
+    # one of the group's two tensor-parallel ranks; the canary is the group, the other serving hosts
+    # serve alone in the waves after it.
+    _group = {"nodes": _names[:2], "tp_size": 2}
+    canary = [_host(name, _group) for name in _names[:2]]
+    _rest = _names[2:]
+    _half = (len(_rest) + 1) // 2
+    wave1 = [_host(name) for name in _rest[:_half]]
+    wave2 = [_host(name) for name in _rest[_half:]]
 # The gateway spreads the tests' one repeated prompt over every worker (cache_aware, smg's
 # default, would send it to one) and sees a stopped worker within seconds.
 gateways = [_host(name, {"gateway_policy": "round_robin", "gateway_health_check_interval_s": 1,

@@ -6,6 +6,7 @@ from sglfleet.artifacts import wheelhouse
 from sglfleet.artifacts.stacks import loadable
 from sglfleet.operations import stack as stack_ops
 from sglfleet.plan.measured import record
+from sglfleet.plan.multinode import gpus_per_host
 from sglfleet.plan.pd import role_of
 from sglfleet.plan.preflight import Declared, PdService, check, fitting_instead, rdma_problems
 from sglfleet.plan.services import gpu_problems
@@ -32,7 +33,8 @@ def preflight(plan, found, run):
     record(plan.name, found.gpus, found.os)  # the lint judges the next run's flags and stack by what was measured
     services = plan.services
     # With services, each one's tp_size was checked against its own GPUs; they must exist here.
-    declared = Declared(config.gpu_compute_cap, config.gpu_count, 1 if config.services else config.launch.tp_size)
+    # A group's host runs its share of tp_size (sglfleet.plan.multinode).
+    declared = Declared(config.gpu_compute_cap, config.gpu_count, 1 if config.services else gpus_per_host(config.launch))
     problems = check(plan.name, stack, found.gpus, found.stack.disk_free, config.gpu_less, found.os,
                      built=found.stack.verified, declared=declared, unpacked=unpacked,
                      others=fitting_instead(stack, found.os, config.gpu_less, loadable))

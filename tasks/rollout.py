@@ -11,7 +11,8 @@ from sglfleet.plan.rollout_steps import (cache_shares, host_rollout, host_steps,
                                          routers, service_steps, weights_policies)
 from sglfleet.controller.reads import rollout_plan
 
-_SETTLE_NAMES = {"settle": "its units settle", "flip": "its units join at the flip"}
+_SETTLE_NAMES = {"settle": "its units settle", "flip": "its units join at the flip",
+                 "drain": "its batch leaves the gateways", "stop": "its batch stops before any host starts"}
 
 
 def _of(services) -> str:
@@ -23,11 +24,15 @@ def _of(services) -> str:
 def _pd_turn(step: tuple, switch_name: str):
     """
     The operation, and its arguments, of a PD step's tuple: ``(kind, step, turn, switching)`` of a
-    settle's turn, or ``("idle", label, kind, None)`` of a step the host is not in (named as its hosts' own).
+    settle's turn or a batch of groups' drain or stop, or ``("idle", label, kind, None)`` of a step the host
+    is not in (named as its hosts' own).
     """
     kind, own, turn, switching = step
     if kind == "idle":
         return pd_ops.not_in_step, dict(name=f"{own}: {_SETTLE_NAMES.get(turn, switch_name)}", label=own)
+    if kind in ("drain", "stop"):  # a batch of groups (sglfleet.plan.multinode)
+        operation = pd_ops.unit_drained if kind == "drain" else pd_ops.unit_stopped
+        return operation, dict(name=f"{own.label}: {_SETTLE_NAMES[kind]}", step=own, switching=switching)
     return (pd_ops.unit_settled if kind == "settle" else pd_ops.unit_flipped), dict(
         name=f"{own.label}: {_SETTLE_NAMES[kind]}", step=own, turn=turn, switching=switching)
 

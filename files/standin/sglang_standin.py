@@ -31,6 +31,9 @@ It follows sglang 0.5.9 (file:line below are of the 0.5.9 wheel, under
    "Received sigquit ...", and the server SIGKILLs itself, exit -9, as 0.5.14
    did on an H200 after loading both models). **Nothing listens meanwhile**: connections are refused, and
    SIGTERM has its default action (no handler is installed yet).
+3a. **A rank of a group** (``--nnodes`` above 1; ``standin_multinode``): before loading, rank 0
+   waits at ``--dist-init-addr`` for every other rank, which connects to it; after loading, a
+   rank above 0 serves only a dummy ``/health``; a peer gone takes the rank down, as NCCL does.
 4. **Listener, then warm-up** (``uvicorn.run`` at ``http_server.py:1966``, the
    warm-up thread at 347-352): ``/health`` is 503 until the server's own
    8-token warm-up generation answers, then ``Up`` (``standin_http``).
@@ -120,6 +123,7 @@ except ImportError:  # in the repository: files/standin/ -> files/shipped/
 
 from standin_compile import Compiler, KernelImageInvalid
 from standin_disagg import Disaggregation
+from standin_multinode import DEFAULT_TIMEOUT_S, Rendezvous, serve_dummy_health
 from standin_engine import Engine
 from standin_faults import read_fault
 from standin_http import TIME_SCALE, Standin, serve
@@ -228,6 +232,7 @@ def missing_gpu(args: dict, visible: str | None) -> int | None:
     count = len([one for one in visible.split(",") if one.strip()])
     tp, dp, pp = int(args.get("tp_size") or 1), int(args.get("dp_size") or 1), int(args.get("pp_size") or 1)
     ranks = tp * pp * (1 if args.get("enable_dp_attention") else dp)  # each dp rank tp x pp GPUs on (246-247)
+    ranks //= int(args.get("nnodes") or 1)  # a group's host runs its share (engine.py:925-937)
     base, step = int(args.get("base_gpu_id") or 0), int(args.get("gpu_id_step") or 1)
     return next((base + rank * step for rank in range(ranks) if base + rank * step >= count), None)
 
@@ -288,6 +293,14 @@ def main(argv: list[str]) -> int:
                                                        "2.8")),
                     prefill_extra_s=prefill_extra, crash=scheduler_crashed, version=version)
     target, draft = {}, {}  # each tensor's shape and digest: what the stand-in says derives from them
+    try:  # each rank's model runner joins torch.distributed before it loads anything (standin_multinode)
+        group = Rendezvous.join(args, float(args.get("dist_timeout") or DEFAULT_TIMEOUT_S))
+    except TimeoutError as error:
+        logger.error(f"Scheduler hit an exception: torch.distributed.DistStoreError: {error}")
+        return 1
+    if group is not None:  # NCCL's collectives fail once a peer is gone: this rank's scheduler with them
+        group.watch(lambda rank: scheduler_crashed(RuntimeError(
+            f"NCCL error: remote process exited or there was a network error (rank {rank} of the group is gone)")))
     try:
         started = time.monotonic()
         loaded = load_weights(args.get("model_path"), tensors=target)
@@ -315,6 +328,10 @@ def main(argv: list[str]) -> int:
     engine.compiler = compiler
 
     host, port = args.get("host") or "127.0.0.1", int(args.get("port") or 30000)
+    if group is not None and group.rank:  # no tokenizer, no API: the dummy /health, then its schedulers
+        serve_dummy_health(host, port)
+        while True:  # SIGTERM keeps its default action, as in _launch_subprocesses' proc.join()
+            time.sleep(3600)
     if fault is not None and fault.mode == "hang":
         hang(host, port)
     standin = Standin(args, version, config, engine, registry, fault)

@@ -36,6 +36,13 @@ disaggregation_transfer_backend = "mooncake"  # how the KV cache moves: "mooncak
 disaggregation_bootstrap_port = 8998      # the prefill's bootstrap server (sglang's default)
 disaggregation_ib_device = None           # RDMA devices, e.g. "mlx5_0,mlx5_1"; None: mooncake detects them
 disaggregation_allow_tcp = False          # True: a PD host without RDMA devices moves its KV cache over TCP, as intended
+# --- one server over several hosts, rolled out as one unit (docs/topologies.md) ---
+nodes = None                              # the group's hosts in rank order, the head first, e.g. ["gpu1", "gpu2"]
+                                          # (on each of them); tp_size counts all their GPUs; None: one host
+dist_init_port = 20000                    # the head's torch.distributed rendezvous (--dist-init-addr HEAD:PORT)
+nnodes = 1                                # set by sglfleet from nodes, never by hand
+node_rank = 0                             # set by sglfleet from nodes, never by hand
+dist_init_addr = None                     # set by sglfleet from nodes, never by hand
 
 # --- models: a hub id in model_path / speculative_draft_model_path is pinned to a commit ---
 model_revision = None             # 40-hex commit of model_path; staged and verified before any restart

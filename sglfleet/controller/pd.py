@@ -18,7 +18,8 @@ from pyinfra import logger
 
 from sglfleet.controller import router
 from sglfleet.controller.outcomes import fail
-from sglfleet.controller.rollout import at_router, roll_back
+from sglfleet.controller.rollout import answer, at_router, leave, roll_back
+from sglfleet.host.protocol import PASSED
 from sglfleet.plan.pd_units import UnitBatch, failed_units, over_budget, settle
 from sglfleet.plan.rollout_steps import BatchStep, SettleTurn
 from sglfleet.record import summary
@@ -29,10 +30,29 @@ from sglfleet.record.run import record
 def _action(state, host, step: BatchStep, turn: SettleTurn) -> tuple[str, list, bool]:
     """``settle``'s action for this host, the batch's failed units, and whether it is over its budget."""
     failed = {h.name for h in state.failed_hosts}
+    if step.together:  # a group's member whose gate failed is still up, to go back with its group
+        failed |= set(record(state).failed)
     batch = UnitBatch("", 0, turn.units)
     over = over_budget(batch, failed, step.max_fail_percentage)
     switched = host.name in record(state).passed
-    return settle(switched, bool(failed & set(step.pd_unit)), over, turn.flip), failed_units(batch, failed), over
+    unit_failed = bool(failed & set(step.pd_unit))
+    return (settle(switched, unit_failed, over, turn.flip, step.together), failed_units(batch, failed), over)
+
+
+def stopped(state, host, connector_arguments, step: BatchStep):
+    """Stop the host's service (``sglfleet-release stop``) before any host of its batch of groups starts: a rank
+    of the old release that systemd restarted would join the new head's rendezvous, as torch checks no release."""
+    said = answer(state, host, connector_arguments, step, "stop")
+    if said is None:
+        return False
+    status, _, messages = said
+    return status == PASSED or fail(state, host, f"{step.label}: not stopped: {'; '.join(messages) or status}")
+
+
+def drained(state, host, connector_arguments, step: BatchStep):
+    """A batch of groups leaves the gateways (their heads) before any of its hosts stops: a rank that stops
+    takes its group's server down (``sglfleet.plan.multinode``)."""
+    return leave(state, host, step)
 
 
 def settled(state, host, connector_arguments, step: BatchStep, turn: SettleTurn):
@@ -49,6 +69,11 @@ def settled(state, host, connector_arguments, step: BatchStep, turn: SettleTurn)
             return False
         emit(run, "HostRolledBack", host=host.name, service=step.service,
              message=f"{step.label}: its unit rolled back ({why})")
+        if step.together:  # the group did not pass: each of its hosts fails, back on its earlier release
+            if host.name in run.failed:
+                return False
+            down = sorted(set(step.pd_unit) & ({h.name for h in state.failed_hosts} | set(run.failed)))
+            return fail(state, host, f"{step.label}: rolled back with its group: {', '.join(down)} failed")
         return True
     if turn.flip and turn.leader and not over and run.passed:
         passed = {h for unit in turn.units if unit not in failed for h in unit}

@@ -167,19 +167,29 @@ def started(state, host, step: BatchStep) -> bool:
     return False
 
 
-def drained_answer(state, host, connector_arguments, step: BatchStep, *args: str, before=None, begun: bool = False):
+def leave(state, host, step: BatchStep, before=None, begun: bool = False) -> bool:
     """
-    Start the host's part of its batch (once every earlier batch kept within the
-    failure budget; ``begun``: it was), call ``before`` (while it still serves), drain it
-    from the router, then run the host tool with ``args``: the tool's ``answer``, or None
-    when the host failed before or during it.
+    Start the host's part of its batch (``begun``: it was), call ``before`` (while it still
+    serves), and drain it from the router; False when the host failed.
     """
     if not begun and not started(state, host, step):
-        return None
+        return False
     if before:
         before()
     if error := at_router(step, router.drain):
-        fail(state, host, f"{error}; not switched")
+        return fail(state, host, f"{error}; not switched")
+    return True
+
+
+def drained_answer(state, host, connector_arguments, step: BatchStep, *args: str, before=None, begun: bool = False):
+    """
+    ``leave``, then run the host tool with ``args``: the tool's ``answer``, or None when the host
+    failed before or during it. A batch of groups left in a step of its own (``step.drained``).
+    """
+    if step.drained:
+        if before:
+            before()
+    elif not leave(state, host, step, before, begun):
         return None
     return answer(state, host, connector_arguments, step, *args)
 
@@ -197,10 +207,10 @@ def switch(state, host, connector_arguments, step: BatchStep, release_id: str, r
         host.log(f"{step.label}: not switched: {', '.join(down)} of its unit failed; serves on", logger.warning)
         return True
     took: list[bool] = []
-    activate = ("activate", release_id, *(["--restart"] if restart else []))
+    activate = ("activate", release_id, *(["--restart"] if restart else []), *(["--together"] if step.together else []))
     said = drained_answer(state, host, connector_arguments, step, *activate, before=lambda: took.append(
         compile_share.take(run, host, connector_arguments, step.label, step.cache, step.timeout_s)), begun=begun)
-    if said is not None and said[0] in (ROLLED_BACK, DOWN) and any(took):
+    if said is not None and said[0] in (ROLLED_BACK, DOWN) and any(took) and not step.together:
         # Caches from a peer that do not load must not cost the release: once more, cold.
         verdicts(run, host, step, said[1], from_release)
         compile_share.drop(run, host, connector_arguments, step.label, step.cache, step.timeout_s)
@@ -230,6 +240,10 @@ def switch(state, host, connector_arguments, step: BatchStep, release_id: str, r
     unknown = lost_link(host, f"exit status {'unknown' if status is None else status}")
     for line in () if passed else messages or [unknown]:
         fail(state, host, line)
+    if step.together and not passed and status is not None:
+        # A group's member does not go back alone: its group does, together, at the batch's settle.
+        host.log(f"{step.label}: its group rolls back together at the settle", logger.warning)
+        return True
     # Rolled back, the host serves its earlier release again: it rejoins either way; in a PD fleet, only
     # where the gateways serve the release it serves now (sglfleet.plan.pd_units.rejoins).
     rejoin = (rejoins(status == PASSED, status == ROLLED_BACK, step.hold) if step.pd_unit
@@ -334,7 +348,7 @@ def roll_back(state, host, connector_arguments, step: BatchStep):
     if step.pd_unit and (down := sorted({h.name for h in state.failed_hosts} & set(step.pd_unit))):
         host.log(f"{step.label}: not rolled back: {', '.join(down)} of its unit failed; serves on", logger.warning)
         return True
-    said = drained_answer(state, host, connector_arguments, step, "rollback")
+    said = drained_answer(state, host, connector_arguments, step, "rollback", *(["--together"] if step.together else []))
     if said is None:
         return False
     status, results, messages = said

@@ -14,8 +14,11 @@ rollback happen under one lock, and the tool ignores SIGHUP.
     sglfleet-release update RELEASE     serve RELEASE by loading its model revision into the running server, gate;
                                         on a failure load the old one back (``weights.py``); no restart
     sglfleet-release rollback           switch current to previous, restart, start-up gate
+    sglfleet-release activate|rollback --together   a group's member: on a failed gate, do not go
+                                        back alone (its group goes back together; exit 4)
     sglfleet-release gate               the start-up gate against the current release
     sglfleet-release retire             stop and remove the service: the inventory no longer names it
+    sglfleet-release stop               stop the service until its next switch (a group stops together)
     sglfleet-release state              this host's releases, unit, health and verdicts, as JSON
     sglfleet-release models ...         check, stage and collect pinned models (``models.py``)
     sglfleet-release cache ...          pack, fetch and drop shared compile caches (``compile_cache.py``)
@@ -105,7 +108,14 @@ def serving(layout: Layout) -> str | None:
     return weights.serving(layout)
 
 
-def activate(target: str, layout: Layout, restart: bool = False) -> int:
+def left_down(target: str, failure: Exception, layout: Layout) -> int:
+    """A group's member whose gate failed: it does not go back alone (its group does, together); report it."""
+    fail(f"gate failed on release {target}: {failure}; its group rolls back together\n"
+         f"last log lines of {layout.unit}:\n{service.journal_tail(layout)}")
+    return DOWN
+
+
+def activate(target: str, layout: Layout, restart: bool = False, together: bool = False) -> int:
     if not releases.staged(target, layout):
         fail(f"release {target} is not staged under {layout.releases}")
         return USAGE
@@ -128,6 +138,8 @@ def activate(target: str, layout: Layout, restart: bool = False) -> int:
         cut = stop_cut(before_stop, layout)
         releases.record(target, "startup", {"passed": False, "failure": str(failure), **cut}, layout)
         report(stage="startup", release=target, passed=False, failure=str(failure), **cut)
+        if together:
+            return left_down(target, failure, layout)
         return back_to(target, failure, old_current, old_previous, layout)
     cut = stop_cut(before_stop, layout)
     releases.record(target, "startup", {"passed": True, "figures": figures, **cut}, layout)
@@ -206,7 +218,7 @@ def relink(target: str, layout: Layout) -> int:
     return PASSED
 
 
-def rollback(layout: Layout) -> int:
+def rollback(layout: Layout, together: bool = False) -> int:
     current, previous = releases.release_id_of(layout.current), releases.release_id_of(layout.previous)
     if not previous:
         fail("no previous release to roll back to")
@@ -216,9 +228,20 @@ def rollback(layout: Layout) -> int:
     try:
         figures = switch_and_gate(previous, current, layout)
     except GateFailed as failure:
+        if together:
+            return left_down(previous, failure, layout)
         return back_to(previous, failure, current, previous, layout)
     print(f"rolled back to {previous}, which passed its gate")
     report(stage="startup", release=previous, passed=True, figures=figures)
+    return PASSED
+
+
+def stop(layout: Layout) -> int:
+    """Stop the unit, which its next switch starts again: a group's hosts all stop before any starts, so
+    that no rank of the old release joins the new head's rendezvous."""
+    if service.properties(layout).get("ActiveState") in ("active", "activating", "reloading"):
+        service.systemctl("stop", layout.unit)
+        print(f"{layout.unit} stopped")
     return PASSED
 
 
@@ -333,8 +356,11 @@ def main(argv=None, layout: Layout = LAYOUT) -> int:
                                          help="restart and gate even when the release serves (its stack was repaired)")
     for name in ("bake", "revert", "relink", "update"):
         sub.add_parser(name).add_argument("release_id")
-    for name in ("rollback", "gate", "state", "retire"):
+    for name in ("rollback", "gate", "state", "retire", "stop"):
         sub.add_parser(name)
+    for name in ("activate", "rollback"):
+        sub.choices[name].add_argument("--together", action="store_true",
+                                       help="a group's member: on a failed gate, do not go back alone (exit 4)")
     parser.add_argument("--wait-lock", type=float, default=None,
                         help="seconds to wait for another run's lock (default: long enough for its "
                              "gate, bake and rollback)")
@@ -353,14 +379,15 @@ def main(argv=None, layout: Layout = LAYOUT) -> int:
     settings = GateSettings.load(getattr(args, "release_id", None) or current or "", layout)
     wait = args.wait_lock if args.wait_lock is not None else lock_wait_s(settings.warmup_s, settings.bake_s)
     commands = {
-        "activate": lambda: activate(args.release_id, layout, restart=args.restart),
+        "activate": lambda: activate(args.release_id, layout, restart=args.restart, together=args.together),
         "relink": lambda: relink(args.release_id, layout),
         "update": lambda: weights.update(args.release_id, layout),
         "bake": lambda: run_bake(args.release_id, layout),
         "revert": lambda: revert(args.release_id, layout),
-        "rollback": lambda: rollback(layout),
+        "rollback": lambda: rollback(layout, together=args.together),
         "gate": lambda: gate(layout),
         "retire": lambda: retire(layout, args.textfile_dir),
+        "stop": lambda: stop(layout),
     }
     try:
         with releases.locked(wait, layout):

@@ -32,6 +32,9 @@ It passes only when, in order:
    counters are set when a request finishes (``tokenizer_manager.py:1945-2006``),
    so they are there by then.
 
+A rank above 0 of a group (``node_rank``) stops after 2.: it has no API, and its
+``/health`` turns 200 only once it joined its group; its head's gate generates.
+
 **Example:**
 
 .. code:: python
@@ -136,6 +139,15 @@ def role(release: dict) -> str | None:
 def solo(release: dict) -> dict:
     """What a gate request adds to be served by a PD server alone (its pair is the rollout unit's business)."""
     return {"bootstrap_host": FAKE_BOOTSTRAP_HOST, "bootstrap_room": 0} if role(release) else {}
+
+
+def node_rank(release: dict) -> int:
+    """
+    The release's rank in its group (0: the head, or a server on one host). sglang 0.5.9 starts a rank
+    above 0 without tokenizer or API: once its schedulers joined the group it serves a dummy ``/health``
+    that answers 200 (``srt/entrypoints/engine.py:1040-1057``, ``srt/utils/common.py:2656-2712``).
+    """
+    return int(release.get("launch", {}).get("node_rank") or 0)
 
 
 def metrics_enabled(release: dict) -> bool:
@@ -264,6 +276,9 @@ def startup(release: dict, settings: GateSettings, restarts_at_start: int, layou
     base = base_url(release)
     deadline = time.monotonic() + settings.warmup_s
     wait_until_healthy(base, settings, restarts_at_start, layout)
+    if node_rank(release):
+        return {}  # its group's head generates; a rank above 0 serves /health alone, once it joined
+
 
     started = time.monotonic()
     metas = generate(base, settings, api_key(layout), solo(release))

@@ -1,5 +1,5 @@
 """A PD batch's settle (``sglfleet.controller.pd``): two operations, so the old release leaves the gateways
-on every gateway before the first batch's units join them."""
+on every gateway before the first batch's units join them; and a batch of groups' drain and stop before it switches."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pyinfra.api import operation
 
 from sglfleet.operations.remote import HostFunctionCommand
 from sglfleet.plan.rollout_steps import BatchStep, SettleTurn
-from sglfleet.controller.pd import flipped, settled
+from sglfleet.controller.pd import drained, flipped, settled, stopped
 
 
 @operation(is_idempotent=False)
@@ -41,6 +41,42 @@ def unit_flipped(step: BatchStep, turn: SettleTurn, switching: bool):
     """
     if switching and turn.flip:
         yield HostFunctionCommand(flipped, (step, turn), {})
+
+
+@operation(is_idempotent=False)
+def unit_drained(step: BatchStep, switching: bool):
+    """
+    Leave the gateways before a batch of groups switches: a rank that stops takes its group down.
+
+    + step: the host's step in its batch (a rank above 0 has no gateways: nothing to leave)
+    + switching: this run switches a host of the batch (else no command: nothing stops)
+
+    **Example:**
+
+    .. code:: python
+
+        unit_drained(name="canary batch 1: its batch leaves the gateways", step=step, switching=True)
+    """
+    if switching:
+        yield HostFunctionCommand(drained, (step,), {})
+
+
+@operation(is_idempotent=False)
+def unit_stopped(step: BatchStep, switching: bool):
+    """
+    Stop the host's service once its batch of groups left the gateways, before any host of it starts.
+
+    + step: the host's step in its batch
+    + switching: this run switches a host of the batch (else no command: nothing stops)
+
+    **Example:**
+
+    .. code:: python
+
+        unit_stopped(name="canary batch 1 stop: its batch stops before any host starts", step=step, switching=True)
+    """
+    if switching:
+        yield HostFunctionCommand(stopped, (step,), {})
 
 
 @operation()

@@ -232,7 +232,8 @@ def _activate(release_id: str, step: BatchStep, found, rebuilt: bool):
                            "will switch it behind the gate") if drifted else None
         # What changes, where the serving release is known: "restart: speculative_num_steps changes".
         why = f" ({change.says()})" if change and not change.in_place else ""
-        say(f"{label}: will switch {found.serving or found.current or 'nothing'} -> {release_id}, gate{baking}{why}")
+        group = f" with its group ({', '.join(step.pd_unit)}), as one unit," if step.together else ","
+        say(f"{label}: will switch {found.serving or found.current or 'nothing'} -> {release_id}{group} gate{baking}{why}")
         if kept:  # everything said first: planning stops at a command
             yield kept
             yield marked("service", step.textfile_dir)

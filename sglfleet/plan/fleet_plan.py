@@ -32,6 +32,7 @@ from sglfleet.host.layout import LAYOUT
 from sglfleet.host.stacks import PATCHED
 from sglfleet.plan.fleet import FleetConfig
 from sglfleet.plan.gateway import address, gateway_url, is_gateway, serving_groups, worker_url
+from sglfleet.plan.multinode import groups_of, is_head
 from sglfleet.plan.network import Policy, fleet_view, host_policy
 from sglfleet.plan.host_files import NO_TLS, GatewayFiles, ServiceFiles, gateway_files, service_files, tool_files
 from sglfleet.plan.pd import Worker, role_of, worker_of
@@ -119,8 +120,9 @@ class Rollout:
     + batches: the batches up to ``rollout_until``
     + max_fail_percentage: a batch with more failed hosts (in %) stops the run
     + held: the waves after ``rollout_until``, not touched this run
-    + units: a PD fleet's units, batch by batch (the batches hold the same hosts)
+    + units: a PD fleet's units, or a fleet's with groups, batch by batch (the batches hold the same hosts)
     + roles: each serving host's PD role, for a PD fleet
+    + groups: each group host's group, in rank order (``sglfleet.plan.multinode``), for a fleet with groups
     """
 
     batches: tuple[Batch, ...]
@@ -128,6 +130,7 @@ class Rollout:
     held: tuple[Wave, ...]
     units: tuple[UnitBatch, ...] = ()
     roles: tuple[tuple[str, str], ...] = ()
+    groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -229,19 +232,22 @@ def _host_plan(name: str, groups: tuple[str, ...], data: dict, config: HostConfi
                            for python in stack.pythons for built in [stack.for_python(python)]})
 
 
-def _rollout(waves: list[Wave], fleet: FleetConfig, roles: dict[str, str]) -> Rollout:
+def _rollout(waves: list[Wave], fleet: FleetConfig, roles: dict[str, str],
+             groups: dict[str, tuple[str, ...]] | None = None) -> Rollout:
     now = until(waves, fleet.rollout_until)
     # Percentages count every targeted host, as Ansible's serial counts the play's: a pause
     # holds batches back but sizes none differently.
     planned = plan_batches(waves, fleet.rollout_serial)
     started = {wave.name for wave in now}
-    # A PD fleet's rollout_serial counts units (sglfleet.plan.pd_units), and its batches are whole units.
-    units = tuple(one for one in plan_units(waves, fleet.rollout_serial, roles) if one.wave in started) if roles else ()
+    # A PD fleet's rollout_serial counts units (sglfleet.plan.pd_units), and its batches are whole units;
+    # so does a fleet's with groups, where a group is a unit.
+    units = tuple(one for one in plan_units(waves, fleet.rollout_serial, roles, groups) if one.wave in started) \
+        if roles or groups else ()
     if units:
         planned = [Batch(one.wave, one.number, one.hosts) for one in units]
     return Rollout(batches=tuple(batch for batch in planned if batch.wave in started),
                    max_fail_percentage=fleet.max_fail_percentage, held=tuple(waves[len(now):]),
-                   units=units, roles=tuple(roles.items()))
+                   units=units, roles=tuple(roles.items()), groups=tuple((groups or {}).items()))
 
 
 def plan_fleet(inventory, configs: dict[str, HostConfig], targets: Iterable[str] | None = None,
@@ -264,8 +270,9 @@ def plan_fleet(inventory, configs: dict[str, HostConfig], targets: Iterable[str]
     groups = {host.name: tuple(host.groups) for host in hosts}
     serving = [name for name in names if not is_gateway(groups[name])]
     services = {name: host_services(configs[name], LAYOUT) for name in serving}
+    # A group's ranks above 0 serve no API (sglfleet.plan.multinode): its head alone is a worker.
     workers = [worker_of(worker_url(name, data[name], service.port, tls=configs[name].worker_tls), service.config)
-               for name in serving for service in services[name]]
+               for name in serving if is_head(name, configs[name]) for service in services[name]]
     # Certificates only where TLS is on: a fleet without it never touches a CA.
     tls_on = any(configs[name].worker_tls or configs[name].gateway_tls != "off" for name in names)
     tls = plan_tls(targets, groups, configs, data) if tls_on else {}
@@ -279,8 +286,9 @@ def plan_fleet(inventory, configs: dict[str, HostConfig], targets: Iterable[str]
     # The gateways are in no wave: they restart one at a time, after the serving hosts.
     waves = limit_waves(plan_waves(serving_groups(groups), fleet.rollout_waves), targets)
     roles = {name: role_of(services[name][0].config) for name in serving}
+    nodes = {name: group.hosts for name, group in groups_of(configs).items() if name in serving}
     return FleetPlan(config=fleet, hosts=plans, targets=targets, waves=tuple(waves),
-                     rollout=_rollout(waves, fleet, roles if any(roles.values()) else {}),
+                     rollout=_rollout(waves, fleet, roles if any(roles.values()) else {}, nodes),
                      workers=tuple(workers),
                      gateways=tuple((name, gateway_url(name, data[name], configs[name].gateway_port,
                                                        tls=configs[name].gateway_tls != "off"))

@@ -25,6 +25,7 @@ from packaging.version import Version
 
 from sglfleet.artifacts.models import PINNED, ROLES, ModelError, is_hub_id, load_manifest, lock_command, staged_models
 from sglfleet.plan.parsers import NAME_MODULES, parser_choices
+from sglfleet.plan.multinode import gpus_per_host
 from sglfleet.plan.settings import LAUNCH_KEYS, LaunchSettings, rendered_keys
 from sglfleet.shipped.server_flags import NO_VALUE_ACTIONS
 
@@ -223,9 +224,12 @@ def _architecture_findings(host: str, config, compute_caps: list[str] | None, ve
             findings.append(Finding("warning", host, "gpu_compute_cap", "unknown, so SM-specific rules were not "
                                     "checked; set gpu_compute_cap (e.g. \"12.0\") for this host"))
         return findings
-    if compute_caps and config.launch.tp_size > len(compute_caps):
-        findings.append(Finding("error", host, "tp_size", f"= {config.launch.tp_size}, but the host has "
-                                f"{len(compute_caps)} GPUs ({source}); set tp_size <= {len(compute_caps)}"))
+    # A group's tp_size spans its hosts: each runs its share (sglfleet.plan.multinode).
+    own, hosts = gpus_per_host(config.launch), config.launch.nnodes
+    if compute_caps and own > len(compute_caps):
+        over = f" over {hosts} hosts ({own} each)" if hosts > 1 else ""
+        findings.append(Finding("error", host, "tp_size", f"= {config.launch.tp_size}{over}, but the host has "
+                                f"{len(compute_caps)} GPUs ({source}); set tp_size <= {len(compute_caps) * hosts}"))
     if 12 not in _majors(compute_caps):
         return findings
     if config.launch.enable_torch_symm_mem:

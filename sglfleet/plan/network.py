@@ -15,6 +15,8 @@ chain drops what no rule of its role accepts (docs/network.md):
   ``client_networks`` (an external router, or the clients themselves);
 - a prefill's bootstrap port, and the ports its KV transfer opens, from the fleet's
   other prefill and decode hosts alone (the gateway pairs any prefill with any decode);
+- a group's head's ``dist_init_port``, and the ports NCCL opens, from the group's other hosts alone
+  (``sglfleet.plan.multinode``);
 - node_exporter from the monitoring hosts; the peer file shares from the fleet's hosts;
 - established traffic, loopback and ICMP first, then ``firewall_extra_rules`` (which may refuse
   what sglfleet's own rules accept), then those.
@@ -192,6 +194,12 @@ def rules(name: str, fleet: FleetView) -> list[str]:
         mooncake = [MOONCAKE] if any(one.disaggregation_transfer_backend == "mooncake" for one in pd) else []
         out += _accept(peers, [*(one.disaggregation_bootstrap_port for one in pd), *mooncake, EPHEMERAL],
                        "pd: bootstrap and KV transfer, from the PD hosts")
+    if config.nodes:
+        # The head holds torch.distributed's store at dist_init_port (sglang 0.5.9 model_runner.py:776-777);
+        # NCCL's bootstrap and socket transport, and gloo's, listen on ports the OS picks: only the group's hosts.
+        members = [fleet.addresses[one] for one in config.nodes if one != name and one in fleet.addresses]
+        out += _accept(members, [*([config.dist_init_port] if config.nodes[0] == name else []), EPHEMERAL],
+                       "group: torch.distributed and NCCL, from the group's hosts")
     shares = [config.share_port, config.model_share_port] + ([config.compile_share_port]
                                                              if config.share_compile_caches else [])
     if config.distribution == "peers":

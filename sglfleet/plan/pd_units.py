@@ -1,6 +1,8 @@
 """
 The rollout unit of a PD fleet: prefills and decodes that move together, so that no request is ever
-served by a prefill and a decode of different releases. Pure. docs/pd.md says why it is built so.
+served by a prefill and a decode of different releases; and of a fleet with groups, one server over
+several hosts (``sglfleet.plan.multinode``), whose ranks only serve together. Pure. docs/pd.md and
+docs/topologies.md say why it is built so.
 
 smg picks a request's prefill and its decode each on its own, from the workers of each role that
 are available (smg ``pd_router.rs:808-895``, ``pick_worker_by_policy_arc`` 898-950: filtered by
@@ -20,6 +22,12 @@ routes to. So the gateways route to one release at a time, and the rollout flips
   back whole and rejoins, with nothing flipped.
 - **After the flip** each batch's hosts, out of the gateways since the flip, switch and join.
   A unit that fails there rolls back and stays out: the gateways serve the new release.
+- **Groups** (a fleet with ``nodes``, no PD roles): a group is a unit, a host alone a unit of one.
+  A batch leaves the gateways first (its heads: the other ranks are no workers), then every host of
+  it stops (no rank of the old release may join a new head's rendezvous), then every host of it
+  switches at once (a rank waits for the others at the head's rendezvous), each behind its gate,
+  none rolling back alone; at the settle, a unit with a failed host rolls back whole, at once, and
+  the head rejoins. No flip: the gateways route to either release, as for whole servers.
 
 **Example:**
 
@@ -41,10 +49,11 @@ from sglfleet.plan.waves import Wave, batch_sizes
 Unit = tuple[str, ...]
 
 
-def units_of(hosts: Sequence[str], roles: Mapping[str, str]) -> list[Unit]:
+def units_of(hosts: Sequence[str], roles: Mapping[str, str], groups: Mapping[str, Sequence[str]] | None = None) -> list[Unit]:
     """
     A wave's hosts dealt into units: as many as the wave has of its scarcer role, each with its
-    share of both roles in inventory order; a wave of one role only: one unit a host.
+    share of both roles in inventory order; a wave of one role only: one unit a host. With
+    ``groups`` (host -> its group's hosts, in rank order), each group is one unit, head first.
 
     **Example:**
 
@@ -53,6 +62,8 @@ def units_of(hosts: Sequence[str], roles: Mapping[str, str]) -> list[Unit]:
         units_of(["n1", "n2", "n3", "n4"], {"n1": "prefill", "n2": "decode", "n3": "prefill", "n4": "decode"})
         # [("n1", "n2"), ("n3", "n4")]
     """
+    if groups:
+        return list(dict.fromkeys(tuple(groups[h]) if h in groups else (h,) for h in hosts))
     prefills = [h for h in hosts if roles.get(h) == PREFILL]
     decodes = [h for h in hosts if roles.get(h) == DECODE]
     count = min(len(prefills), len(decodes))
@@ -86,7 +97,8 @@ class UnitBatch:
         return next(unit for unit in self.units if host in unit)
 
 
-def plan_units(waves: Sequence[Wave], serial, roles: Mapping[str, str]) -> list[UnitBatch]:
+def plan_units(waves: Sequence[Wave], serial, roles: Mapping[str, str],
+               groups: Mapping[str, Sequence[str]] | None = None) -> list[UnitBatch]:
     """
     Cut waves into batches of whole units: ``rollout_serial``'s sizes count units, as
     ``sglfleet.plan.waves.plan_batches`` counts hosts (percentages of every unit, the last
@@ -95,8 +107,9 @@ def plan_units(waves: Sequence[Wave], serial, roles: Mapping[str, str]) -> list[
     + waves: the rollout's waves (serving hosts only)
     + serial: ``rollout_serial``, or None (each wave whole)
     + roles: each serving host's role
+    + groups: each group host's group, in rank order (``units_of``); a group counts as one unit
     """
-    units = [(wave.name, units_of(wave.hosts, roles)) for wave in waves]
+    units = [(wave.name, units_of(wave.hosts, roles, groups)) for wave in waves]
     sizes = batch_sizes(serial, sum(len(of_wave) for _, of_wave in units))
     batches: list[UnitBatch] = []
     for name, left in units:
@@ -122,13 +135,15 @@ def unit_problems(batches: Sequence[UnitBatch], roles: Mapping[str, str]) -> lis
 @dataclass(frozen=True)
 class UnitStep:
     """
-    One step of a PD rollout, in order: a role's switch within a batch, or the batch's settle.
+    One step of a unit rollout, in order: a role's switch within a batch, or the batch's settle.
 
     + kind: ``"switch"`` (the batch's hosts of ``role`` switch, each behind its gate),
-      ``"settle"`` (a failed unit's switched hosts roll back; the first batch flips the gateways)
+      ``"settle"`` (a failed unit's switched hosts roll back; the first batch flips the gateways),
+      ``"drain"`` (a batch of groups leaves the gateways before any of its hosts stops), ``"stop"``
+      (then every host of it stops before any starts)
     + batch: its ``UnitBatch``
-    + role: the role that switches (``"switch"`` only)
-    + hold: a host that passes stays out of the gateways until the flip (the first batch)
+    + role: the role that switches (``"switch"`` only; None: every host of the batch, a batch of groups)
+    + hold: a host that passes stays out of the gateways until the flip (the first batch of a PD fleet)
     """
 
     kind: str
@@ -142,19 +157,24 @@ class UnitStep:
 
     @property
     def flip(self) -> bool:
-        return self.kind == "settle" and self.batch.number == 1
+        return self.kind == "settle" and self.hold
 
     def label(self, roles: Mapping[str, str]) -> str:
-        return self.batch.name + (f" {self.role}s" if self.kind == "switch" else " settle")
+        if self.kind == "switch":
+            return self.batch.name + (f" {self.role}s" if self.role else "")
+        return f"{self.batch.name} {self.kind}"
 
 
 def unit_steps(batches: Sequence[UnitBatch], roles: Mapping[str, str]) -> list[UnitStep]:
     """
-    The order of a PD rollout: per batch, its decodes, its prefills, then its settle.
+    The order of a PD rollout: per batch, its decodes, its prefills, then its settle; without roles
+    (a fleet of groups), per batch its drain, its stop, its switch, then its settle.
 
     + batches: ``plan_units``
-    + roles: each serving host's role
+    + roles: each serving host's role ({}: a fleet of groups)
     """
+    if not roles:
+        return [UnitStep(kind, batch) for batch in batches for kind in ("drain", "stop", "switch", "settle")]
     steps = []
     for batch in batches:
         hold = batch.number == 1
@@ -174,7 +194,7 @@ def rejoins(passed: bool, rolled_back: bool, hold: bool) -> bool:
     return (passed and not hold) or (rolled_back and hold)
 
 
-def settle(switched: bool, unit_failed: bool, over_budget: bool, flip: bool) -> str:
+def settle(switched: bool, unit_failed: bool, over_budget: bool, flip: bool, together: bool = False) -> str:
     """
     What one host that is still up does when its batch settles.
 
@@ -182,11 +202,15 @@ def settle(switched: bool, unit_failed: bool, over_budget: bool, flip: bool) -> 
     + unit_failed: a host of its unit failed (its gate, its bake, its link)
     + over_budget: the batch's failed units are above ``max_fail_percentage``
     + flip: the batch is the first: the gateways flip to it
+    + together: its unit is a group: a member whose gate failed did not roll back alone, so every
+      member still up goes back, and rejoins (the gateways route to either release)
 
     Returns ``"serve"`` (nothing to do), ``"join"`` (join the gateways at the flip),
     ``"rollback"`` (back to the previous release, then rejoin: the gateways serve it),
     ``"rollback-out"`` (back to the previous release and out of the gateways: they serve the new one).
     """
+    if together:
+        return "rollback" if unit_failed else "serve"
     if flip and over_budget:
         return "rollback" if switched else "serve"
     if unit_failed:

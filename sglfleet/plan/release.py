@@ -25,7 +25,7 @@ from sglfleet.artifacts.models import offline, served_launch
 from sglfleet.host.gate import GateSettings
 from sglfleet.host.layout import LAYOUT, Layout
 from sglfleet.host.releases import content_id
-from sglfleet.plan.settings import PD_ONLY_KEYS, LaunchSettings, rendered_keys
+from sglfleet.plan.settings import LaunchSettings, rendered_keys, unrendered_keys
 from sglfleet.plan.templates import TEMPLATES, arg_lines, render
 from sglfleet.plan.tls import worker_ssl_args
 
@@ -205,9 +205,9 @@ def render_release(
         "patch": patch_digest,
         "service": service_digest,
         "server": config.server,
-        # A whole server's release reads as before PD roles existed: its id does not change with them.
-        "launch": config.launch.model_dump(exclude=None if config.launch.disaggregation_mode
-                                          else {"disaggregation_mode", *PD_ONLY_KEYS}),
+        # A whole server on one host reads as before PD roles and groups existed: its id does not change with them.
+        "launch": config.launch.model_dump(exclude={*unrendered_keys(config.launch),
+                                                    *(() if config.launch.disaggregation_mode else ("disaggregation_mode",))}),
         "args": args,
         **({"service_name": layout.service_name, "gpus": list(gpus)} if gpus is not None else {}),
     }

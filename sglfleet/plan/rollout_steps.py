@@ -108,6 +108,10 @@ class BatchStep:
     hold: bool = False
     earlier_units: tuple[tuple[str, tuple[tuple[str, ...], ...]], ...] = ()
     weights: WeightsPolicy | None = None
+    # A group's member (sglfleet.plan.multinode): it switches and rolls back with its group, never alone
+    # (the host tool's --together), and its batch left the gateways in a step of its own before (drained).
+    together: bool = False
+    drained: bool = False
 
     @property
     def layout(self) -> Layout:
@@ -286,23 +290,29 @@ def pd_steps(fleet, plan, routes: dict, lock_wait: float, switching: RolloutPlan
     A PD fleet's rollout (``sglfleet.plan.pd_units``): each batch's decodes, its prefills, then its settle
     in two turns (the first batch's flip: the old release leaves every gateway, then its units join),
     each with the host's ``BatchStep`` (a ``(kind, step, turn, switching)`` for a settle), or
-    ``("idle", label, kind, None)`` where the host is not in it.
+    ``("idle", label, kind, None)`` where the host is not in it. A fleet's with groups: each batch's
+    drain and its stop (``("drain", step, None, switching)``), its switch, then its settle, the same way.
     """
     config, rollout = plan.config, fleet.rollout
-    roles = dict(rollout.roles)
+    roles, group = dict(rollout.roles), dict(rollout.groups).get(plan.name, ())
+    head = not group or group[0] == plan.name
+    if not head:
+        routes = {}  # a rank above 0 serves no API: no worker of a gateway's (sglfleet.plan.multinode)
     workers = tuple((one.name, url, tuple(worker_of(url, service.config).spec().items()))
                     for one in fleet.hosts.values() if one.name in roles for service in one.services
                     for url in [one.worker_url(service)])
     earlier_units: list[tuple[str, tuple[tuple[str, ...], ...]]] = []
     for one in unit_steps(rollout.units, roles):
         batch = one.batch
-        mine = plan.name in batch.hosts and (one.kind == "settle" or roles.get(plan.name) == one.role)
+        mine = plan.name in batch.hosts and (one.kind != "switch" or roles.get(plan.name) == one.role)
         step = None if not mine else BatchStep(
             label=one.label(roles), hosts=batch.hosts, earlier_units=tuple(earlier_units),  # the budget counts units
-            max_fail_percentage=rollout.max_fail_percentage, bake_s=config.gate_bake_s, **routes,
+            max_fail_percentage=rollout.max_fail_percentage, **routes,
+            bake_s=config.gate_bake_s if head else 0,  # a rank above 0 has no /metrics to bake
             lock_wait_s=lock_wait, timeout_s=_answer_timeout_s(config, lock_wait),
             releases_keep=config.releases_keep, textfile_dir=config.textfile_dir,
-            pd_unit=batch.unit_of(plan.name), hold=one.hold)
+            pd_unit=batch.unit_of(plan.name), hold=one.hold, together=bool(group),
+            drained=one.kind == "switch" and not roles)
         if not mine:
             # Every serving host has an operation at every step, a no-op where it is not in it:
             # pyinfra orders a host's operations only after its own, so without one a later
@@ -315,9 +325,14 @@ def pd_steps(fleet, plan, routes: dict, lock_wait: float, switching: RolloutPlan
         if one.kind == "switch":
             yield step
             continue
-        # the host's worker at the gateways, as its switch's step has it (one service a PD host)
+        # the host's worker at the gateways, as its switch's step has it (one service a PD or group host)
         step = next(own for _, own in service_steps(step, plan, bool(routes), {}))
         switches = switching is None or any(switching.restarts(name) for name in batch.hosts)
+        if one.kind in ("drain", "stop"):
+            # A host that keeps its release is not stopped: its operation would not start it again.
+            own = switching is None or switching.restarts(plan.name)
+            yield (one.kind, step, None, switches if one.kind == "drain" else own)
+            continue
         turn = SettleTurn(units=batch.units, flip=one.flip, leader=plan.name == batch.hosts[0], workers=workers)
         yield ("settle", step, turn, switches)
         yield ("flip", step, turn, switches)

@@ -130,6 +130,7 @@ Int = Annotated[int, BeforeValidator(_to_int)]
 Float = Annotated[float, BeforeValidator(_to_float)]
 Bool = Annotated[bool, BeforeValidator(_to_bool)]
 Names = Annotated[list[Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]], BeforeValidator(_to_names)]
+HostNames = Annotated[list[Annotated[str, Field(min_length=1)]], BeforeValidator(_to_names)]  # inventory names
 SetNames = Annotated[list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$")]], BeforeValidator(_to_names)]
 Argv = Annotated[list[Annotated[str, Field(min_length=1, pattern=r"^[^\x00-\x1f\x7f]+$")]], BeforeValidator(_to_argv)]
 Cap = Annotated[str, BeforeValidator(_to_cap), Field(pattern=r"^\d+\.\d+$")]
@@ -227,6 +228,11 @@ class LaunchSettings(BaseModel):
                                                                            "e.g. 8998 (sglang's default)")
     disaggregation_ib_device: Optional[Text] = Field(description='RDMA devices, e.g. "mlx5_0,mlx5_1", or None '
                                                                  '(mooncake detects them)')
+    # One server over several hosts (docs/topologies.md): set by sglfleet from ``nodes``
+    # (sglfleet.plan.multinode.with_groups), never by hand; sglang 0.5.9 server_args.py:3732-3742.
+    nnodes: Int = Field(ge=1, description="set by sglfleet from nodes: list the group's hosts in nodes")
+    node_rank: Int = Field(ge=0, description="set by sglfleet from nodes: list the group's hosts in nodes")
+    dist_init_addr: Optional[Text] = Field(description="set by sglfleet from nodes: list the group's hosts in nodes")
 
     @staticmethod
     def flag(key: str) -> str | None:
@@ -240,11 +246,19 @@ LAUNCH_KEYS = tuple(key for key in LaunchSettings.model_fields if LaunchSettings
 # Keys that mean something only to a server of one role: not rendered for a whole server, whose
 # release id (and so every existing fleet's) stays what it was.
 PD_ONLY_KEYS = ("disaggregation_transfer_backend", "disaggregation_bootstrap_port", "disaggregation_ib_device")
+# Keys of a server over several hosts alone: likewise not rendered for a server on one host.
+GROUP_ONLY_KEYS = ("nnodes", "node_rank", "dist_init_addr")
+
+
+def unrendered_keys(launch: LaunchSettings) -> tuple[str, ...]:
+    """The launch keys not rendered for ``launch``: the PD keys without a role, the group's on one host."""
+    return (() if launch.disaggregation_mode else PD_ONLY_KEYS) + (() if launch.nnodes > 1 else GROUP_ONLY_KEYS)
 
 
 def rendered_keys(launch: LaunchSettings) -> tuple[str, ...]:
-    """The launch keys rendered as flags for ``launch``: the PD keys only where it has a role."""
-    return LAUNCH_KEYS if launch.disaggregation_mode else tuple(k for k in LAUNCH_KEYS if k not in PD_ONLY_KEYS)
+    """The launch keys rendered as flags for ``launch``: the PD keys only where it has a role, the group's
+    only where it spans hosts."""
+    return tuple(key for key in LAUNCH_KEYS if key not in unrendered_keys(launch))
 
 
 class ServiceSettings(BaseModel):
@@ -279,6 +293,10 @@ class HostConfig(BaseModel):
     # A PD service's transfer backend (mooncake, nixl) without an RDMA device falls back to TCP: preflight
     # refuses that unless this says it is intended (sglfleet.plan.preflight.rdma_problems).
     disaggregation_allow_tcp: Bool = Field(description="true or false")
+    # one server over several hosts, rolled out as one unit (sglfleet.plan.multinode, docs/topologies.md)
+    nodes: Optional[HostNames] = Field(min_length=2, description='the group\'s hosts in rank order, the head first, '
+                                                            'e.g. ["gpu1", "gpu2"], or None (one host)')
+    dist_init_port: Int = Field(ge=1, le=65535, description="a TCP port between 1 and 65535, e.g. 20000")
 
     # sglang launch flags, given flat in inventory data
     launch: LaunchSettings

@@ -29,6 +29,7 @@ from sglfleet.plan.fleet_plan import plan_fleet
 from sglfleet.plan.gateway import address, gateway_problems, is_gateway, serving_groups
 from sglfleet.plan.measured import measured_caps, measured_os
 from sglfleet.plan.network import listen_addresses
+from sglfleet.plan.multinode import group_problems, hand_set_problems, with_groups
 from sglfleet.plan.pd import backend_wheel_problem, pd_problems, role_of
 from sglfleet.plan.pd_units import plan_units, unit_problems
 from sglfleet.plan.services import host_services
@@ -126,6 +127,7 @@ def validate_inventory(inventory, stacks_dir: Path = STACKS_DIR) -> dict[str, Ho
     for host in inventory:
         groups[host.name] = list(host.groups)
         data[host.name] = host.data.dict()
+        problems += hand_set_problems(host.name, data[host.name])
         try:
             configs[host.name] = validate_host_data(host.name, host.data.dict(), stacks_dir)
         except ConfigError as error:
@@ -144,6 +146,8 @@ def validate_inventory(inventory, stacks_dir: Path = STACKS_DIR) -> dict[str, Ho
             # The gateways are in no wave: the plan orders the serving hosts.
             waves = plan_waves(serving_groups(groups), named)
             until(waves, fleet.rollout_until)
+            problems += group_problems(configs, [host for host, names in groups.items() if is_gateway(names)], waves)
+            configs = with_groups(configs, data) if not problems else configs
             roles = {name: role_of(host_services(configs[name])[0].config) for name in serving_groups(groups)}
             if any(roles.values()) and not problems:
                 problems += unit_problems(plan_units(waves, fleet.rollout_serial, roles), roles)

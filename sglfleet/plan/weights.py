@@ -20,6 +20,7 @@ What each sglang does with speculative decoding (``speculative_refusal``), read 
   set before the load), fails again, and the server dies: on the H200, 0.5.14 ended with exit -9, the
   update's connection and every request waiting behind it closed unanswered. No field of the call names
   the draft's own path. So from 0.5.11 a speculative server is updated only by a restart.
+- A PD role, and a server over several hosts (a group), restart: see ``speculative_refusal``.
 
 **Example:**
 
@@ -59,6 +60,9 @@ def speculative_refusal(version: str | None, launch) -> str | None:
     if launch.disaggregation_mode:
         return (f"a {launch.disaggregation_mode} server's KV cache goes to its peers: its prefills and "
                 f"decodes would serve two revisions at once; PD roles restart, unit by unit")
+    if launch.nnodes > 1:
+        return (f"a server over {launch.nnodes} hosts moves as one unit, and no GPU record shows an update "
+                f"in place across its ranks; a group restarts")
     if not launch.speculative_algorithm:
         return None
     try:
