@@ -647,9 +647,10 @@ class Fleet:
             # Leftover host dirs of a fleet.json lost in a crash: unmount and remove.
             _remove_tree(self.state_dir / "hosts")
             self._teardown_fleet(state)
-            # Its keys open nothing once its hosts are gone; the next fleet gets new ones.
+            # Its keys and its CA open nothing once its hosts are gone; the next fleet gets new ones.
             for path in (self.secrets_file, self.secrets_file.with_name(f".{self.secrets_file.name}.lock")):
                 path.unlink(missing_ok=True)
+            shutil.rmtree(self.secrets_file.with_name(self.secrets_file.name + ".tls"), ignore_errors=True)
             return sorted(state.get("hosts", {}), key=lambda h: int(h[4:]))
 
     def _stop(self, record: dict, timeout: float = 15) -> None:
