@@ -4,8 +4,8 @@ last host a gateway host, which runs the real smg 1.13.0 wheel from its stack as
 ``sglang-gateway.service`` and nothing of sglang. Its workers are the other
 hosts; a staged rollout drains and rejoins each through it under traffic, and
 no request fails; a worker that fails its gate never rejoins; a gateway change
-is a diff, then one restart, under light traffic that fails only while no
-gateway process runs; two gateways restart one at a time, and a host taken
+is a diff, then one restart, under light traffic that fails nothing (its port
+waits for the new gateway); two gateways restart one at a time, and a host taken
 out of the group stops its gateway; a second converge changes nothing, in one
 read a host. All of it as ``deploy`` with sudo, as
 inventory/dev.py logs in.
@@ -272,17 +272,15 @@ def test_a_gateway_change_is_a_diff_then_one_restart(fleet, topology):
         load.stop()
     assert done.returncode == 0, done.stdout[-3000:]
     # smg drains on SIGTERM and keeps its listener open meanwhile, so what was sent before the old
-    # process exited is answered; from its exit until the new one is READY, one gateway is no gateway.
+    # process exited is answered by it. From its exit until the new one is READY nothing could answer
+    # (refused, then smg 1.13.0's 404 model_not_found until its start-up job registered the workers,
+    # placement.rs:643): the firewall drops those SYNs, and the clients' kernels send them again.
     exited, ready = gap(fleet, gateway, since)
     failed = [(sent, outcome) for sent, outcome in load.sent if outcome != 200]
-    print(f"through the gateway's restart: {len(load.sent)} requests, {len(failed)} failed, "
-          f"{ready - exited:.2f} s from the old process's exit to the new one's READY")
-    assert len(load.sent) > 20 and all(outcome == 200 for sent, outcome in load.sent if sent < exited - 0.2)
-    assert all(outcome == 200 for sent, outcome in load.sent if sent > ready + 0.2)
-    # Refused while nothing listens; then smg 1.13.0 answers 404 model_not_found until its start-up
-    # job has registered the workers (placement.rs:643 "No worker serves model"), before READY.
-    assert all(exited - 0.2 <= sent <= ready + 0.2 and (outcome == 404 or "Connection refused" in str(outcome))
-               for sent, outcome in failed), failed
+    waited = [sent for sent, outcome in load.sent if exited <= sent <= ready]
+    print(f"through the gateway's restart: {len(load.sent)} requests, {len(failed)} failed, {len(waited)} sent "
+          f"while it restarted, {ready - exited:.2f} s from the old process's exit to the new one's READY")
+    assert len(load.sent) > 20 and failed == [], failed
     assert load.cut() == [], load.summary()  # a stream under way when smg got SIGTERM ran to its [DONE]
     assert f"[{gateway}] {GATEWAY.unit} restarted and routes" in done.stdout
     assert gateway_pid(fleet, gateway) != pid
@@ -297,8 +295,8 @@ def test_keys_rotate_and_a_revoked_one_is_refused_under_client_traffic(fleet, to
     """
     Rotating gateway-admin and engine-admin and issuing a second client key rolls out as any change:
     the engines in batches behind their drains, the gateway restarted once. A client whose key stays
-    valid never sees a 401; what it meets is the gateway's restart alone (its refused second, as in
-    the gateway change above). A revoked key is refused after the next converge.
+    valid never sees a 401, nor a failure through the gateway's restart (its port waits, as in the
+    gateway change above). A revoked key is refused after the next converge.
     """
     gateway, url, workers, worker_urls = topology
     releases = {host: host_state(fleet, host)["current"] for host in workers}
@@ -319,9 +317,8 @@ def test_keys_rotate_and_a_revoked_one_is_refused_under_client_traffic(fleet, to
         load.stop()
     assert done.returncode == 0, done.stdout[-3000:]
     assert not {second, admin, engine_admin, fleet_key(fleet)} & set(done.stdout.split())
-    exited, ready = gap(fleet, gateway, since)
-    assert all(outcome != 401 for _, outcome in load.sent), load.summary()  # a valid key is never refused
-    assert all(exited - 0.2 <= sent <= ready + 0.2 for sent, outcome in load.sent if outcome != 200), load.summary()
+    # A valid key is never refused, and the gateway's restart fails nothing (its port waits: see above).
+    assert all(outcome == 200 for _, outcome in load.sent), load.summary()
     assert load.cut() == [], load.summary()
     # Every engine restarted on its new key (a new release), every one rejoined; the old keys open nothing.
     assert all(host_state(fleet, host)["current"] != releases[host] for host in workers)

@@ -153,3 +153,18 @@ def test_the_tls_flags_are_what_smg_parses_into_its_tls_settings(tmp_path):
     assert [line for line in unit.splitlines() if line.startswith("LoadCredential=")] == [
         f"LoadCredential=tls.crt:{GATEWAY.tls_cert}", f"LoadCredential=tls.key:{GATEWAY.tls_key}",
         f"LoadCredential=ca.crt:{GATEWAY.tls_ca}"]
+
+
+def test_the_unit_holds_its_port_in_the_firewall_while_it_restarts_and_only_with_one():
+    """The unit's own steps fill the policy's sets (test_network_plan tries them with nft): none without a firewall."""
+    config = validate_host_data("gw1", {**BASE, "gateway_start_timeout_s": 90, "service_restart_s": 5})
+    unit = render_gateway_unit(config, gateway_args(config, ["http://10.0.0.1:30000"]), "/venv/bin/python", "d1")
+    steps = [line for line in unit.splitlines() if line.startswith(("ExecStop", "ExecStartPost"))]
+    assert steps == [
+        "ExecStop=-+/usr/sbin/nft add element inet sglfleet gateway_stopping { 30080 timeout 200s }",
+        "ExecStopPost=-+/usr/sbin/nft add element inet sglfleet gateway_starting { 30080 timeout 95s }",
+        "ExecStopPost=-+/usr/sbin/nft delete element inet sglfleet gateway_stopping { 30080 }",
+        "ExecStartPost=-+/usr/sbin/nft delete element inet sglfleet gateway_starting { 30080 }",
+    ]
+    bare = validate_host_data("gw1", {**BASE, "firewall": False})
+    assert "nft" not in render_gateway_unit(bare, gateway_args(bare, ["http://10.0.0.1:30000"]), "/venv/bin/python", "d1")

@@ -3,6 +3,12 @@ Who may reach what, planned without a host: where each engine listens, and each 
 as the inventory renders it. The policy applied on real hosts, and tried from outside, is in test_network_fleet.
 """
 
+import ast
+import os
+import shutil
+import subprocess
+import sys
+
 import pytest
 from pyinfra.api import Inventory
 
@@ -107,3 +113,81 @@ def test_bad_network_settings_get_one_line_before_any_connection(data, fragment)
     with pytest.raises(ConfigError) as error:
         plan({"node1": data}, canary=["node1"])
     assert len(error.value.problems) == 1 and fragment in error.value.problems[0]
+
+
+HOLD_PROBE = """
+import socket, subprocess, sys, time
+ATTEMPT = '''
+import socket
+s = socket.socket(); s.settimeout(1.5)
+try:
+    s.connect(("10.77.0.1", 30080)); print("connected")
+except socket.timeout:
+    print("waits")  # the SYN was dropped: the client's kernel would send it again
+except ConnectionRefusedError:
+    print("refused")
+'''
+def attempt():  # from the client's namespace, through the veth: not loopback, which the policy accepts first
+    return subprocess.run(["ip", "netns", "exec", sys.argv[1], sys.executable, "-c", ATTEMPT],
+                          capture_output=True, text=True, check=True, timeout=30).stdout.strip()
+def listener():
+    l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); l.bind(("10.77.0.1", 30080)); l.listen()
+    return l
+def nft(command):
+    subprocess.run(["nft", command], check=True)
+seen = {"nothing held, nothing listens": attempt()}
+one = listener(); seen["nothing held, a gateway listens"] = attempt()
+nft("add element inet sglfleet gateway_stopping { 30080 timeout 60s }")
+seen["stopping, the old gateway still listens"] = attempt()
+one.close(); seen["stopping, the old gateway gone"] = attempt()
+nft("add element inet sglfleet gateway_starting { 30080 timeout 60s }")
+nft("delete element inet sglfleet gateway_stopping { 30080 }")
+two = listener(); seen["starting, the new gateway listens, not READY"] = attempt()
+nft("delete element inet sglfleet gateway_starting { 30080 }")
+seen["READY"] = attempt()
+nft("add element inet sglfleet gateway_starting { 30080 timeout 1s }"); two.close(); time.sleep(1.5)
+seen["a hold that nothing ended, gone by itself"] = attempt()
+print(repr(seen))
+"""
+
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("nft"), reason="needs root and nft (a network namespace)")
+def test_a_restarting_gateways_port_drops_what_nothing_could_answer_yet_and_refuses_nothing(tmp_path):
+    """
+    The gateway's policy, applied by nft in a namespace of its own, through a restart's steps as the
+    unit takes them: a client's SYN is answered while the old gateway listens and once the new one is
+    READY, and dropped (the client's kernel sends it again) in between; never refused, never a 404.
+    """
+    policy = plan({"node1": {}, "gw": {"client_networks": ["10.77.0.0/24"]}}, canary=["node1"], gateways=["gw"])
+    text = policy.hosts["gw"].policy.text
+    assert "set gateway_starting" in text and "socket transparent 0 return" in text
+    assert "gateway_starting" not in policy.hosts["node1"].policy.text  # an engine host holds nothing
+    (tmp_path / "policy.nft").write_text(text)
+    (tmp_path / "probe.py").write_text(HOLD_PROBE)
+    gateway, client = (f"sglfleet-hold-{os.getpid()}-{side}" for side in ("gw", "client"))
+    try:
+        for namespace in (gateway, client):
+            subprocess.run(["ip", "netns", "add", namespace], check=True)
+        steps = [["ip", "link", "add", "h0", "netns", gateway, "type", "veth", "peer", "h1", "netns", client],
+                 *(["ip", "netns", "exec", ns, "ip", "addr", "add", f"10.77.0.{n}/24", "dev", dev]
+                   for ns, n, dev in ((gateway, 1, "h0"), (client, 2, "h1"))),
+                 *(["ip", "netns", "exec", ns, "ip", "link", "set", dev, "up"] for ns, dev in ((gateway, "h0"), (client, "h1"))),
+                 ["ip", "netns", "exec", gateway, "nft", "-f", str(tmp_path / "policy.nft")]]
+        for step in steps:
+            subprocess.run(step, check=True, timeout=30)
+        probe = subprocess.run(["ip", "netns", "exec", gateway, sys.executable, str(tmp_path / "probe.py"), client],
+                               capture_output=True, text=True, timeout=60)
+    finally:
+        for namespace in (gateway, client):
+            subprocess.run(["ip", "netns", "del", namespace], check=False, capture_output=True)
+    assert probe.returncode == 0, probe.stderr
+    assert ast.literal_eval(probe.stdout) == {
+        "nothing held, nothing listens": "refused",
+        "nothing held, a gateway listens": "connected",
+        "stopping, the old gateway still listens": "connected",
+        "stopping, the old gateway gone": "waits",
+        "starting, the new gateway listens, not READY": "waits",
+        "READY": "connected",
+        "a hold that nothing ended, gone by itself": "refused",
+    }

@@ -18,6 +18,9 @@ chain drops what no rule of its role accepts (docs/network.md):
 - a group's head's ``dist_init_port``, and the ports NCCL opens, from the group's other hosts alone
   (``sglfleet.plan.multinode``);
 - node_exporter from the monitoring hosts; the peer file shares from the fleet's hosts;
+- a gateway's port, while its unit restarts, drops the new connections nothing could answer yet
+  (sets ``gateway_stopping`` and ``gateway_starting``, filled by the unit): its clients' SYNs come
+  again and find the new gateway;
 - established traffic, loopback and ICMP first, then ``firewall_extra_rules`` (which may refuse
   what sglfleet's own rules accept), then those.
 
@@ -207,11 +210,11 @@ def rules(name: str, fleet: FleetView) -> list[str]:
     return out
 
 
-def _render(name: str, roles: str, lines: list[str], extra: list[str], templates) -> str:
+def _render(name: str, roles: str, lines: list[str], extra: list[str], templates, hold: bool) -> str:
     environment = Environment(loader=FileSystemLoader(str(templates)), undefined=StrictUndefined,
                               keep_trailing_newline=True, trim_blocks=True, lstrip_blocks=True)
     return environment.get_template("sglfleet.nft.j2").render(host=name, roles=roles, table=TABLE, rules=lines,
-                                                             extra=extra)
+                                                             extra=extra, hold=hold)
 
 
 def host_policy(name: str, fleet: FleetView, templates) -> Policy | None:
@@ -227,5 +230,6 @@ def host_policy(name: str, fleet: FleetView, templates) -> Policy | None:
         return None
     roles = "gateway" if name in fleet.gateways else ", ".join(
         dict.fromkeys(role_of(s.config) or "engine" for s in host_services(config)))
-    text = _render(name, roles, rules(name, fleet), list(config.firewall_extra_rules), templates)
+    text = _render(name, roles, rules(name, fleet), list(config.firewall_extra_rules), templates,
+                   hold=name in fleet.gateways)
     return Policy(text=text, digest=hashlib.sha256(text.encode()).hexdigest())

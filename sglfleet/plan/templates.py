@@ -18,8 +18,11 @@ import jinja2
 
 from sglfleet import FILES
 from sglfleet.host.layout import GATEWAY, LAYOUT, Layout
+from sglfleet.plan.network import TABLE
 
 # $SGLFLEET_TEMPLATES points a run at another copy (an operator's, or a test's).
+# smg's shutdown grace (180 s, smg 1.13.0 router_args.py:142) and its propagation window.
+GATEWAY_STOP_TIMEOUT_S = 200
 TEMPLATES = Path(os.environ.get("SGLFLEET_TEMPLATES", FILES / "templates"))
 
 
@@ -143,6 +146,11 @@ def render_gateway_unit(config, args: list[str], python: str, digest: str, templ
         arg_lines=arg_lines(args),
         restart_s=f"{config.service_restart_s:g}",
         start_timeout_s=f"{config.gateway_start_timeout_s:g}",
-        stop_timeout_s=200,  # smg's shutdown grace (180 s) and its propagation window
+        stop_timeout_s=GATEWAY_STOP_TIMEOUT_S,
         credentials=list(credentials),
+        # The restart's hold (sglfleet.plan.network) lives in the firewall's table: none without it.
+        hold_port=config.gateway_port if config.firewall else None,
+        table=TABLE,
+        hold_stop_s=GATEWAY_STOP_TIMEOUT_S,
+        hold_start_s=f"{config.gateway_start_timeout_s + config.service_restart_s:g}",
     )
