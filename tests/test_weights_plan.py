@@ -64,8 +64,10 @@ def test_which_sglang_may_update_in_place(version, data, refused):
 # the new release's data, the setting, its refusal -> in place, what the run says
 CHANGES = [
     ({"model_revision": B}, "auto", None, True, "in place: only the weights change (aaaaaaaaaaaa -> bbbbbbbbbbbb)"),
-    # another checkpoint of the same architecture (one config.json) is a weights change too
-    ({"model_path": "acme/kimi-k2.5-ft", "model_revision": B}, "auto", None, True, "in place: only the weights change"),
+    # another checkpoint of the same architecture (one config.json) is served under its own hub id: the name
+    # clients ask for changes, which only a restart can do (test_another_checkpoint_... keeps the name)
+    ({"model_path": "acme/kimi-k2.5-ft", "model_revision": B}, "auto", None, False,
+     "restart: --served-model-name changes"),
     ({"model_revision": B}, "in_place", None, True, "in place: only the weights change"),
     ({"model_revision": B}, "restart", None, False, 'restart: only the weights change, and weights_update is "restart"'),
     ({"model_revision": B}, "auto", "sglang 0.5.14 loads the EAGLE3 draft", False,
@@ -171,3 +173,21 @@ def test_the_read_says_a_process_updated_in_place_serves_the_current_release():
     assert read(updated, 4242, "Fri 2026-12-04 19:00:00 UTC").serving == OLD
     assert read({}, 4242, SINCE).serving == OLD
     assert not served_in_place({"pid": 0, "since": SINCE}, 0, SINCE)
+
+
+def test_another_checkpoint_under_the_name_clients_know_is_a_weights_change():
+    """With ``served_model_name`` given, a fine-tune of the same architecture keeps the name, and loads in place."""
+    named = {"served_model_name": "kimi-k2.5"}
+    serving = json.loads(release_json(**named))
+    new = release_json(**named, model_path="acme/kimi-k2.5-ft", model_revision=B)
+    change = weights_change(serving, WeightsPolicy("auto", None, new), lambda *model: CONFIGS.get(model))
+    assert change.in_place and change.says().startswith("in place: only the weights change"), change.says()
+
+
+def test_a_pinned_model_is_served_under_its_hub_id_whatever_its_revision():
+    """The staged folder names the revision: served under it, a new revision would change the name clients ask for."""
+    for revision in (A, B):
+        args = json.loads(release_json(model_revision=revision))["args"]
+        assert args[args.index("--model-path") + 1].endswith(f"/moonshotai/Kimi-K2.5/{revision}")
+        assert args[args.index("--served-model-name") + 1] == "moonshotai/Kimi-K2.5"
+

@@ -158,9 +158,20 @@ def staged_models(config) -> list[StagedModel]:
 
 
 def served_launch(config):
-    """The host's launch settings with each pinned model's hub id replaced by its staged folder."""
+    """
+    The host's launch settings with each pinned model's hub id replaced by its staged folder.
+
+    The target keeps its hub id as the name it serves (``served_model_name``, where the inventory
+    gives none): sglang serves its model path by default, and the staged folder names the revision,
+    so a new revision would change the name clients ask for, and a rollout that restarts onto it
+    answers 404 to the old name once no host serves it (bench/weights_update.py met it).
+    """
     keys = {"model": "model_path", "draft": "speculative_draft_model_path"}
-    return config.launch.model_copy(update={keys[m.role]: m.dir for m in staged_models(config)})
+    staged = staged_models(config)
+    update = {keys[m.role]: m.dir for m in staged}
+    if config.launch.served_model_name is None and any(m.role == "model" for m in staged):
+        update["served_model_name"] = config.launch.model_path
+    return config.launch.model_copy(update=update)
 
 
 def offline(config) -> bool:

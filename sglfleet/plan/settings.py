@@ -190,7 +190,7 @@ class LaunchSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     model_path: Text = Field(description='a model path or hub id, e.g. "moonshotai/Kimi-K2.5"')
-    served_model_name: Optional[Text] = Field(description="a name, or None for the model path")
+    served_model_name: Optional[Text] = Field(description="a name, or None for a pinned model's hub id (else the model path)")
     trust_remote_code: Bool = Field(description="true or false")
     tp_size: Int = Field(ge=1, description="a whole number >= 1, e.g. 8")
     mem_fraction_static: Optional[Float] = Field(gt=0, lt=1, description="a fraction between 0 and 1, e.g. 0.85")
