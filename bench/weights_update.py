@@ -28,6 +28,7 @@ Writes ``.cache/bench/weights_update.json`` and prints a table for BENCHMARKS.md
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import statistics
@@ -120,9 +121,14 @@ class Bench:
                 time.sleep(2)
                 traffic.stop()
             lines = [json.loads(line) for line in events.read_text().splitlines()]
-        answered = [request for request in traffic.requests if request.ok]
+        failed = [request for request in traffic.requests if not request.ok]
+        begun = min((request.sent for request in traffic.requests), default=0.0)
+        # What went wrong, most common first, with when (seconds after the traffic began): a figure to explain.
+        kinds = collections.Counter(f"{r.kind}: {r.status} {r.error or ''}"[:200] for r in failed).most_common(5)
         return {"wall_s": round(wall, 2), "hosts_s": per_host(lines), "requests": len(traffic.requests),
-                "not_in_full": len(traffic.requests) - len(answered)}
+                "not_in_full": len(failed), "failures": [{"what": what, "count": count} for what, count in kinds],
+                "failed_between_s": [round(min(r.sent for r in failed) - begun, 1),
+                                     round(max(r.sent for r in failed) - begun, 1)] if failed else None}
 
 
 def render(results: dict) -> str:
