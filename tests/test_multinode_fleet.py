@@ -5,7 +5,7 @@ serves alone beside them. A converge and a generation through the gateway (the h
 the init port open between the group's hosts alone; the dry run showing the group as one unit; a rollout
 under the clients' traffic (the openai SDK, streamed) that restarts the group as one unit and answers
 every request; a failed gate on the group that rolls both its hosts back; a second converge that changes
-nothing. Needs four hosts: ``sglfleet devfleet up --hosts 4``. docs/topologies.md is the design.
+nothing. A fourth host joins the fleet for the module and leaves after it. docs/topologies.md is the design.
 """
 
 import json
@@ -51,8 +51,10 @@ def inside_get(fleet, host: str, url: str) -> int:
 @pytest.fixture(scope="module")
 def topology(fleet):
     """The fleet converged: ``(head, rank 1, the host alone, the gateway, its URL)``."""
-    if len(fleet.hosts) < 4:
-        pytest.skip("needs four hosts or more: the group's two, one alone, the gateway")
+    # The group's two, one alone, the gateway: a fourth host for this module, gone after it (up(n) stops the extra).
+    had = len(fleet.hosts)
+    if had < 4:
+        fleet.up(4)
     head, rank, alone, gateway = fleet.hosts[0], fleet.hosts[1], fleet.hosts[2], fleet.hosts[-1]
     for host in fleet.hosts:
         fleet.fault(host, "clear")
@@ -69,6 +71,8 @@ def topology(fleet):
                            f"{GATEWAY.env_file}; systemctl daemon-reload")
     for host in fleet.hosts[:-1]:
         fleet.inside(host, f"systemctl stop {UNIT} 2>/dev/null || true")
+    if had < 4:
+        fleet.up(had)
 
 
 def test_the_group_serves_through_the_gateway_and_its_head_alone_is_a_worker(fleet, topology):

@@ -109,3 +109,47 @@ def test_the_operators_pair_is_checked_before_anything_connects(ca, tmp_path):
     with pytest.raises(TlsError, match=r"wrong\.key: not the private key of .*gw\.crt \(sha256:[0-9a-f]{16}\)") as error:
         load_pair(tmp_path / "gw.crt", tmp_path / "wrong.key")
     assert "PRIVATE" not in str(error.value) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("serves_tls", [True, False])
+def test_the_controller_reaches_a_gateway_still_on_the_other_scheme(ca, tmp_path, serves_tls):
+    """
+    TLS turned on or off in one run: the gateways restart last, so until then the controller's calls,
+    planned on the new scheme, meet the old one; they are made again on it (verified with the fleet CA).
+    """
+    import http.server
+    import json
+
+    from sglfleet.controller import router
+
+    class Workers(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps({"workers": [{"id": "w1", "url": "http://10.0.0.11:30000", "is_healthy": True}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Workers)
+    if serves_tls:
+        pair = ca.issue("gw1", ["127.0.0.1"])
+        (tmp_path / "gw.crt").write_text(pair.cert)
+        (tmp_path / "gw.key").write_text(pair.key)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(tmp_path / "gw.crt", tmp_path / "gw.key")
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        planned = f"{'http' if serves_tls else 'https'}://127.0.0.1:{port}"
+        assert list(router.workers(planned, ca=ca.cert)) == ["http://10.0.0.11:30000"]
+        if serves_tls:  # its certificate is still verified: a CA it was not issued by is refused
+            other = FleetCA(tmp_path / "other")
+            other.ensure()
+            with pytest.raises(router.RouterError, match="CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
+                router.workers(planned, ca=other.cert)
+    finally:
+        server.shutdown()

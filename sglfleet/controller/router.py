@@ -27,6 +27,7 @@ itself on SIGTERM before it restarts. smg asks for its API key on ``/workers``
 from __future__ import annotations
 
 import json
+import http.client
 import ssl
 import time
 import urllib.error
@@ -57,13 +58,28 @@ def _call(method: str, url: str, body: dict | None = None, timeout: float = 5.0,
     keys = [key for key in ((api_key,) if isinstance(api_key, str) or api_key is None else api_key)] or [None]
     for number, key in enumerate(keys):
         try:
-            return _call_once(method, url, body, timeout, key, ca)
+            try:
+                return _call_once(method, url, body, timeout, key, ca)
+            except _OtherScheme as mismatch:
+                # TLS turned on or off this run: the gateways serve the old scheme until they restart, last.
+                try:
+                    return _call_once(method, _other_scheme(url), body, timeout, key, ca)
+                except (RouterDown, _OtherScheme):
+                    raise RouterError(str(mismatch)) from None
         except urllib.error.HTTPError as error:
             if error.code == 401 and number + 1 < len(keys):
                 continue
             if error.code == 409:
                 raise RouterConflict(f"router {url}: {method} refused: it has that worker already (409)") from None
             raise RouterError(f"router {url}: {method} failed ({error})") from None
+
+
+class _OtherScheme(RouterError):
+    """The router speaks the other scheme on its port: TLS where plain HTTP was asked, or the reverse."""
+
+
+def _other_scheme(url: str) -> str:
+    return "http://" + url[len("https://"):] if url.startswith("https://") else "https://" + url[len("http://"):]
 
 
 def _context(ca: str | None) -> ssl.SSLContext | None:
@@ -88,7 +104,15 @@ def _call_once(method: str, url: str, body: dict | None, timeout: float, api_key
     except urllib.error.URLError as error:
         if isinstance(error.reason, ConnectionRefusedError):
             raise RouterDown(f"router {url}: {method} refused (nothing listens)") from None
+        if url.startswith("https://") and isinstance(error.reason, ssl.SSLError) \
+                and error.reason.reason in ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG"):
+            raise _OtherScheme(f"router {url}: {method} failed ({error}; not plain HTTP either)") from None
         raise RouterError(f"router {url}: {method} failed ({error})") from None
+    except (http.client.HTTPException, ConnectionResetError) as error:
+        # A TLS server met with plain HTTP: an alert where a status line should be (rustls, smg's), or a reset.
+        if url.startswith("http://"):
+            raise _OtherScheme(f"router {url}: {method} failed ({error!r}; not https either)") from None
+        raise RouterError(f"router {url}: {method} failed ({error!r})") from None
     except (OSError, ValueError) as error:
         raise RouterError(f"router {url}: {method} failed ({error})") from None
 

@@ -293,7 +293,7 @@ def plan_fleet(inventory, configs: dict[str, HostConfig], targets: Iterable[str]
                      gateways=tuple((name, gateway_url(name, data[name], configs[name].gateway_port,
                                                        tls=configs[name].gateway_tls != "off"))
                                     for name in names if is_gateway(groups[name])),
-                     trust=controller_trust(configs, groups) if tls_on else "")
+                     trust=controller_trust(configs, groups))
 
 
 def fleet_plan(state) -> FleetPlan:

@@ -205,7 +205,8 @@ def controller_trust(configs: Mapping, groups: Mapping[str, Iterable[str]]) -> s
     pems = []
     for name, config in configs.items():
         gateway = is_gateway(groups[name])
-        if wants_ca(config, gateway) and _ca(config).exists():
+        # Where TLS is turned off, the gateways serve it until they restart: its CA is trusted until gone.
+        if _ca(config).exists():
             pems.append(_ca(config).cert)
         if gateway and not isinstance(config.gateway_tls, str):
             pems.append(load_pair(config.gateway_tls.cert, config.gateway_tls.key).cert)
