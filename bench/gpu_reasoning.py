@@ -39,6 +39,9 @@ headers, framing and every chunk as they came), greedy, ``max_tokens`` 16 (``cas
 - ``end_bias`` / ``end_bias_stream``: ``logit_bias`` on ``</think>``;
 - ``generate_closed``: ``/generate`` with the forced answer: its ``output_ids`` (what the
   processor made the model say) and ``meta_info.reasoning_tokens`` (``/generate`` asks for none).
+  The recorded run (2026-12-05) sent the processor inside ``sampling_params`` as well, which
+  0.5.14 answers with a plain-text 500 (``SamplingParams.__init__() got an unexpected keyword
+  argument 'custom_logit_processor'``); it goes at the top alone since.
 
 ``summary`` says of each where the text went (per streamed event: which delta field, its text)
 and the usage. The transcript (``reasoning.json``) is written after each server; the two logs are
@@ -211,7 +214,8 @@ def cases(served: str, key: str, other: str, model: dict, processor: str | None)
         ("end_bias_stream", "/v1/chat/completions", {**base, **usage, "logit_bias": {str(end): 100}}),
         ("generate_closed", "/generate", {
             "text": "The capital of France is", **({"custom_logit_processor": processor} if processor else {}),
-            "sampling_params": {"max_new_tokens": MAX_TOKENS, "temperature": 0, **forcing("closed")}}),
+            "sampling_params": {"max_new_tokens": MAX_TOKENS, "temperature": 0,
+                                "custom_params": {"forced": forced["closed"]}}}),
     ]
 
 
