@@ -30,7 +30,7 @@ headers, framing and every chunk as they came), greedy, ``max_tokens`` 16 (``cas
 - ``default``: no ``chat_template_kwargs`` (the parser's default: thinking on);
 - ``off`` / ``off_stream``: the toggle this parser reads set to false (``kimi_k2``: ``thinking``,
   ``qwen3``: ``enable_thinking``; ``serving_chat.py:1725-1770`` over ``reasoning_default``,
-  ``reasoning_parser.py:334`` for kimi_k2 and 261 for qwen3), not streamed and streamed with usage;
+  ``reasoning_parser.py:334`` for kimi_k2 and 266 for qwen3), not streamed and streamed with usage;
 - ``other_key_off``: the other parser's toggle set to false (not read by this parser);
 - ``closed`` / ``closed_stream``: the forced answer (thinking, end token, answer);
 - ``closed_off``: the forced answer with thinking turned off;
@@ -47,20 +47,21 @@ headers, framing and every chunk as they came), greedy, ``max_tokens`` 16 (``cas
 and the usage. The transcript (``reasoning.json``) is written after each server; the two logs are
 packed into ``reasoning-logs.tar.xz``.
 
-**Example** (the run of ``tests/data/gpu/http-surface-reasoning-h200-sglang-0.5.14.json``, in one
-device call beside ``bench/gpu_weight_timing.py``, whose timed part waits for this bench's end;
-the carry is ``bench/gpu_weight_updates.py``'s):
+**Example** (the run of ``tests/data/gpu/http-surface-reasoning-h200-sglang-0.5.14.json``, 2026-12-05:
+133 s on a cold machine, in one device call beside ``bench/gpu_weight_timing.py``, whose timed part
+waits for this bench's end; that bench's docstring gives the whole command and the carry):
 
 .. code:: shell
 
-    # on the device, carry [".cache/bench/gpu-records-carry"]: the site unpacked, then
-    ... && (timeout 300 python3 bench/gpu_reasoning.py --site /tmp/site --out $OUT > $OUT/reasoning-bench.log 2>&1;
-      touch /tmp/reasoning-done) &
+    # on the device, carry [".cache/bench/gpu-records-carry"], the site unpacked, in the carry's repo/:
+    (timeout 300 python3 bench/gpu_reasoning.py --site /tmp/site --out $OUT > $OUT/reasoning-bench.log 2>&1;
+     touch /tmp/reasoning-done) &
 
     # back here
     cp <files_at>/reasoning.json tests/data/gpu/http-surface-reasoning-h200-sglang-0.5.14.json
     mkdir -p /tmp/rs && tar -xJf <files_at>/reasoning-logs.tar.xz -C /tmp/rs &&
       for s in kimi llama; do cp /tmp/rs/$s.log tests/data/gpu/http-surface-reasoning-h200-sglang-0.5.14-$s.log; done
+    cp <files_at>/reasoning-bench.log tests/data/gpu/http-surface-reasoning-h200-sglang-0.5.14-bench.log
 
     # a rehearsal without a GPU, against the stand-in (no dill here: the processor is left out)
     .venv/bin/python bench/gpu_reasoning.py --site .cache/standin/sglang-0.5.14-py --out /tmp/rs --standin

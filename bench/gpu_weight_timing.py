@@ -38,18 +38,27 @@ timed part and after it: a restart that compiled nothing leaves them as they wer
 it up. The transcript (``weight-timing.json``) is written after every step; every server's log
 (one per start) is packed into ``weight-timing-logs.tar.xz``.
 
-**Example** (the run of ``tests/data/gpu/weight-timing-h200-sglang-0.5.14.json``, in one device call
-beside ``bench/gpu_reasoning.py``; the carry is ``bench/gpu_weight_updates.py``'s):
+**Example** (the run of ``tests/data/gpu/weight-timing-h200-sglang-0.5.14.json``, 2026-12-05: 375 s on
+a cold machine, in one device call beside ``bench/gpu_reasoning.py``; the carry is made as
+``bench/gpu_weight_updates.py``'s docstring says, from this checkout):
 
 .. code:: shell
 
-    # on the device, carry [".cache/bench/gpu-records-carry"], after the site is unpacked:
-    ... && timeout 520 python3 bench/gpu_weight_timing.py --site /tmp/site --out $OUT --budget-s 500 \\
-      --wait-for /tmp/reasoning-done 2>&1 | tee $OUT/timing-bench.log | grep -v "^\\[gpu-pd"
+    # on the device, through the run tool: carry [".cache/bench/gpu-records-carry"], timeout_s 590:
+    set -o pipefail; C=$PWD/.cache/bench/gpu-records-carry; ls $C/repo/bench/gpu_reasoning.py >/dev/null || exit 3;
+      mkdir -p /tmp/site && tar -xJf $C/sglang-0.5.14-site.tar.xz -C /tmp/site && cd $C/repo &&
+      export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 && nvidia-smi --query-gpu=name,memory.used,driver_version --format=csv;
+      (timeout 300 python3 bench/gpu_reasoning.py --site /tmp/site --out $OUT > $OUT/reasoning-bench.log 2>&1;
+       touch /tmp/reasoning-done) &
+      timeout 530 python3 bench/gpu_weight_timing.py --site /tmp/site --out $OUT --budget-s 505 \\
+        --wait-for /tmp/reasoning-done 2>&1 | tee $OUT/timing-bench.log | grep -v "^\\[gpu-pd"; wait
 
     # back here
     cp <files_at>/weight-timing.json tests/data/gpu/weight-timing-h200-sglang-0.5.14.json
-    mkdir -p /tmp/wt && tar -xJf <files_at>/weight-timing-logs.tar.xz -C /tmp/wt  # the logs, by start
+    cp <files_at>/timing-bench.log tests/data/gpu/weight-timing-h200-sglang-0.5.14-bench.log
+    mkdir -p /tmp/wt && tar -xJf <files_at>/weight-timing-logs.tar.xz -C /tmp/wt &&
+      for s in small large small-restart1 small-restart2 small-restart3 large-restart1; do
+        cp /tmp/wt/$s.log tests/data/gpu/weight-timing-h200-sglang-0.5.14-$s.log; done
 
     # a rehearsal without a GPU, against the stand-in (no torch here: configs only; no update route: 404s)
     .venv/bin/python bench/gpu_weight_timing.py --site .cache/standin/sglang-0.5.14-py --out /tmp/wt --standin
