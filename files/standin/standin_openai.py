@@ -31,7 +31,8 @@ unstreamed, before any stream (``Served.refuses_before_stream``). The context le
 field order): ``chat.completion`` (``protocol.py:787-830``, ``serving_chat.py:890-998``) with
 ``usage`` (``UsageInfo``, 131-137: ``reasoning_tokens`` 0, as 0.5.9 reports it, or from 0.5.10 the
 reasoning's tokens, its end token included (``standin_engine``); ``prompt_tokens_details`` null
-without ``--enable-cache-report``) and ``metadata.weight_version``; a chat stream
+without ``--enable-cache-report``) and ``metadata.weight_version``, its message's ``content`` null
+where it has no text (0.5.9; from 0.5.13 ``""``, ``Served.empty_content``); a chat stream
 (``serving_chat.py:603-863``): for each engine output, a first chunk ``delta`` ``{role:
 "assistant", content: ""}``, then the new text as ``delta.content`` (incremental: the output's
 text past what was sent); after the last, a chunk with an empty delta and ``finish_reason``
@@ -156,6 +157,9 @@ class Served:
         self.refuses_before_stream = release >= (0, 5, 10)
         # 0.5.13 writes a chat stream's role, text and finish chunks with sse_utils (``sse_chunk``).
         self.sse_chunks = release >= (0, 5, 13)
+        # 0.5.13 answers a message without text (all of it thinking or tool calls) with ``content``
+        # "", not null (0.5.12 serving_chat.py:1190 ``None``; 0.5.13 1290 and 0.5.14 1327 ``""``).
+        self.empty_content = "" if release >= (0, 5, 13) else None
 
     def context_length(self) -> int:
         if self.args.get("context_length"):
@@ -345,7 +349,7 @@ class ChatPlan:
                     finish.update(type="tool_calls", matched=None)
                 text, calls = tools.parse_non_stream(text, self.history_tool_calls())
         choice = {"index": 0,
-                  "message": {"role": "assistant", "content": text if text else None,
+                  "message": {"role": "assistant", "content": text if text else self.served.empty_content,
                               "reasoning_content": reasoning if reasoning else None, "tool_calls": calls},
                   "logprobs": None, "finish_reason": finish["type"] if finish else None,
                   "matched_stop": finish.get("matched") if finish else None}
