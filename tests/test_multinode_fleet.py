@@ -154,10 +154,10 @@ def test_a_failed_gate_on_the_group_rolls_both_its_hosts_back(fleet, topology):
         load.stop()
         fleet.fault(rank, "clear")
     assert result.returncode == 1, result.stdout[-3000:]
-    assert re.search(rf"failed: {rank} \(gate failed on release \w+", result.stdout), result.stdout[-3000:]
+    assert re.search(rf"[:;] {rank} \(gate failed on release \w+", result.stdout), result.stdout[-3000:]
     assert "its group rolls back together" in result.stdout
     assert re.search(rf"\[{head}\].*rolled back with its group", result.stdout) or \
-        re.search(rf"failed: {head} \(gate failed", result.stdout), result.stdout[-3000:]
+        re.search(rf"[:;] {head} \(gate failed", result.stdout), result.stdout[-3000:]
     # Both hosts of the group serve what they served; the canary stopped the run before the host alone.
     assert {host: host_state(fleet, host)["current"] for host in (head, rank, alone)} == before
     assert host_state(fleet, head)["health"] == 200

@@ -104,6 +104,10 @@ def _call_once(method: str, url: str, body: dict | None, timeout: float, api_key
     except urllib.error.URLError as error:
         if isinstance(error.reason, ConnectionRefusedError):
             raise RouterDown(f"router {url}: {method} refused (nothing listens)") from None
+        if isinstance(error.reason, ssl.SSLCertVerificationError):
+            anchors = f"the fleet's {ca.count('BEGIN CERTIFICATE')} certificates" if ca else "the system's CAs"
+            raise RouterError(f"router {url}: {method} refused its certificate ({error.reason.verify_message}; "
+                              f"trusting {anchors})") from None
         if url.startswith("https://") and isinstance(error.reason, ssl.SSLError) \
                 and error.reason.reason in ("WRONG_VERSION_NUMBER", "RECORD_LAYER_FAILURE", "PACKET_LENGTH_TOO_LONG"):
             raise _OtherScheme(f"router {url}: {method} failed ({error}; not plain HTTP either)") from None
