@@ -201,6 +201,7 @@ def join(router_url: str, worker_url: str, timeout: float = 60.0, api_key: ApiKe
             f"addition of {worker_url}",
             timeout,
             api_key,
+            ca,
         )
     except RouterDown:
         if not down_ok:
