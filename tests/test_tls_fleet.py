@@ -19,9 +19,12 @@ import urllib.request
 import httpx
 import pytest
 
-from deploying import SECRETS, fleet_key, pyinfra
+from deploying import SECRETS, eagle_change, fleet_key, host_state, pyinfra
 from paths import GATEWAY, LAYOUT, UNIT
 from sglfleet.artifacts.tls import FleetCA
+from routing import Load
+from sglfleet.devfleet.traffic import CLIENT_MIX
+from test_gateway import clients_answered_in_full
 from test_rollout import results
 
 pytestmark = pytest.mark.fleet
@@ -151,6 +154,27 @@ def test_a_second_converge_changes_nothing(fleet, tls):
     assert again.returncode == 0, again.stdout[-3000:]
     totals = results(again.stdout)
     assert totals["success"] == 0 and totals["error"] == 0, again.stdout[-3000:]
+
+
+def test_engines_that_stop_with_a_silent_window_roll_out_under_traffic_with_no_request_lost(fleet, tls):
+    """
+    Issue 44, part 3: from 0.5.14 sglang's port accepts and answers nothing for seconds after SIGTERM before
+    the process kills itself, and the stand-in does the same on this stack (0.5.23; test_standin_http_record
+    holds it to the GPU record). The rollout drains each engine from the gateway before it stops it, so the
+    openai SDK's streamed traffic through the TLS port loses nothing.
+    """
+    gateway, url, workers, worker_urls, ca, _ = tls
+    before = {host: host_state(fleet, host)["current"] for host in workers}
+    load = Load(url, mix=CLIENT_MIX, ca=ca)
+    time.sleep(2)
+    try:
+        done = deploy(*TLS, *eagle_change(2))
+    finally:
+        time.sleep(2)
+        load.stop()
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert all(host_state(fleet, host)["current"] != before[host] for host in workers)  # each engine was stopped
+    clients_answered_in_full(load)
 
 
 def test_turning_tls_off_rolls_out_in_one_converge(fleet, tls):
