@@ -12,7 +12,8 @@ from sglfleet.plan.rollout_steps import (cache_shares, host_rollout, host_steps,
 from sglfleet.controller.reads import rollout_plan
 
 _SETTLE_NAMES = {"settle": "its units settle", "flip": "its units join at the flip",
-                 "drain": "its batch leaves the gateways", "stop": "its batch stops before any host starts"}
+                 "drain": "its batch leaves the gateways", "stop": "its batch stops before any host starts",
+                 "back together": "a failed group goes back together"}
 
 
 def _of(services) -> str:
@@ -33,8 +34,9 @@ def _pd_turn(step: tuple, switch_name: str):
     if kind in ("drain", "stop"):  # a batch of groups (sglfleet.plan.multinode)
         operation = pd_ops.unit_drained if kind == "drain" else pd_ops.unit_stopped
         return operation, dict(name=f"{own.label}: {_SETTLE_NAMES[kind]}", step=own, switching=switching)
+    shown = "back together" if kind == "flip" and own.together else kind  # a batch of groups has no flip
     return (pd_ops.unit_settled if kind == "settle" else pd_ops.unit_flipped), dict(
-        name=f"{own.label}: {_SETTLE_NAMES[kind]}", step=own, turn=turn, switching=switching)
+        name=f"{own.label}: {_SETTLE_NAMES[shown]}", step=own, turn=turn, switching=switching)
 
 
 # pyinfra orders a host's operations after its own earlier ones, then by call site and loop

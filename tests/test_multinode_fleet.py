@@ -4,8 +4,8 @@ group (node1 the head, node2 rank 1), ``SGLFLEET_DEV_GATEWAYS=1`` the last host 
 serves alone beside them. A converge and a generation through the gateway (the head alone its worker);
 the init port open between the group's hosts alone; the dry run showing the group as one unit; a rollout
 under the clients' traffic (the openai SDK, streamed) that restarts the group as one unit and answers
-every request; a failed gate on the group that rolls both its hosts back; a second converge that changes
-nothing. A fourth host joins the fleet for the module and leaves after it. docs/topologies.md is the design.
+every request; a failed gate, and a failed bake, on the group that roll both its hosts back; a second
+converge that changes nothing. A fourth host joins the fleet for the module and leaves after it. docs/topologies.md is the design.
 """
 
 import json
@@ -164,3 +164,34 @@ def test_a_failed_gate_on_the_group_rolls_both_its_hosts_back(fleet, topology):
     assert listed(url) == {f"http://{fleet.address(head)}:30000", f"http://{fleet.address(alone)}:30000"}
     print(f"through the gateway during the failed group: {load.summary()}")
     assert load.cut() == [], load.summary()
+
+
+def test_a_failed_bake_on_the_group_rolls_both_its_hosts_back_under_traffic(fleet, topology):
+    head, rank, alone, _, url = topology
+    before = {host: host_state(fleet, host)["current"] for host in (head, rank, alone)}
+    untouched = started_at(fleet, alone)
+    # The group passes its gate, then its head's bake fails (a TTFT limit no server meets) while clients
+    # stream through the gateway: the head does not go back alone, its group does, as one unit.
+    bake = ("--data", "gate_bake_s=4", "--data", "gate_interval_s=1", "--data", "gate_max_ttft_p99_s=0.000001")
+    load = Load(url, mix=CLIENT_MIX)
+    time.sleep(2)
+    try:
+        result = deploy(*eagle_change(5), *bake)
+        time.sleep(2)
+    finally:
+        load.stop()
+    assert result.returncode == 1, result.stdout[-3000:]
+    assert re.search(rf"\[{head}\] canary batch 1: gate passed on \w+", result.stdout), result.stdout[-3000:]
+    assert re.search(rf"\[{head}\] bake fail on release \w+: TTFT p99 [\d.]+ s is above the limit 1e-06",
+                     result.stdout), result.stdout[-3000:]
+    assert re.search(rf"\[{head}\].*its group rolls back together at the settle", result.stdout)
+    assert re.search(rf"\[{rank}\].*rolled back with its group: {head} failed", result.stdout), result.stdout[-3000:]
+    # Both hosts serve what they served, restarted together; the canary stopped the run before the host alone.
+    assert {host: host_state(fleet, host)["current"] for host in (head, rank, alone)} == before
+    starts = {host: started_at(fleet, host) for host in (head, rank)}
+    assert abs(starts[head] - starts[rank]) < 10_000_000, starts
+    assert started_at(fleet, alone) == untouched
+    assert host_state(fleet, head)["health"] == 200
+    assert listed(url) == {f"http://{fleet.address(head)}:30000", f"http://{fleet.address(alone)}:30000"}
+    print(f"through the gateway during the failed bake: {load.summary()}")
+    assert load.failed() == [] and load.cut() == [], load.summary()

@@ -114,23 +114,48 @@ def test_a_failed_group_goes_back_whole(switched, unit_failed, action):
     assert settle(switched, unit_failed, over_budget=False, flip=False, together=True) == action
 
 
-def test_the_settle_rolls_every_member_back_and_fails_them(monkeypatch):
+def test_a_failed_group_stops_whole_then_goes_back_together_and_fails(monkeypatch):
     from sglfleet.controller import pd
     from sglfleet.plan.rollout_steps import BatchStep, SettleTurn
     from sglfleet.record.run import record
 
-    rolled = []
-    monkeypatch.setattr(pd, "roll_back", lambda state, host, args, step: rolled.append((host.name, step.together)) or True)
+    calls = []
+    monkeypatch.setattr(pd, "leave", lambda state, host, step: calls.append(("leave", host.name)) or True)
+    monkeypatch.setattr(pd, "stopped", lambda state, host, args, step: calls.append(("stop", host.name)) or True)
+    monkeypatch.setattr(pd, "roll_back", lambda state, host, args, step: calls.append(
+        ("back", host.name, step.together, step.drained)) or True)
     state = SimpleNamespace(failed_hosts=[])
-    record(state).failed.update({"node1": "gate failed"})  # the head's gate failed; it stayed up (--together)
+    record(state).failed.update({"node1": "gate failed"})  # the head's gate (or bake) failed; it stayed up
     record(state).passed.update({"node2": "serves the new release"})
     turn = SettleTurn(units=(("node1", "node2"),), flip=False, leader=True, workers=())
     host = SimpleNamespace(name="node2", log=lambda *a: None, log_styled=lambda *a, **k: None)
     step = BatchStep("canary batch 1 settle", pd_unit=("node1", "node2"), together=True)
-    assert pd.settled(state, host, {}, step, turn) is False  # rolled back, and failed with its group
-    host.name = "node1"
-    assert pd.settled(state, host, {}, step, turn) is False
-    assert rolled == [("node2", True), ("node1", True)]
+    # The settle: every member leaves the gateways and stops; none goes back while another still runs.
+    for name in ("node2", "node1"):
+        host.name = name
+        assert pd.settled(state, host, {}, step, turn) is True
+    assert calls == [("leave", "node2"), ("stop", "node2"), ("leave", "node1"), ("stop", "node1")]
+    # The next turn: each goes back (rollback --together, already out of the gateways), and fails with its group.
+    for name in ("node2", "node1"):
+        host.name = name
+        assert pd.flipped(state, host, {}, step, turn) is False
+    assert calls[4:] == [("back", "node2", True, True), ("back", "node1", True, True)]
+    assert record(state).failed["node2"] == "canary batch 1 settle: rolled back with its group: node1 failed"
+
+
+def test_a_group_that_passed_neither_stops_nor_goes_back(monkeypatch):
+    from sglfleet.controller import pd
+    from sglfleet.plan.rollout_steps import BatchStep, SettleTurn
+    from sglfleet.record.run import record
+
+    monkeypatch.setattr(pd, "stopped", lambda *a: pytest.fail("a group that passed was stopped"))
+    monkeypatch.setattr(pd, "roll_back", lambda *a: pytest.fail("a group that passed went back"))
+    state = SimpleNamespace(failed_hosts=[])
+    record(state).passed.update({"node1": "serves", "node2": "serves"})
+    turn = SettleTurn(units=(("node1", "node2"),), flip=False, leader=True, workers=())
+    host = SimpleNamespace(name="node1", log=lambda *a: None, log_styled=lambda *a, **k: None)
+    step = BatchStep("canary batch 1 settle", pd_unit=("node1", "node2"), together=True)
+    assert pd.settled(state, host, {}, step, turn) is True and pd.flipped(state, host, {}, step, turn) is True
 
 
 def test_the_init_and_nccl_ports_open_only_between_the_groups_hosts():

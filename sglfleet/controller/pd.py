@@ -57,9 +57,12 @@ def drained(state, host, connector_arguments, step: BatchStep):
 
 def settled(state, host, connector_arguments, step: BatchStep, turn: SettleTurn):
     """Roll this host back where its unit (or the whole first batch) failed; the leader flips the gateways
-    (``router.flip``: the batch's passed units join beside the old release, which then leaves)."""
+    (``router.flip``: the batch's passed units join beside the old release, which then leaves). A group
+    that failed leaves the gateways and stops here, and goes back together in the next turn (``flipped``)."""
     run = record(state)
     action, failed, over = _action(state, host, step, turn)
+    if step.together:
+        return action != "rollback" or _group_stopped(state, host, connector_arguments, step)
     if action in ("rollback", "rollback-out"):
         why = "the batch is over its failure budget" if over else "its unit failed"
         host.log(f"{step.label}: back to the previous release: {why}", logger.warning)
@@ -69,11 +72,6 @@ def settled(state, host, connector_arguments, step: BatchStep, turn: SettleTurn)
             return False
         emit(run, "HostRolledBack", host=host.name, service=step.service,
              message=f"{step.label}: its unit rolled back ({why})")
-        if step.together:  # the group did not pass: each of its hosts fails, back on its earlier release
-            if host.name in run.failed:
-                return False
-            down = sorted(set(step.pd_unit) & ({h.name for h in state.failed_hosts} | set(run.failed)))
-            return fail(state, host, f"{step.label}: rolled back with its group: {', '.join(down)} failed")
         return True
     if turn.flip and turn.leader and not over and run.passed:
         passed = {h for unit in turn.units if unit not in failed for h in unit}
@@ -93,11 +91,37 @@ def settled(state, host, connector_arguments, step: BatchStep, turn: SettleTurn)
 
 
 def flipped(state, host, connector_arguments, step: BatchStep, turn: SettleTurn):
-    """The first batch's units join the gateways, once the old release left them."""
+    """The first batch's units join the gateways, once the old release left them; a group that failed goes
+    back together, every member stopped by then (``settled``)."""
     action, _, _ = _action(state, host, step, turn)
+    if step.together:
+        return action != "rollback" or _group_back(state, host, connector_arguments, step)
     if action != "join":
         return True
     if error := at_router(step, router.join):
         return fail(state, host, error)
     summary.verdict(record(state), host.name, f"{step.label}: joined the gateways at the flip")
     return True
+
+
+def _group_stopped(state, host, connector_arguments, step: BatchStep) -> bool:
+    """A failed group's member leaves the gateways (its head), then stops: none of its ranks goes back while
+    another still runs the failed release, whose systemd would restart it into the old release's rendezvous."""
+    host.log(f"{step.label}: its group failed: it leaves the gateways and stops, to go back together",
+             logger.warning)
+    return leave(state, host, step) and stopped(state, host, connector_arguments, step)
+
+
+def _group_back(state, host, connector_arguments, step: BatchStep) -> bool:
+    """Every member of a failed group, stopped, starts its previous release at once (``rollback --together``);
+    each fails the run, its group not having passed."""
+    run = record(state)
+    back = replace(step, drained=True, pd_unit=(), earlier=(), earlier_units=())
+    if not roll_back(state, host, connector_arguments, back):
+        return False
+    emit(run, "HostRolledBack", host=host.name, service=step.service,
+         message=f"{step.label}: rolled back with its group")
+    if host.name in run.failed:
+        return False
+    down = sorted(set(step.pd_unit) & ({h.name for h in state.failed_hosts} | set(run.failed)))
+    return fail(state, host, f"{step.label}: rolled back with its group: {', '.join(down)} failed")

@@ -300,7 +300,8 @@ def update(state, host, connector_arguments, step: BatchStep, release_id: str, f
 
 
 def bake(state, host, connector_arguments, step: BatchStep, release_id: str):
-    """Bake the release the host serves; revert it (drained) when the bake fails it."""
+    """Bake the release the host serves; revert it (drained) when the bake fails it, or, a group's head, leave
+    that to its group's settle (``sglfleet.controller.pd.settled``)."""
     run = record(state)
     said = answer(state, host, connector_arguments, step, "bake", release_id, extra_timeout_s=step.bake_s)
     if said is None:
@@ -314,6 +315,9 @@ def bake(state, host, connector_arguments, step: BatchStep, release_id: str):
         fail(state, host, line)
     if status != BAKE_FAILED:  # 6: another run switched the host meanwhile; else lost
         return False
+    if step.together:  # a group's head: reverted alone, it would leave its ranks on the failed release
+        host.log(f"{step.label}: its group rolls back together at the settle", logger.warning)
+        return True
     # The bake failed the release: back to what served before, out of the router meanwhile.
     if error := at_router(step, router.drain):
         return fail(state, host, f"{error}; {release_id} still serves")

@@ -15,6 +15,7 @@ from sglfleet.controller.pd import drained, flipped, settled, stopped
 def unit_settled(step: BatchStep, turn: SettleTurn, switching: bool):
     """
     Roll the host back where its unit failed; in the first batch, take the old release out of the gateways.
+    A group's member, where its group failed: leave the gateways and stop, to go back with it in the next turn.
 
     + step: the host's step in its batch
     + turn: its part in the batch's settle
@@ -33,13 +34,14 @@ def unit_settled(step: BatchStep, turn: SettleTurn, switching: bool):
 @operation(is_idempotent=False)
 def unit_flipped(step: BatchStep, turn: SettleTurn, switching: bool):
     """
-    Join the gateways at the flip, where the host's unit of the first batch passed.
+    Join the gateways at the flip, where the host's unit of the first batch passed; a group's member, go
+    back with its group where it failed (every member stopped in the settle before).
 
     + step: the host's step in its batch
     + turn: its part in the batch's settle
     + switching: this run switches a host of the batch (else nothing to flip: no command)
     """
-    if switching and turn.flip:
+    if switching and (turn.flip or step.together):
         yield HostFunctionCommand(flipped, (step, turn), {})
 
 

@@ -318,8 +318,8 @@ def pd_steps(fleet, plan, routes: dict, lock_wait: float, switching: RolloutPlan
             # pyinfra orders a host's operations only after its own, so without one a later
             # batch's switch could run before an earlier batch's settle (its flip).
             yield ("idle", one.label(roles), one.kind, None)
-            if one.kind == "settle":
-                yield ("idle", one.label(roles), "flip", None)
+            if one.kind == "settle":  # a batch of groups has no flip: a failed group goes back then
+                yield ("idle", one.label(roles), "flip" if roles else "back together", None)
                 earlier_units.append((batch.name, batch.units))
             continue
         if one.kind == "switch":
