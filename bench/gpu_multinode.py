@@ -593,10 +593,10 @@ out = {"torch": torch.__version__, "default_pg_timeout": str(constants.default_p
 def lines(fn, pattern):
     src, start = inspect.getsourcelines(fn)
     path = inspect.getsourcefile(fn).split("site-packages/")[-1]
-    return [f"{path}:{start + i}: {l.strip()}" for i, l in enumerate(src) if pattern(l)]
+    return [f"{path}:{max(start, 1) + i}: {l.strip()}" for i, l in enumerate(src) if pattern(l)]
 out["_get_default_timeout"] = lines(c10d._get_default_timeout, lambda l: l.strip())
 out["init_process_group"] = lines(c10d.init_process_group,
-                                  lambda l: "timeout" in l and ("=" in l or "rendezvous" in l))[:12]
+                                  lambda l: "timeout" in l and ("=" in l or "rendezvous" in l))[:20]
 out["constants"] = lines(constants, lambda l: "timeout" in l.lower() and not l.strip().startswith("#"))
 out["tcp_rendezvous"] = lines(rdzv._tcp_rendezvous_handler, lambda l: "timeout" in l or "_create_c10d_store" in l)
 out["create_c10d_store"] = lines(rdzv._create_c10d_store,
