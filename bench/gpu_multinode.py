@@ -43,8 +43,8 @@ The transcript (``multinode.json``) is written after every step (a run cut short
 measured); the logs (``<scenario>-<rank>.log``, written under ``LOGS``) are packed into
 ``multinode-logs.tar.xz`` after every scenario (the device gives back 8 files at most).
 
-**Example** (the run of ``tests/data/gpu/multinode-h200-sglang-0.5.14.json``; the carry is made as
-``bench/gpu_weight_updates.py``'s docstring says, from this checkout):
+**Example** (not yet run on a GPU: rehearsed against the stand-in only; the device was not lent in the
+session that wrote it. Its transcript is to be ``tests/data/gpu/multinode-h200-sglang-0.5.14.json``):
 
 .. code:: shell
 
