@@ -13,7 +13,7 @@ from sglfleet.controller.reads import rollout_plan
 
 _SETTLE_NAMES = {"settle": "its units settle", "flip": "its units join at the flip",
                  "drain": "its batch leaves the gateways", "stop": "its batch stops before any host starts",
-                 "back together": "a failed group goes back together"}
+                 "halt": "a failed group stops whole", "back together": "a failed group goes back together"}
 
 
 def _of(services) -> str:
@@ -35,8 +35,8 @@ def _pd_turn(step: tuple, switch_name: str):
         operation = pd_ops.unit_drained if kind == "drain" else pd_ops.unit_stopped
         return operation, dict(name=f"{own.label}: {_SETTLE_NAMES[kind]}", step=own, switching=switching)
     shown = "back together" if kind == "flip" and own.together else kind  # a batch of groups has no flip
-    return (pd_ops.unit_settled if kind == "settle" else pd_ops.unit_flipped), dict(
-        name=f"{own.label}: {_SETTLE_NAMES[shown]}", step=own, turn=turn, switching=switching)
+    operation = {"settle": pd_ops.unit_settled, "halt": pd_ops.unit_halted, "flip": pd_ops.unit_flipped}[kind]
+    return operation, dict(name=f"{own.label}: {_SETTLE_NAMES[shown]}", step=own, turn=turn, switching=switching)
 
 
 # pyinfra orders a host's operations after its own earlier ones, then by call site and loop
@@ -66,7 +66,7 @@ def roll_out(fleet, plan, found, run):
     for step in host.loop(steps):
         if not step:
             continue
-        if isinstance(step, tuple):  # a PD batch's step this host is not in, or its settle in two turns
+        if isinstance(step, tuple):  # a PD batch's step this host is not in, or a turn of its settle
             operation, arguments = _pd_turn(step, "serve the staged release")
         else:  # a host's services one after another in its batch, each behind its own gate: one operation
             turns = [(build.releases[service.name].release_id, replace(one, weights=weights[service.name]),

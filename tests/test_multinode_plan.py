@@ -85,8 +85,11 @@ def test_each_host_drains_switches_and_settles_in_step_with_its_group():
                                  ("settle", "canary batch 1 settle", None, False)]
     assert seen["node3"][:4] == [("idle", "canary batch 1 drain"), ("idle", "canary batch 1 stop"),
                                  ("idle", "canary batch 1"), ("idle", "canary batch 1 settle")]
-    assert seen["node3"][7][:2] == ("switch", "wave1 batch 2") and seen["node3"][7][3] is False
-    assert {len(steps) for steps in seen.values()} == {10}
+    # a failed group's settle in three turns: it leaves the gateways, stops whole, then goes back
+    assert [step[0] for step in seen["node1"][3:6]] == ["settle", "halt", "flip"]
+    assert seen["node3"][4:6] == [("idle", "canary batch 1 settle"), ("idle", "canary batch 1 settle")]
+    assert seen["node3"][8][:2] == ("switch", "wave1 batch 2") and seen["node3"][8][3] is False
+    assert {len(steps) for steps in seen.values()} == {12}
 
 
 def test_a_converge_that_changes_nothing_drains_and_stops_nothing():
@@ -130,12 +133,18 @@ def test_a_failed_group_stops_whole_then_goes_back_together_and_fails(monkeypatc
     turn = SettleTurn(units=(("node1", "node2"),), flip=False, leader=True, workers=())
     host = SimpleNamespace(name="node2", log=lambda *a: None, log_styled=lambda *a, **k: None)
     step = BatchStep("canary batch 1 settle", pd_unit=("node1", "node2"), together=True)
-    # The settle: every member leaves the gateways and stops; none goes back while another still runs.
+    # The settle: every member leaves the gateways (the head drains), and none stops yet: a rank that stopped
+    # would take the head's server down with the streams still on it.
     for name in ("node2", "node1"):
         host.name = name
         assert pd.settled(state, host, {}, step, turn) is True
-    assert calls == [("leave", "node2"), ("stop", "node2"), ("leave", "node1"), ("stop", "node1")]
-    # The next turn: each goes back (rollback --together, already out of the gateways), and fails with its group.
+    assert calls == [("leave", "node2"), ("leave", "node1")]
+    # The next turn: every member stops; none goes back while another still runs.
+    for name in ("node2", "node1"):
+        host.name = name
+        assert pd.halted(state, host, {}, step, turn) is True
+    assert calls[2:] == [("stop", "node2"), ("stop", "node1")]
+    # The last: each goes back (rollback --together, already out of the gateways), and fails with its group.
     for name in ("node2", "node1"):
         host.name = name
         assert pd.flipped(state, host, {}, step, turn) is False
@@ -155,7 +164,8 @@ def test_a_group_that_passed_neither_stops_nor_goes_back(monkeypatch):
     turn = SettleTurn(units=(("node1", "node2"),), flip=False, leader=True, workers=())
     host = SimpleNamespace(name="node1", log=lambda *a: None, log_styled=lambda *a, **k: None)
     step = BatchStep("canary batch 1 settle", pd_unit=("node1", "node2"), together=True)
-    assert pd.settled(state, host, {}, step, turn) is True and pd.flipped(state, host, {}, step, turn) is True
+    monkeypatch.setattr(pd, "leave", lambda *a: pytest.fail("a group that passed left the gateways"))
+    assert all(turn_of(state, host, {}, step, turn) is True for turn_of in (pd.settled, pd.halted, pd.flipped))
 
 
 def test_the_init_and_nccl_ports_open_only_between_the_groups_hosts():

@@ -1,7 +1,8 @@
 """
 A PD batch's settle, as the controller runs it after the batch's decodes and prefills switched
 (``sglfleet.plan.pd_units``): a failed unit's switched hosts roll back, and the first batch flips
-the gateways: every worker of the old release stops being picked, then the batch's units join.
+the gateways: every worker of the old release stops being picked, then the batch's units join. A failed
+group leaves the gateways, stops whole, then goes back together: three turns.
 
 **Example:**
 
@@ -58,11 +59,12 @@ def drained(state, host, connector_arguments, step: BatchStep):
 def settled(state, host, connector_arguments, step: BatchStep, turn: SettleTurn):
     """Roll this host back where its unit (or the whole first batch) failed; the leader flips the gateways
     (``router.flip``: the batch's passed units join beside the old release, which then leaves). A group
-    that failed leaves the gateways and stops here, and goes back together in the next turn (``flipped``)."""
+    that failed leaves the gateways here, stops whole in the next turn (``halted``), then goes back together
+    (``flipped``)."""
     run = record(state)
     action, failed, over = _action(state, host, step, turn)
     if step.together:
-        return action != "rollback" or _group_stopped(state, host, connector_arguments, step)
+        return action != "rollback" or _group_left(state, host, step)
     if action in ("rollback", "rollback-out"):
         why = "the batch is over its failure budget" if over else "its unit failed"
         host.log(f"{step.label}: back to the previous release: {why}", logger.warning)
@@ -90,9 +92,16 @@ def settled(state, host, connector_arguments, step: BatchStep, turn: SettleTurn)
     return True
 
 
+def halted(state, host, connector_arguments, step: BatchStep, turn: SettleTurn):
+    """A failed group's member stops, once its head left the gateways (``settled``) with no request in flight:
+    a rank that stops takes its group's server down, and every stream on it."""
+    action, _, _ = _action(state, host, step, turn)
+    return action != "rollback" or stopped(state, host, connector_arguments, step)
+
+
 def flipped(state, host, connector_arguments, step: BatchStep, turn: SettleTurn):
     """The first batch's units join the gateways, once the old release left them; a group that failed goes
-    back together, every member stopped by then (``settled``)."""
+    back together, every member stopped by then (``halted``)."""
     action, _, _ = _action(state, host, step, turn)
     if step.together:
         return action != "rollback" or _group_back(state, host, connector_arguments, step)
@@ -104,12 +113,13 @@ def flipped(state, host, connector_arguments, step: BatchStep, turn: SettleTurn)
     return True
 
 
-def _group_stopped(state, host, connector_arguments, step: BatchStep) -> bool:
-    """A failed group's member leaves the gateways (its head), then stops: none of its ranks goes back while
-    another still runs the failed release, whose systemd would restart it into the old release's rendezvous."""
-    host.log(f"{step.label}: its group failed: it leaves the gateways and stops, to go back together",
+def _group_left(state, host, step: BatchStep) -> bool:
+    """A failed group's member leaves the gateways (its head; a rank above 0 has none), to stop whole in the next
+    turn: none of its ranks goes back while another still runs the failed release, whose systemd would restart
+    it into the old release's rendezvous."""
+    host.log(f"{step.label}: its group failed: it leaves the gateways, stops, then goes back together",
              logger.warning)
-    return leave(state, host, step) and stopped(state, host, connector_arguments, step)
+    return leave(state, host, step)
 
 
 def _group_back(state, host, connector_arguments, step: BatchStep) -> bool:

@@ -1,5 +1,6 @@
 """A PD batch's settle (``sglfleet.controller.pd``): two operations, so the old release leaves the gateways
-on every gateway before the first batch's units join them; and a batch of groups' drain and stop before it switches."""
+on every gateway before the first batch's units join them; and a batch of groups' drain and stop before it
+switches, and its settle's three (a failed group leaves, stops whole, goes back)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,14 @@ from pyinfra.api import operation
 
 from sglfleet.operations.remote import HostFunctionCommand
 from sglfleet.plan.rollout_steps import BatchStep, SettleTurn
-from sglfleet.controller.pd import drained, flipped, settled, stopped
+from sglfleet.controller.pd import drained, flipped, halted, settled, stopped
 
 
 @operation(is_idempotent=False)
 def unit_settled(step: BatchStep, turn: SettleTurn, switching: bool):
     """
     Roll the host back where its unit failed; in the first batch, take the old release out of the gateways.
-    A group's member, where its group failed: leave the gateways and stop, to go back with it in the next turn.
+    A group's member, where its group failed: leave the gateways, to stop whole in the next turn.
 
     + step: the host's step in its batch
     + turn: its part in the batch's settle
@@ -32,10 +33,29 @@ def unit_settled(step: BatchStep, turn: SettleTurn, switching: bool):
 
 
 @operation(is_idempotent=False)
+def unit_halted(step: BatchStep, turn: SettleTurn, switching: bool):
+    """
+    Stop a failed group's member once its head left the gateways in the settle, before any member goes back.
+
+    + step: the host's step in its batch
+    + turn: its part in the batch's settle
+    + switching: this run switches a host of the batch (else nothing to stop: no command)
+
+    **Example:**
+
+    .. code:: python
+
+        unit_halted(name="canary batch 1 settle: a failed group stops whole", step=step, turn=turn, switching=True)
+    """
+    if switching and step.together:
+        yield HostFunctionCommand(halted, (step, turn), {})
+
+
+@operation(is_idempotent=False)
 def unit_flipped(step: BatchStep, turn: SettleTurn, switching: bool):
     """
     Join the gateways at the flip, where the host's unit of the first batch passed; a group's member, go
-    back with its group where it failed (every member stopped in the settle before).
+    back with its group where it failed (every member stopped in the turn before).
 
     + step: the host's step in its batch
     + turn: its part in the batch's settle

@@ -291,7 +291,8 @@ def pd_steps(fleet, plan, routes: dict, lock_wait: float, switching: RolloutPlan
     in two turns (the first batch's flip: the old release leaves every gateway, then its units join),
     each with the host's ``BatchStep`` (a ``(kind, step, turn, switching)`` for a settle), or
     ``("idle", label, kind, None)`` where the host is not in it. A fleet's with groups: each batch's
-    drain and its stop (``("drain", step, None, switching)``), its switch, then its settle, the same way.
+    drain and its stop (``("drain", step, None, switching)``), its switch, then its settle in three turns
+    (a failed group leaves the gateways, stops whole, then goes back together).
     """
     config, rollout = plan.config, fleet.rollout
     roles, group = dict(rollout.roles), dict(rollout.groups).get(plan.name, ())
@@ -318,7 +319,9 @@ def pd_steps(fleet, plan, routes: dict, lock_wait: float, switching: RolloutPlan
             # pyinfra orders a host's operations only after its own, so without one a later
             # batch's switch could run before an earlier batch's settle (its flip).
             yield ("idle", one.label(roles), one.kind, None)
-            if one.kind == "settle":  # a batch of groups has no flip: a failed group goes back then
+            if one.kind == "settle":  # a batch of groups has no flip: a failed group stops whole, then goes back
+                if not roles:
+                    yield ("idle", one.label(roles), "halt", None)
                 yield ("idle", one.label(roles), "flip" if roles else "back together", None)
                 earlier_units.append((batch.name, batch.units))
             continue
@@ -335,5 +338,7 @@ def pd_steps(fleet, plan, routes: dict, lock_wait: float, switching: RolloutPlan
             continue
         turn = SettleTurn(units=batch.units, flip=one.flip, leader=plan.name == batch.hosts[0], workers=workers)
         yield ("settle", step, turn, switches)
+        if not roles:  # a failed group's head drains before any rank stops: a rank's end is its group's
+            yield ("halt", step, turn, switches)
         yield ("flip", step, turn, switches)
         earlier_units.append((batch.name, batch.units))
