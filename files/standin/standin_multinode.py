@@ -6,7 +6,9 @@ What sglang 0.5.9 does, and the stand-in with it:
 - **The rendezvous.** Every rank's model runner joins ``torch.distributed`` at ``tcp://<dist_init_addr>``
   before it loads the model (``srt/model_executor/model_runner.py:776-777``, 804-811): rank 0 holds the TCP
   store on that port and waits for every other rank; the others connect, retrying, until ``--dist-timeout``
-  (None: torch's default, 30 minutes; ``srt/distributed/parallel_state.py:1561-1572``). Here rank 0 lets
+  (None: torch's default for the nccl backend, 10 minutes; ``srt/distributed/parallel_state.py:1561-1572``,
+  ``model_runner.py:753``), when rank 0 fails with ``DistStoreError: Timed out after 601 seconds waiting
+  for clients. 1/2 clients joined.`` Here rank 0 lets
   each rank in until the group is whole, then keeps the port but lets none in; a rank above 0 connects,
   retrying, until it is let in.
 - **One server.** Rank 0 goes on as the whole server. A rank above 0 runs no tokenizer and no API: once its
@@ -19,7 +21,7 @@ What sglang 0.5.9 does, and the stand-in with it:
 
 .. code:: python
 
-    group = Rendezvous.join(args, timeout_s=1800)    # None on one host
+    group = Rendezvous.join(args, timeout_s=600)     # None on one host
     group.watch(lambda peer: crash(...))            # a peer gone takes this rank down
     serve_dummy_health(host, port)                   # a rank above 0
 """
@@ -27,6 +29,7 @@ What sglang 0.5.9 does, and the stand-in with it:
 from __future__ import annotations
 
 import logging
+import math
 import socket
 import threading
 import time
@@ -34,8 +37,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 logger = logging.getLogger("sglang.standin.multinode")
 
-# torch.distributed's default_pg_timeout, the rendezvous' when --dist-timeout is None.
-DEFAULT_TIMEOUT_S = 1800.0
+# The rendezvous' when --dist-timeout is None: sglang's backend on CUDA is nccl, and torch's default for it
+# is default_pg_nccl_timeout, 10 minutes (default_pg_timeout's 30 are the other backends').
+DEFAULT_TIMEOUT_S = 600.0
 RETRY_S = 0.2
 
 
@@ -58,11 +62,13 @@ class Rendezvous:
         if nnodes == 1:
             return None
         host, port = _address(args["dist_init_addr"])
-        deadline = time.monotonic() + timeout_s
-        return cls(rank, cls._gather(port, nnodes, deadline) if rank == 0 else {0: cls._connect(host, port, rank, deadline)})
+        started = time.monotonic()
+        deadline = started + timeout_s
+        return cls(rank, cls._gather(port, nnodes, started, deadline) if rank == 0
+                   else {0: cls._connect(host, port, rank, deadline)})
 
     @staticmethod
-    def _gather(port: int, nnodes: int, deadline: float) -> dict[int, socket.socket]:
+    def _gather(port: int, nnodes: int, started: float, deadline: float) -> dict[int, socket.socket]:
         """Rank 0: hold the store on every address, as torch's TCPStore does, until every rank joined."""
         listener = socket.create_server(("", port), reuse_port=False)
         peers: dict[int, socket.socket] = {}
@@ -72,7 +78,8 @@ class Rendezvous:
                 try:
                     conn, _ = listener.accept()
                 except TimeoutError:
-                    raise TimeoutError(f"DistStoreError: Timed out after {int(DEFAULT_TIMEOUT_S)} seconds waiting "
+                    waited = math.ceil(time.monotonic() - started)  # torch's store says the time it waited
+                    raise TimeoutError(f"DistStoreError: Timed out after {waited} seconds waiting "
                                        f"for clients. {len(peers) + 1}/{nnodes} clients joined.") from None
                 conn.settimeout(5)
                 hello = conn.recv(64).decode(errors="replace").split()

@@ -8,7 +8,8 @@ the head's ``--dist-init-addr HEAD:dist_init_port``. What sglang 0.5.9 does with
 
 - every rank's model runner joins ``torch.distributed`` at ``tcp://<dist_init_addr>``
   (``srt/model_executor/model_runner.py:776-777``, 804-811): rank 0 holds the TCP store there and waits
-  for the others up to ``--dist-timeout`` (None: torch's default, ``srt/distributed/parallel_state.py:1561-1572``);
+  for the others up to ``--dist-timeout`` (None: torch's default for nccl, 10 minutes,
+  ``srt/distributed/parallel_state.py:1561-1572``);
 - a rank above 0 runs no tokenizer and no HTTP API: once its schedulers are ready it serves only a
   dummy ``/health``, ``/ping`` and ``/health_generate`` that answer 200 (``srt/entrypoints/engine.py:1040-1057``,
   ``srt/utils/common.py:2656-2712``), and waits on its schedulers; so only the head is a gateway's worker;
