@@ -22,11 +22,12 @@ def _of(services) -> str:
         " of " + ", ".join(service.unit for service in services)
 
 
-def _pd_turn(step: tuple, switch_name: str):
+def _pd_turn(step: tuple, switch_name: str, undo: bool = False):
     """
     The operation, and its arguments, of a PD step's tuple: ``(kind, step, turn, switching)`` of a
     settle's turn or a batch of groups' drain or stop, or ``("idle", label, kind, None)`` of a step the host
-    is not in (named as its hosts' own).
+    is not in (named as its hosts' own). ``undo``: a rollout's, where a failed unit or group going back
+    undoes this run's switch.
     """
     kind, own, turn, switching = step
     if kind == "idle":
@@ -35,8 +36,11 @@ def _pd_turn(step: tuple, switch_name: str):
         operation = pd_ops.unit_drained if kind == "drain" else pd_ops.unit_stopped
         return operation, dict(name=f"{own.label}: {_SETTLE_NAMES[kind]}", step=own, switching=switching)
     shown = "back together" if kind == "flip" and own.together else kind  # a batch of groups has no flip
-    operation = {"settle": pd_ops.unit_settled, "halt": pd_ops.unit_halted, "flip": pd_ops.unit_flipped}[kind]
-    return operation, dict(name=f"{own.label}: {_SETTLE_NAMES[shown]}", step=own, turn=turn, switching=switching)
+    if kind == "halt":
+        return pd_ops.unit_halted, dict(name=f"{own.label}: {_SETTLE_NAMES[kind]}", step=own, turn=turn,
+                                        switching=switching)
+    return (pd_ops.unit_settled if kind == "settle" else pd_ops.unit_flipped), dict(
+        name=f"{own.label}: {_SETTLE_NAMES[shown]}", step=own, turn=turn, switching=switching, undo=undo)
 
 
 # pyinfra orders a host's operations after its own earlier ones, then by call site and loop
@@ -67,7 +71,7 @@ def roll_out(fleet, plan, found, run):
         if not step:
             continue
         if isinstance(step, tuple):  # a PD batch's step this host is not in, or a turn of its settle
-            operation, arguments = _pd_turn(step, "serve the staged release")
+            operation, arguments = _pd_turn(step, "serve the staged release", undo=True)
         else:  # a host's services one after another in its batch, each behind its own gate: one operation
             turns = [(build.releases[service.name].release_id, replace(one, weights=weights[service.name]),
                       found.services.get(service.name)) for service, one in service_steps(step, plan, routed, shares)]

@@ -4,8 +4,8 @@ group (node1 the head, node2 rank 1), ``SGLFLEET_DEV_GATEWAYS=1`` the last host 
 serves alone beside them. A converge and a generation through the gateway (the head alone its worker);
 the init port open between the group's hosts alone; the dry run showing the group as one unit; a rollout
 under the clients' traffic (the openai SDK, streamed) that restarts the group as one unit and answers
-every request; a failed gate, and a failed bake, on the group that roll both its hosts back; a second
-converge that changes nothing. A fourth host joins the fleet for the module and leaves after it. docs/topologies.md is the design.
+every request; a failed gate, and a failed bake, on the group that roll both its hosts back; rollback.py
+taking the group back as one unit under traffic; a second converge that changes nothing. A fourth host joins the fleet for the module and leaves after it. docs/topologies.md is the design.
 """
 
 import json
@@ -39,6 +39,12 @@ def listed(url: str) -> set[str]:
     """The gateway's workers' URLs (``GET /workers``, with gateway-admin)."""
     request = urllib.request.Request(f"{url}/workers", headers={"Authorization": f"Bearer {fleet_key(Fleet())}"})
     return {w["url"] for w in json.load(urllib.request.urlopen(request, timeout=5))["workers"]}
+
+
+def links(fleet, host: str) -> tuple[str, str]:
+    """The host's current and previous releases."""
+    state = host_state(fleet, host)
+    return state["current"], state["previous"]
 
 
 def inside_get(fleet, host: str, url: str) -> int:
@@ -143,7 +149,7 @@ def test_a_rollout_under_traffic_restarts_the_group_as_one_unit(fleet, topology)
 
 def test_a_failed_gate_on_the_group_rolls_both_its_hosts_back(fleet, topology):
     head, rank, alone, _, url = topology
-    before = {host: host_state(fleet, host)["current"] for host in (head, rank, alone)}
+    before = {host: links(fleet, host) for host in (head, rank, alone)}
     fleet.fault(rank, "crash")  # rank 1's new release crashes: the group never forms; the one it serves is spared
     load = Load(url, mix=CLIENT_MIX)
     time.sleep(2)
@@ -159,7 +165,8 @@ def test_a_failed_gate_on_the_group_rolls_both_its_hosts_back(fleet, topology):
     assert re.search(rf"\[{head}\].*rolled back with its group", result.stdout) or \
         re.search(rf"[:;] {head} \(gate failed", result.stdout), result.stdout[-3000:]
     # Both hosts of the group serve what they served; the canary stopped the run before the host alone.
-    assert {host: host_state(fleet, host)["current"] for host in (head, rank, alone)} == before
+    # previous too: where rollback.py goes is what it was, not the release that failed
+    assert {host: links(fleet, host) for host in (head, rank, alone)} == before
     assert host_state(fleet, head)["health"] == 200
     assert listed(url) == {f"http://{fleet.address(head)}:30000", f"http://{fleet.address(alone)}:30000"}
     print(f"through the gateway during the failed group: {load.summary()}")
@@ -168,7 +175,7 @@ def test_a_failed_gate_on_the_group_rolls_both_its_hosts_back(fleet, topology):
 
 def test_a_failed_bake_on_the_group_rolls_both_its_hosts_back_under_traffic(fleet, topology):
     head, rank, alone, _, url = topology
-    before = {host: host_state(fleet, host)["current"] for host in (head, rank, alone)}
+    before = {host: links(fleet, host) for host in (head, rank, alone)}
     untouched = started_at(fleet, alone)
     # The group passes its gate, then its head's bake fails (a TTFT limit no server meets) while clients
     # stream through the gateway: the head does not go back alone, its group does, as one unit.
@@ -185,13 +192,40 @@ def test_a_failed_bake_on_the_group_rolls_both_its_hosts_back_under_traffic(flee
     assert re.search(rf"\[{head}\] bake fail on release \w+: TTFT p99 [\d.]+ s is above the limit 1e-06",
                      result.stdout), result.stdout[-3000:]
     assert re.search(rf"\[{head}\].*its group rolls back together at the settle", result.stdout)
+    # It leaves the gateways, then stops whole (the streams on its head ended), then goes back together.
+    assert "a failed group stops whole" in result.stdout
     assert re.search(rf"\[{rank}\].*rolled back with its group: {head} failed", result.stdout), result.stdout[-3000:]
     # Both hosts serve what they served, restarted together; the canary stopped the run before the host alone.
-    assert {host: host_state(fleet, host)["current"] for host in (head, rank, alone)} == before
+    # previous too: where rollback.py goes is what it was, not the release that failed
+    assert {host: links(fleet, host) for host in (head, rank, alone)} == before
     starts = {host: started_at(fleet, host) for host in (head, rank)}
     assert abs(starts[head] - starts[rank]) < 10_000_000, starts
     assert started_at(fleet, alone) == untouched
     assert host_state(fleet, head)["health"] == 200
     assert listed(url) == {f"http://{fleet.address(head)}:30000", f"http://{fleet.address(alone)}:30000"}
     print(f"through the gateway during the failed bake: {load.summary()}")
+    assert load.failed() == [] and load.cut() == [], load.summary()
+
+
+def test_rollback_takes_the_group_back_as_one_unit_under_traffic(fleet, topology):
+    head, rank, alone, _, url = topology
+    serving = [head, rank, alone]
+    before = {host: host_state(fleet, host) for host in serving}
+    load = Load(url, mix=CLIENT_MIX)
+    time.sleep(2)
+    try:
+        result = pyinfra("rollback.py", "-y", env=MULTINODE, timeout=900)
+    finally:
+        time.sleep(2)
+        load.stop()
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert {host: host_state(fleet, host)["current"] for host in serving} == \
+        {host: before[host]["previous"] for host in serving}
+    # One unit, as a rollout: the head drained, both stopped, both started at once, before the host alone.
+    assert "its batch leaves the gateways" in result.stdout and "its batch stops before any host starts" in result.stdout
+    starts = {host: started_at(fleet, host) for host in serving}
+    assert abs(starts[head] - starts[rank]) < 10_000_000, starts
+    assert max(starts[head], starts[rank]) < starts[alone], starts
+    assert listed(url) == {f"http://{fleet.address(head)}:30000", f"http://{fleet.address(alone)}:30000"}
+    print(f"through the gateway during the rollback: {load.summary()}")
     assert load.failed() == [] and load.cut() == [], load.summary()

@@ -125,8 +125,8 @@ def test_a_failed_group_stops_whole_then_goes_back_together_and_fails(monkeypatc
     calls = []
     monkeypatch.setattr(pd, "leave", lambda state, host, step: calls.append(("leave", host.name)) or True)
     monkeypatch.setattr(pd, "stopped", lambda state, host, args, step: calls.append(("stop", host.name)) or True)
-    monkeypatch.setattr(pd, "roll_back", lambda state, host, args, step: calls.append(
-        ("back", host.name, step.together, step.drained)) or True)
+    monkeypatch.setattr(pd, "roll_back", lambda state, host, args, step, undo: calls.append(
+        ("back", host.name, step.together, step.drained, undo)) or True)
     state = SimpleNamespace(failed_hosts=[])
     record(state).failed.update({"node1": "gate failed"})  # the head's gate (or bake) failed; it stayed up
     record(state).passed.update({"node2": "serves the new release"})
@@ -147,8 +147,8 @@ def test_a_failed_group_stops_whole_then_goes_back_together_and_fails(monkeypatc
     # The last: each goes back (rollback --together, already out of the gateways), and fails with its group.
     for name in ("node2", "node1"):
         host.name = name
-        assert pd.flipped(state, host, {}, step, turn) is False
-    assert calls[4:] == [("back", "node2", True, True), ("back", "node1", True, True)]
+        assert pd.flipped(state, host, {}, step, turn, undo=True) is False
+    assert calls[4:] == [("back", "node2", True, True, True), ("back", "node1", True, True, True)]
     assert record(state).failed["node2"] == "canary batch 1 settle: rolled back with its group: node1 failed"
 
 

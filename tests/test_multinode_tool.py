@@ -61,3 +61,23 @@ def test_stop_stops_a_running_unit_and_leaves_a_stopped_one(monkeypatch, state, 
     monkeypatch.setattr(service, "systemctl", lambda *args, check=True: called.append(args))
     assert cli.stop(LAYOUT) == 0
     assert called == calls
+
+
+def test_a_group_that_goes_back_undoes_its_switch_and_previous_stays_what_it_was(member, monkeypatch):
+    links, restarted = member
+    links["previous"] = "older"
+    verdicts = {}
+    monkeypatch.setattr(releases, "record", lambda release_id, stage, result, layout: verdicts.setdefault(
+        release_id, {}).__setitem__(stage, result))
+    monkeypatch.setattr(releases, "read", lambda release_id, name, layout, default=None: verdicts.get(release_id, default))
+    assert cli.activate("new", LAYOUT, together=True) == DOWN
+    assert links == {"current": "new", "previous": "old"}
+    # The rollout's settle takes the group back: previous is what it was before the switch, as a host that
+    # went back alone has, not the release that failed (which rollback.py would then start).
+    assert cli.rollback(LAYOUT, together=True, undo=True) == 0
+    assert restarted == ["new", "old"] and links == {"current": "old", "previous": "older"}
+    # A rollback of no switch of this host's (rollback.py's, or --undo where no record says so) swaps the two.
+    assert cli.rollback(LAYOUT, together=True, undo=True) == 0
+    assert links == {"current": "older", "previous": "old"}
+    assert cli.rollback(LAYOUT) == 0
+    assert links == {"current": "old", "previous": "older"}

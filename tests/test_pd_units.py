@@ -211,7 +211,7 @@ def test_the_first_batch_settles_by_flipping_or_rolling_back(monkeypatch, failed
 
     calls = {"flip": [], "rolled": []}
     monkeypatch.setattr(router, "flip", lambda url, old, new, **kw: calls["flip"].append((list(old), sorted(new))))
-    monkeypatch.setattr(pd, "roll_back", lambda state, host, args, step: calls["rolled"].append(host.name) or True)
+    monkeypatch.setattr(pd, "roll_back", lambda state, host, args, step, undo: calls["rolled"].append(host.name) or True)
     state = SimpleNamespace(failed_hosts=[SimpleNamespace(name=name) for name in failed])
     record(state).passed.update({name: "serves the new release" for name in passed})
     turn = pd.SettleTurn(units=(("n1", "n2"),), flip=True, leader=True,

@@ -56,11 +56,11 @@ def drained(state, host, connector_arguments, step: BatchStep):
     return leave(state, host, step)
 
 
-def settled(state, host, connector_arguments, step: BatchStep, turn: SettleTurn):
+def settled(state, host, connector_arguments, step: BatchStep, turn: SettleTurn, undo: bool = False):
     """Roll this host back where its unit (or the whole first batch) failed; the leader flips the gateways
     (``router.flip``: the batch's passed units join beside the old release, which then leaves). A group
     that failed leaves the gateways here, stops whole in the next turn (``halted``), then goes back together
-    (``flipped``)."""
+    (``flipped``). ``undo``: a rollout's settle, where going back undoes this run's switch (``roll_back``)."""
     run = record(state)
     action, failed, over = _action(state, host, step, turn)
     if step.together:
@@ -70,7 +70,8 @@ def settled(state, host, connector_arguments, step: BatchStep, turn: SettleTurn)
         host.log(f"{step.label}: back to the previous release: {why}", logger.warning)
         # Out of the gateways, it stays out where they serve the new release.
         back = step if action == "rollback" else replace(step, router_url=None, gateways=())
-        if not roll_back(state, host, connector_arguments, replace(back, pd_unit=(), earlier=(), earlier_units=())):
+        if not roll_back(state, host, connector_arguments, replace(back, pd_unit=(), earlier=(), earlier_units=()),
+                         undo):
             return False
         emit(run, "HostRolledBack", host=host.name, service=step.service,
              message=f"{step.label}: its unit rolled back ({why})")
@@ -99,12 +100,12 @@ def halted(state, host, connector_arguments, step: BatchStep, turn: SettleTurn):
     return action != "rollback" or stopped(state, host, connector_arguments, step)
 
 
-def flipped(state, host, connector_arguments, step: BatchStep, turn: SettleTurn):
+def flipped(state, host, connector_arguments, step: BatchStep, turn: SettleTurn, undo: bool = False):
     """The first batch's units join the gateways, once the old release left them; a group that failed goes
     back together, every member stopped by then (``halted``)."""
     action, _, _ = _action(state, host, step, turn)
     if step.together:
-        return action != "rollback" or _group_back(state, host, connector_arguments, step)
+        return action != "rollback" or _group_back(state, host, connector_arguments, step, undo)
     if action != "join":
         return True
     if error := at_router(step, router.join):
@@ -122,12 +123,12 @@ def _group_left(state, host, step: BatchStep) -> bool:
     return leave(state, host, step)
 
 
-def _group_back(state, host, connector_arguments, step: BatchStep) -> bool:
+def _group_back(state, host, connector_arguments, step: BatchStep, undo: bool) -> bool:
     """Every member of a failed group, stopped, starts its previous release at once (``rollback --together``);
     each fails the run, its group not having passed."""
     run = record(state)
     back = replace(step, drained=True, pd_unit=(), earlier=(), earlier_units=())
-    if not roll_back(state, host, connector_arguments, back):
+    if not roll_back(state, host, connector_arguments, back, undo):
         return False
     emit(run, "HostRolledBack", host=host.name, service=step.service,
          message=f"{step.label}: rolled back with its group")

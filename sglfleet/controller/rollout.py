@@ -346,13 +346,18 @@ def relink(state, host, connector_arguments, step: BatchStep, release_id: str):
     return status == PASSED
 
 
-def roll_back(state, host, connector_arguments, step: BatchStep):
-    """Switch the host back to its previous release behind its gate, in its batch's turn, drained meanwhile."""
+def roll_back(state, host, connector_arguments, step: BatchStep, undo: bool = False):
+    """
+    Switch the host back to its previous release behind its gate, in its batch's turn, drained meanwhile.
+    ``undo``: it goes back from the release this run switched it to (a failed unit's or group's), and
+    previous points where it did before that switch (``sglfleet-release rollback --undo``).
+    """
     run = record(state)
     if step.pd_unit and (down := sorted({h.name for h in state.failed_hosts} & set(step.pd_unit))):
         host.log(f"{step.label}: not rolled back: {', '.join(down)} of its unit failed; serves on", logger.warning)
         return True
-    said = drained_answer(state, host, connector_arguments, step, "rollback", *(["--together"] if step.together else []))
+    said = drained_answer(state, host, connector_arguments, step, "rollback", *(["--together"] if step.together else []),
+                          *(["--undo"] if undo else []))
     if said is None:
         return False
     status, results, messages = said

@@ -16,6 +16,8 @@ rollback happen under one lock, and the tool ignores SIGHUP.
     sglfleet-release rollback           switch current to previous, restart, start-up gate
     sglfleet-release activate|rollback --together   a group's member: on a failed gate, do not go
                                         back alone (its group goes back together; exit 4)
+    sglfleet-release rollback --undo    undo the switch to the current release (a failed unit's or group's
+                                        go-back): previous as before that switch, not the release that failed
     sglfleet-release gate               the start-up gate against the current release
     sglfleet-release retire             stop and remove the service: the inventory no longer names it
     sglfleet-release stop               stop the service until its next switch (a group stops together)
@@ -68,10 +70,9 @@ def gate_release(release_id: str, restarts: int, layout: Layout) -> dict:
 
 
 def switch_and_gate(target: str, previous: str | None, layout: Layout) -> dict:
-    """Point current at ``target`` and previous at ``previous``, restart, gate; the gate's figures."""
+    """Point current at ``target`` and previous at ``previous`` (None: none), restart, gate; the gate's figures."""
     releases.point(layout.current, target)
-    if previous:
-        releases.point(layout.previous, previous)
+    releases.point(layout.previous, previous)
     return gate_release(target, service.restart(layout), layout)
 
 
@@ -218,15 +219,16 @@ def relink(target: str, layout: Layout) -> int:
     return PASSED
 
 
-def rollback(layout: Layout, together: bool = False) -> int:
+def rollback(layout: Layout, together: bool = False, undo: bool = False) -> int:
     current, previous = releases.release_id_of(layout.current), releases.release_id_of(layout.previous)
     if not previous:
         fail("no previous release to roll back to")
         return USAGE
     if not intact(previous, layout):
         return USAGE
+    keep = undone(current, previous, layout) if undo else current
     try:
-        figures = switch_and_gate(previous, current, layout)
+        figures = switch_and_gate(previous, keep, layout)
     except GateFailed as failure:
         if together:
             return left_down(previous, failure, layout)
@@ -234,6 +236,17 @@ def rollback(layout: Layout, together: bool = False) -> int:
     print(f"rolled back to {previous}, which passed its gate")
     report(stage="startup", release=previous, passed=True, figures=figures)
     return PASSED
+
+
+def undone(current: str | None, previous: str, layout: Layout) -> str | None:
+    """
+    What previous points at once ``current`` goes back to ``previous``, where that undoes the switch that
+    made ``current`` (its ``switched`` record): what previous was before it, as a host that went back alone
+    has (``back_to``); else ``current``, as a rollback swaps the two.
+    """
+    switched = (releases.read(current, "verdict.json", layout, default={}) or {}).get("switched") or {} \
+        if current else {}
+    return switched.get("previous") if switched.get("current") == previous else current
 
 
 def stop(layout: Layout) -> int:
@@ -361,6 +374,8 @@ def main(argv=None, layout: Layout = LAYOUT) -> int:
     for name in ("activate", "rollback"):
         sub.choices[name].add_argument("--together", action="store_true",
                                        help="a group's member: on a failed gate, do not go back alone (exit 4)")
+    sub.choices["rollback"].add_argument("--undo", action="store_true",
+                                         help="undo the switch to the current release: previous as before it")
     parser.add_argument("--wait-lock", type=float, default=None,
                         help="seconds to wait for another run's lock (default: long enough for its "
                              "gate, bake and rollback)")
@@ -384,7 +399,7 @@ def main(argv=None, layout: Layout = LAYOUT) -> int:
         "update": lambda: weights.update(args.release_id, layout),
         "bake": lambda: run_bake(args.release_id, layout),
         "revert": lambda: revert(args.release_id, layout),
-        "rollback": lambda: rollback(layout, together=args.together),
+        "rollback": lambda: rollback(layout, together=args.together, undo=args.undo),
         "gate": lambda: gate(layout),
         "retire": lambda: retire(layout, args.textfile_dir),
         "stop": lambda: stop(layout),

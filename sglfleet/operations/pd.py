@@ -13,7 +13,7 @@ from sglfleet.controller.pd import drained, flipped, halted, settled, stopped
 
 
 @operation(is_idempotent=False)
-def unit_settled(step: BatchStep, turn: SettleTurn, switching: bool):
+def unit_settled(step: BatchStep, turn: SettleTurn, switching: bool, undo: bool = False):
     """
     Roll the host back where its unit failed; in the first batch, take the old release out of the gateways.
     A group's member, where its group failed: leave the gateways, to stop whole in the next turn.
@@ -21,15 +21,16 @@ def unit_settled(step: BatchStep, turn: SettleTurn, switching: bool):
     + step: the host's step in its batch
     + turn: its part in the batch's settle
     + switching: this run switches a host of the batch (else nothing to settle: no command)
+    + undo: a rollout's settle: a host that goes back undoes this run's switch (previous as before it)
 
     **Example:**
 
     .. code:: python
 
-        unit_settled(name="canary batch 1: settle", step=step, turn=turn, switching=True)
+        unit_settled(name="canary batch 1: settle", step=step, turn=turn, switching=True, undo=True)
     """
     if switching:
-        yield HostFunctionCommand(settled, (step, turn), {})
+        yield HostFunctionCommand(settled, (step, turn), {"undo": undo})
 
 
 @operation(is_idempotent=False)
@@ -52,7 +53,7 @@ def unit_halted(step: BatchStep, turn: SettleTurn, switching: bool):
 
 
 @operation(is_idempotent=False)
-def unit_flipped(step: BatchStep, turn: SettleTurn, switching: bool):
+def unit_flipped(step: BatchStep, turn: SettleTurn, switching: bool, undo: bool = False):
     """
     Join the gateways at the flip, where the host's unit of the first batch passed; a group's member, go
     back with its group where it failed (every member stopped in the turn before).
@@ -60,9 +61,10 @@ def unit_flipped(step: BatchStep, turn: SettleTurn, switching: bool):
     + step: the host's step in its batch
     + turn: its part in the batch's settle
     + switching: this run switches a host of the batch (else nothing to flip: no command)
+    + undo: a rollout's settle: a group that goes back undoes this run's switch (previous as before it)
     """
     if switching and (turn.flip or step.together):
-        yield HostFunctionCommand(flipped, (step, turn), {})
+        yield HostFunctionCommand(flipped, (step, turn), {"undo": undo})
 
 
 @operation(is_idempotent=False)
