@@ -134,6 +134,8 @@ WHEELS = (
     "parso==0.8.7", "pexpect==4.9.0", "ptyprocess==0.7.0", "prompt-toolkit==3.0.53",
     "wcwidth==0.9.4", "stack-data==0.6.3", "asttokens==3.0.2", "executing==2.3.0",
     "pure-eval==0.2.4", "matplotlib-inline==0.2.2",
+    # sglfleet's own: the fleet CA's certificates (sglfleet.artifacts.tls), imported with the release plan
+    "cryptography==50.0.2",
 )
 PLATFORMS = ("manylinux_2_34_x86_64", "manylinux_2_28_x86_64", "manylinux_2_27_x86_64",
              "manylinux_2_26_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",

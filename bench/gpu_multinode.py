@@ -43,23 +43,22 @@ The transcript (``multinode.json``) is written after every step (a run cut short
 measured); the logs (``<scenario>-<rank>.log``, written under ``LOGS``) are packed into
 ``multinode-logs.tar.xz`` after every scenario (the device gives back 8 files at most).
 
-**Example** (not yet run on a GPU: rehearsed against the stand-in only; the device was not lent in the
-session that wrote it. Its transcript is to be ``tests/data/gpu/multinode-h200-sglang-0.5.14.json``):
+**Example** (the run of ``tests/data/gpu/multinode-h100-sglang-0.5.14.json``: one H100, 300 s of
+device time left, so ``a``, ``b``, ``c`` and ``f`` ran; ``--budget-s 540`` runs all eight):
 
 .. code:: shell
 
-    # here: this checkout's files into the shared carry
-    C=/work/main/.cache/bench/gpu-records-carry; rm -rf $C/repo && mkdir -p $C/repo &&
-      git archive HEAD | tar -x -C $C/repo
+    # here, with the network: the wheels the device lacks (bench/gpu_acceptance.py's, cryptography too)
+    echo /.whl/ >> .git/info/exclude
+    .venv/bin/python bench/gpu_acceptance.py prepare
 
-    # on the device, through the run tool: carry [".cache/bench/gpu-records-carry"], timeout_s 590:
-    set -o pipefail; C=$PWD/.cache/bench/gpu-records-carry; ls $C/repo/bench/gpu_multinode.py >/dev/null || exit 3;
-      mkdir -p /tmp/site && tar -xJf $C/sglang-0.5.14-site.tar.xz -C /tmp/site && cd $C/repo &&
+    # on the device, through the run tool: carry [".whl"], timeout_s 590:
+    set -o pipefail; mkdir -p /tmp/site && tar -xJf .whl/sglang-0.5.14-site.tar.xz -C /tmp/site &&
       export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1 && timeout 560 python3 bench/gpu_multinode.py \\
         --site /tmp/site --out $OUT --budget-s 540 2>&1 | tee $OUT/multinode-bench.log | grep -v "^\\[gpu-pd"
 
     # back here
-    cp <files_at>/multinode.json tests/data/gpu/multinode-h200-sglang-0.5.14.json
+    cp <files_at>/multinode.json tests/data/gpu/multinode-h100-sglang-0.5.14.json
     mkdir -p /tmp/mn && tar -xJf <files_at>/multinode-logs.tar.xz -C /tmp/mn   # then trimmed into tests/data/gpu/
 
     # a rehearsal without a GPU, against the stand-in (0.5.14's flags; its own multi-node model)

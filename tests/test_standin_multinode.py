@@ -67,7 +67,7 @@ def test_the_head_that_dies_takes_the_ranks_down(launch, sglang_059):
 def test_the_head_gives_up_after_the_dist_timeout(launch, sglang_059):
     head = launch(sglang_059, *KIMI_PATH, *GROUP, "--dist-init-addr", f"127.0.0.1:{free_port()}",
                   "--node-rank", "0", "--dist-timeout", "2")
-    assert exited(head, timeout=20) == 1
+    assert exited(head, timeout=20) == -9  # the launch phase's SIGQUIT handler kills the tree, itself too
     # torch's store names the time it waited (the --dist-timeout it was given), as sglang's log shows it
     assert re.search(r"Timed out after [23] seconds waiting for clients\. 1/2 clients joined", head.communicate()[1])
 

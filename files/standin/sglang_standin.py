@@ -129,7 +129,7 @@ from standin_faults import read_fault
 from standin_http import TIME_SCALE, Standin, serve
 from standin_metrics import Registry, start_cpu_monitor
 from standin_model import eagle3_check, load_weights, model_class_check, model_config, release_tuple
-from standin_weights import Weights
+from standin_weights import CRASH_DIAGNOSTICS_S, CRASH_DIAGNOSTICS_SINCE, Weights
 from standin_server_args import (check_server_args, find_sglang, merge_config, server_args_repr,
                                  resolve, sglang_version)
 from standin_auth import route_levels
@@ -175,6 +175,37 @@ def scheduler_crashed(error: Exception, trace: str | None = None, settle_s: floa
         logger.info("Sleeping 5 seconds before crash diagnostics to let GPU activity settle.")
         time.sleep(settle_s)
     die_of(signal.SIGKILL)
+
+
+def peer_lost(rank: int, standin: Standin | None, version: str) -> None:
+    """
+    A rank of the group is gone: NCCL's next collective fails, and the scheduler with it. Before the server
+    serves, the launch phase's SIGQUIT handler kills the tree at once. Once it serves (``standin``), the
+    running phase's (0.5.9 ``tokenizer_manager.py:2506-2511``); from 0.5.13 on it first runs the crash
+    diagnostics while the schedulers live (0.5.14 ``tokenizer_manager.py:2585-2606``): 5 s, py-spy, then
+    ``SGLANG_CUDA_COREDUMP_BEFORE_CRASH_WAIT_SECS`` (60) in the event loop's thread, nothing answered, as the
+    H100 record shows (``tests/data/gpu/multinode-h100-sglang-0.5.14.json``: the kill 65.6 s after rank 1's).
+    """
+    error = RuntimeError(f"NCCL error: remote process exited or there was a network error (rank {rank} is gone)")
+    if standin is None:
+        scheduler_crashed(error)
+    logger.error(f"Scheduler hit an exception: {type(error).__name__}: {error}")
+    logger.error("SIGQUIT received. signum=None, frame=None. It usually means one child failed.")
+    pyspy, coredump = (_env_on(f"SGLANG_{what}_BEFORE_CRASH") for what in ("PYSPY_DUMP", "CUDA_COREDUMP"))
+    if release_tuple(version) >= CRASH_DIAGNOSTICS_SINCE and (pyspy or coredump):
+        standin.loop_blocked.set()
+        logger.info("Sleeping 5 seconds before crash diagnostics to let GPU activity settle.")
+        time.sleep(CRASH_DIAGNOSTICS_S * TIME_SCALE)
+        wait_s = float(os.environ.get("SGLANG_CUDA_COREDUMP_BEFORE_CRASH_WAIT_SECS") or 60.0)
+        if coredump and wait_s > 0:
+            logger.info(f"Waiting {wait_s:.1f} seconds for CUDA coredumps before exiting.")
+            time.sleep(wait_s * TIME_SCALE)
+    die_of(signal.SIGKILL)  # kill_process_tree(os.getpid())
+
+
+def _env_on(name: str) -> bool:
+    """An ``EnvBool`` of sglang's ``environ.py`` that defaults to True."""
+    return os.environ.get(name, "true").lower() in ("true", "1", "yes", "y")
 
 
 def sigterm_watchdog(standin: Standin) -> None:
@@ -295,12 +326,11 @@ def main(argv: list[str]) -> int:
     target, draft = {}, {}  # each tensor's shape and digest: what the stand-in says derives from them
     try:  # each rank's model runner joins torch.distributed before it loads anything (standin_multinode)
         group = Rendezvous.join(args, float(args.get("dist_timeout") or DEFAULT_TIMEOUT_S))
-    except TimeoutError as error:
-        logger.error(f"Scheduler hit an exception: torch.distributed.DistStoreError: {error}")
-        return 1
+    except TimeoutError as error:  # the scheduler's exception in the launch phase: SIGQUIT, its own SIGKILL
+        scheduler_crashed(error, f"torch.distributed.DistStoreError: {error}")
+    serving: dict = {}  # the Standin, once the head serves
     if group is not None:  # NCCL's collectives fail once a peer is gone: this rank's scheduler with them
-        group.watch(lambda rank: scheduler_crashed(RuntimeError(
-            f"NCCL error: remote process exited or there was a network error (rank {rank} of the group is gone)")))
+        group.watch(lambda rank: peer_lost(rank, serving.get("standin"), version))
     try:
         started = time.monotonic()
         loaded = load_weights(args.get("model_path"), tensors=target)
@@ -335,6 +365,7 @@ def main(argv: list[str]) -> int:
     if fault is not None and fault.mode == "hang":
         hang(host, port)
     standin = Standin(args, version, config, engine, registry, fault)
+    serving["standin"] = standin
     standin.redacts_server_info = redacts_server_info(package)  # as the installed http_server.py answers
     standin.auth_routes = route_levels(package)
     standin.weights = Weights(target, draft, config.get("vocab_size"))

@@ -28,11 +28,13 @@ What sglang 0.5.9 does, and the stand-in with it:
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import socket
 import threading
 import time
+from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 logger = logging.getLogger("sglang.standin.multinode")
@@ -79,7 +81,7 @@ class Rendezvous:
                     conn, _ = listener.accept()
                 except TimeoutError:
                     waited = math.ceil(time.monotonic() - started)  # torch's store says the time it waited
-                    raise TimeoutError(f"DistStoreError: Timed out after {waited} seconds waiting "
+                    raise TimeoutError(f"Timed out after {waited} seconds waiting "
                                        f"for clients. {len(peers) + 1}/{nnodes} clients joined.") from None
                 conn.settimeout(5)
                 hello = conn.recv(64).decode(errors="replace").split()
@@ -146,9 +148,14 @@ class _DummyHealth(BaseHTTPRequestHandler):
     ROUTES = ("/health", "/ping", "/health_generate")
 
     def _answer(self, found: int):
-        self.send_response(found if self.path.split("?")[0] in self.ROUTES else 404)
-        self.send_header("Content-Length", "0")
+        status = found if self.path.split("?")[0] in self.ROUTES else 404
+        body = b"" if status == 200 else json.dumps({"detail": HTTPStatus(status).phrase}).encode()
+        self.send_response(status)
+        if body:
+            self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
+        self.wfile.write(body)
 
     def do_GET(self):
         self._answer(200)
