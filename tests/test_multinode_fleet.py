@@ -4,8 +4,10 @@ group (node1 the head, node2 rank 1), ``SGLFLEET_DEV_GATEWAYS=1`` the last host 
 serves alone beside them. A converge and a generation through the gateway (the head alone its worker);
 the init port open between the group's hosts alone; the dry run showing the group as one unit; a rollout
 under the clients' traffic (the openai SDK, streamed) that restarts the group as one unit and answers
-every request; a failed gate, and a failed bake, on the group that roll both its hosts back; rollback.py
-taking the group back as one unit under traffic; a second converge that changes nothing. A fourth host joins the fleet for the module and leaves after it. docs/topologies.md is the design.
+every request; a failed gate, and a failed bake, on the group that roll both its hosts back (previous
+left as it was); rollback.py taking the group back as one unit under traffic; a second converge that
+changes nothing. A fourth host joins the fleet for the module and leaves after it. docs/topologies.md
+is the design.
 """
 
 import json
