@@ -4,7 +4,8 @@ The stand-in's ranks of one server over two node ranks held to real sglang 0.5.1
 one GPU, NCCL over sockets on loopback). What rank 1 answers; the head alone at its ``--dist-timeout``
 (the store's message, SIGKILL by its own hand, its port never opened); and rank 1 killed under a serving
 head: the head's scheduler fails at once, then the crash diagnostics hold the process, silent, for
-5 + 60 s (sglang's own waits, scaled here by ``SGLFLEET_STANDIN_TIME_SCALE``), then it SIGKILLs itself.
+5 + 60 s (sglang's own waits, scaled here by ``SGLFLEET_STANDIN_TIME_SCALE``), then it SIGKILLs itself;
+with the environment sglfleet's releases export on such a stack, after the first 5 s.
 The logs' lines compared are the record's (``-rank1-killed.log``, ``-head-alone.log``).
 """
 
@@ -17,6 +18,7 @@ import time
 import pytest
 
 from sglfleet import PROJECT_ROOT
+from sglfleet.plan.release import crash_environment
 from test_server_flags import python_tree
 from test_standin import KIMI_PATH, free_port, get, launch, wait_for  # noqa: F401  (fixtures)
 
@@ -37,9 +39,9 @@ def sglang_0514():
     return python_tree("0.5.14")
 
 
-def rank(launch, site, init: int, node_rank: int, *flags):
+def rank(launch, site, init: int, node_rank: int, *flags, **env):
     return launch(site, *KIMI_PATH, *GROUP, "--dist-init-addr", f"127.0.0.1:{init}", "--node-rank", str(node_rank),
-                  *flags)
+                  *flags, **env)
 
 
 def in_order(text: str, lines) -> bool:
@@ -100,3 +102,18 @@ def test_rank_1_killed_leaves_the_head_silent_then_gone_as_the_record(launch, sg
     assert group[0].returncode == -signal.SIGKILL
     assert took_s * SCALE * 0.9 < gone_s < took_s * SCALE + 3, (gone_s, took_s)
     assert in_order(group[0].communicate()[1], CRASH)
+
+
+def test_with_the_environment_sglfleet_renders_the_head_ends_after_the_py_spy_dump(launch, sglang_0514):
+    environment = dict(crash_environment("0.5.14"))  # what a release on a 0.5.13-or-later stack exports
+    init = free_port()
+    group = {node: rank(launch, sglang_0514, init, node, **environment) for node in (0, 1)}
+    wait_for(group[0], timeout=30)
+    killed = time.monotonic()
+    group[1].kill()
+    group[0].wait(timeout=30)
+    gone_s = time.monotonic() - killed
+    assert group[0].returncode == -signal.SIGKILL
+    assert gone_s < 5 * SCALE + 3, gone_s  # the 5 s before py-spy; the record's 60 more were the coredump wait
+    err = group[0].communicate()[1]
+    assert in_order(err, CRASH[:3]) and CRASH[3] not in err

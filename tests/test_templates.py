@@ -85,6 +85,17 @@ def test_compile_caches_live_in_the_stacks_folder_of_the_units_cache_directory()
             assert set_to.get(name, "").startswith(f"{LAYOUT.cache_dir}/compile/{stack_id}"), name
 
 
+@pytest.mark.parametrize("version, exported", [("0.5.9", None), ("0.5.13", "0"), ("0.5.23", "0"), (None, None)])
+def test_a_failed_server_skips_the_coredump_wait_where_sglang_has_one(version, exported):
+    # 0.5.13 on wait 60 s for CUDA coredumps no unit enables (the multi-node record's head: 65.6 s, silent)
+    launch = render_release(CONFIG, "dev-0a24832cc36f", "", sglang_version=version).files["launch"][0]
+    assert dict(re.findall(r"^export (\w+)=(.*)$", launch, re.M)).get("SGLANG_CUDA_COREDUMP_BEFORE_CRASH") == exported
+    # a stack without it keeps its release id: no host restarts for it
+    if exported is None:
+        assert render_release(CONFIG, "dev-0a24832cc36f", "", sglang_version=version).release_id == \
+            render_release(CONFIG, "dev-0a24832cc36f", "").release_id
+
+
 def test_a_stop_goes_to_the_launch_script_alone_and_restarts_wait_as_set():
     unit = render_unit(CONFIG)
     assert "KillMode=mixed\n" in unit and "RestartSec=5\n" in unit  # the defaults, for production

@@ -180,14 +180,15 @@ class _ReadOnce:
         self.tools = cache(tool_files)
         self._releases: dict[tuple, Release] = {}
 
-    def release(self, service: Service, stack_id: str, patch_digest: str, service_digest: str) -> Release:
+    def release(self, service: Service, stack: Stack, patch_digest: str, service_digest: str) -> Release:
         """``render_release`` of ``service`` on the stack: a fleet's hosts mostly share their settings."""
         # A config holds lists, so it does not hash: its JSON names it.
-        key = (service.config.model_dump_json(), stack_id, patch_digest, service_digest, service.layout,
+        key = (service.config.model_dump_json(), stack.id, patch_digest, service_digest, service.layout,
                service.gpus)
         if key not in self._releases:
-            self._releases[key] = render_release(service.config, stack_id, patch_digest, service_digest=service_digest,
-                                                 layout=service.layout, gpus=service.gpus)
+            self._releases[key] = render_release(service.config, stack.id, patch_digest, service_digest=service_digest,
+                                                 layout=service.layout, gpus=service.gpus,
+                                                 sglang_version=stack.sglang_version)
         return self._releases[key]
 
 
@@ -224,7 +225,7 @@ def _host_plan(name: str, groups: tuple[str, ...], data: dict, config: HostConfi
     patch_digest = patch_sets_digest(list(sets))
 
     def releases(built: Stack) -> dict[str, Release]:
-        return {service.name: read.release(service, built.id, patch_digest, files[service.name].digest)
+        return {service.name: read.release(service, built, patch_digest, files[service.name].digest)
                 for service in services}
 
     return replace(plan, service_files=files, tool_files=read.tools(config.server),

@@ -21,6 +21,8 @@ import shlex
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from sglfleet.artifacts.models import offline, served_launch
 from sglfleet.host.gate import GateSettings
 from sglfleet.host.layout import LAYOUT, Layout
@@ -52,6 +54,34 @@ COMPILE_CACHES = (
     ("SGLANG_CACHE_DIR", "sglang"),
     ("CUDA_CACHE_PATH", "nv/ComputeCache"),
 )
+
+
+# From 0.5.13 a server whose scheduler fails while it serves runs crash diagnostics before it ends
+# (0.5.14 tokenizer_manager.py:2585-2606, in the signal handler: nothing is answered meanwhile): 5 s and
+# py-spy, then a wait for CUDA coredumps, 60 s, though only CUDA_ENABLE_USER_TRIGGERED_COREDUMP, which
+# sglfleet sets nowhere, makes any. The H100 record's head ended 65.6 s after its group's rank 1 died
+# (tests/data/gpu/multinode-h100-sglang-0.5.14.json); without the wait, after the py-spy dump.
+CRASH_DIAGNOSTICS_SINCE = Version("0.5.13")
+
+
+def crash_environment(sglang_version: str | None) -> list[tuple[str, str]]:
+    """
+    The launcher's environment that ends a failed server without the coredump wait nothing fills.
+
+    + sglang_version: the stack's sglang (None: not known, nothing set)
+
+    **Example:**
+
+    .. code:: python
+
+        crash_environment("0.5.14")  # [("SGLANG_CUDA_COREDUMP_BEFORE_CRASH", "0")]
+        crash_environment("0.5.9")   # []: it ends at once
+    """
+    try:
+        late = sglang_version is not None and Version(sglang_version) >= CRASH_DIAGNOSTICS_SINCE
+    except InvalidVersion:
+        late = False
+    return [("SGLANG_CUDA_COREDUMP_BEFORE_CRASH", "0")] if late else []
 
 
 def compile_cache_environment(stack_id: str, layout: Layout = LAYOUT) -> list[tuple[str, str]]:
@@ -138,7 +168,7 @@ class Release:
 
 def render_release(
     config, stack_id: str, patch_digest: str, templates: Path = TEMPLATES, service_digest: str = "",
-    layout: Layout = LAYOUT, gpus: tuple[int, ...] | None = None,
+    layout: Layout = LAYOUT, gpus: tuple[int, ...] | None = None, sglang_version: str | None = None,
 ) -> Release:
     """
     Render a host's release and compute its id.
@@ -153,6 +183,7 @@ def render_release(
     + layout: where things are on the host (the stack's python, the stand-in, the unit's runtime directory)
     + gpus: the GPU indices the service owns (one of a host's ``services``): its ``CUDA_VISIBLE_DEVICES``;
       None for a host's one service, which sees every GPU
+    + sglang_version: the stack's sglang, for what differs between its releases (``crash_environment``)
 
     **Example:**
 
@@ -183,6 +214,7 @@ def render_release(
         # torch numbers the visible GPUs from 0: sglang's tp ranks land on exactly these.
         environment.append(("CUDA_VISIBLE_DEVICES", ",".join(str(gpu) for gpu in gpus)))
     environment += compile_cache_environment(stack_id, layout)
+    environment += crash_environment(sglang_version)
     if offline(config):
         # Every model is staged and verified: a start never reaches the network.
         environment.append(("HF_HUB_OFFLINE", "1"))

@@ -310,7 +310,8 @@ def checked(inventory, templates: Path = TEMPLATES, measured_os_severity: str = 
                        templates=templates)
             for service in services:
                 render_unit(service.config, templates, layout=service.layout)
-                render_release(service.config, stack.id, "", templates, layout=service.layout, gpus=service.gpus)
+                render_release(service.config, stack.id, "", templates, layout=service.layout, gpus=service.gpus,
+                               sglang_version=stack.sglang_version)
         except SecretsError as error:
             findings.append(Finding("error", name, "secrets_file", str(error)))
         except TemplateRenderError as error:
